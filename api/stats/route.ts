@@ -1,0 +1,66 @@
+import { Hono } from "hono";
+import type { PublicClient } from "viem";
+import type { IndexTarget } from "../../config/target.ts";
+import type { IndexDb } from "../db.ts";
+import { unitsToUsd } from "../money.ts";
+import { indexedHead, indexedTotals } from "./queries.ts";
+import { type Stats, statsSchema } from "./schema.ts";
+
+export type StatsDeps = {
+  db: IndexDb;
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked">;
+  /** Reads the chain head; only the stats route talks to the RPC, never a screening path. */
+  chain?: Pick<PublicClient, "getBlock">;
+};
+
+const iso = (seconds: bigint) => new Date(Number(seconds) * 1000).toISOString();
+
+async function chainHead(chain: StatsDeps["chain"]) {
+  if (!chain) return null;
+  try {
+    const block = await Promise.race([
+      chain.getBlock({ blockTag: "latest" }),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000)),
+    ]);
+    return { number: block.number, timestamp: block.timestamp };
+  } catch {
+    return null;
+  }
+}
+
+export function statsRoutes({ db, target, chain }: StatsDeps) {
+  return new Hono().get("/", async (c) => {
+    // Sequential on purpose: PGlite is a single connection.
+    const totals = await indexedTotals(db);
+    const indexed = await indexedHead(db);
+    const head = await chainHead(chain);
+    const bySymbol = new Map(target.tokens.map((t) => [t.address, t]));
+    const stats: Stats = {
+      network: target.network,
+      chainId: 42220,
+      indexing: { mode: target.tracked ? "tracked" : "all", trackedWallets: target.tracked?.size ?? null },
+      wallets: totals.wallets,
+      transfers: totals.transfers.reduce((n, t) => n + t.count, 0),
+      tokens: target.tokens.map((token) => {
+        const row = totals.transfers.find((t) => t.token === token.address);
+        return {
+          symbol: bySymbol.get(token.address)?.symbol ?? token.address,
+          address: token.address,
+          transfers: row?.count ?? 0,
+          volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals),
+        };
+      }),
+      latestIndexedBlock: indexed && { number: Number(indexed.blockNumber), timestamp: Number(indexed.timestamp), time: iso(indexed.timestamp) },
+      chainHead: head && { number: Number(head.number), timestamp: Number(head.timestamp), time: iso(head.timestamp) },
+      lag:
+        indexed && head
+          ? {
+              blocks: Math.max(0, Number(head.number - indexed.blockNumber)),
+              seconds: Math.max(0, Number(head.timestamp - indexed.timestamp)),
+            }
+          : null,
+      generatedAt: new Date().toISOString(),
+    };
+    return c.json(statsSchema.parse(stats));
+  });
+}

@@ -1,0 +1,29 @@
+import type { Address } from "./addresses.ts";
+
+/** Celo mainnet facts (see ../shared/design/REFERENCES.md). Index the tokens, not the 18-decimal fee adapters. */
+export const CELO_CHAIN_ID = 42220;
+export const CELO_NETWORK = `eip155:${CELO_CHAIN_ID}` as const;
+
+export type TokenInfo = {
+  symbol: "USDT" | "USDC";
+  address: Address;
+  decimals: 6;
+  /** EIP-712 domain name and version used by EIP-3009 authorizations. */
+  name: string;
+  version: string;
+};
+
+export const CELO_TOKENS: Record<TokenInfo["symbol"], TokenInfo> = {
+  USDT: { symbol: "USDT", address: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e", decimals: 6, name: "Tether USD", version: "1" },
+  USDC: { symbol: "USDC", address: "0xceba9300f2b948710d2653dd7b07f33a8b32118c", decimals: 6, name: "USDC", version: "2" },
+};
+
+/** The OnchainReporter the original service attests passports with. */
+export const CELO_ONCHAIN_REPORTER: Address = "0xe7621af5de3806ba26115bdc89190c65ed835c21";
+
+/**
+ * Default first block for live indexing: Celo's L2 migration block. Indexing all stablecoin
+ * transfers since then is a large backfill; set CELO_START_BLOCK to a later block to trade history
+ * for start-up time.
+ */
+export const CELO_DEFAULT_START_BLOCK = 31_056_500;

@@ -1,0 +1,46 @@
+import { z } from "zod";
+import { describeIssues, StartupError } from "./errors.ts";
+
+const csv = z
+  .string()
+  .transform((value) => value.split(/[\s,]+/).filter(Boolean));
+
+const blankAsUndefined = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
+
+/**
+ * Every environment variable the service reads, in one place (the README table is written from
+ * this). Unset means the embedded default: a local devnet indexed into PGlite.
+ */
+export const envSchema = z.object({
+  /** Live Celo JSON-RPC URL(s), comma separated. Unset: run on the local devnet. */
+  PONDER_RPC_URL_42220: z.preprocess(blankAsUndefined, csv.pipe(z.array(z.url()).min(1)).optional()),
+  /** First block indexed on live Celo. */
+  CELO_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
+  /** Our own reporter contract on live Celo, indexed beside the original OnchainReporter. */
+  REPORTER_ADDRESS: z.preprocess(blankAsUndefined, z.string().regex(/^0x[a-fA-F0-9]{40}$/).optional()),
+  /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
+  DATABASE_URL: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Schema the indexer writes its tables to. Default: "reputation" on Celo, "devnet" on the devnet. */
+  DATABASE_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
+  /** PGlite directory. Default: .ponder/<network>/pglite, so devnet and live data never mix. */
+  PGLITE_DIR: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** "all": every transfer of the tokens. "tracked": only transfers of TRACKED_WALLETS(_FILE). */
+  INDEX_MODE: z.preprocess(blankAsUndefined, z.enum(["all", "tracked"]).default("all")),
+  TRACKED_WALLETS: z.preprocess(blankAsUndefined, csv.optional()),
+  /** File with one wallet address per line ("#" starts a comment). */
+  TRACKED_WALLETS_FILE: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Devnet manifest written by `npm run devnet`. */
+  DEVNET_MANIFEST: z.preprocess(blankAsUndefined, z.string().default(".devnet/manifest.json")),
+  /** How often the indexer polls for new blocks. */
+  POLLING_INTERVAL_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).default(1000)),
+  /** Port of the HTTP API. */
+  PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42069)),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export function readEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const parsed = envSchema.safeParse(source);
+  if (!parsed.success) throw new StartupError(`Invalid environment: ${describeIssues(parsed.error.issues)}`);
+  return parsed.data;
+}

@@ -1,0 +1,99 @@
+import { existsSync, readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { type Address, addressSchema } from "./addresses.ts";
+import { CELO_DEFAULT_START_BLOCK, CELO_ONCHAIN_REPORTER, CELO_TOKENS, type TokenInfo } from "./celo.ts";
+import { type Env, readEnv } from "./env.ts";
+import { StartupError } from "./errors.ts";
+import { readManifest } from "./manifest.ts";
+
+/** What the indexer follows and where it keeps it: live Celo or the local devnet. */
+export type IndexTarget = {
+  network: "celo" | "devnet";
+  rpcUrls: string[];
+  tokens: TokenInfo[];
+  reporters: Address[];
+  startBlock: number;
+  /** Lowercase wallets to index in tracked mode; null indexes every transfer of the tokens. */
+  tracked: ReadonlySet<Address> | null;
+  database: { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
+  schema: string;
+  pollingIntervalMs: number;
+};
+
+/**
+ * Ponder rate-limits each RPC URL string on its own; a local node answers far faster than that
+ * limit, so the devnet is reached through several spellings of the same URL.
+ */
+const DEVNET_RPC_FANOUT = 10;
+
+/** Schema of devnet data; `npm start` recreates it with each new devnet (the old chain is gone). */
+export const DEVNET_SCHEMA = "devnet";
+
+export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
+  const network = env.PONDER_RPC_URL_42220 ? "celo" : "devnet";
+  const database: IndexTarget["database"] = env.DATABASE_URL
+    ? { kind: "postgres", connectionString: env.DATABASE_URL }
+    : { kind: "pglite", directory: resolve(env.PGLITE_DIR ?? `.ponder/${network}/pglite`) };
+  const common = {
+    tracked: readTrackedWallets(env),
+    database,
+    schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA),
+    pollingIntervalMs: env.POLLING_INTERVAL_MS,
+  };
+
+  if (env.PONDER_RPC_URL_42220) {
+    const reporters = [CELO_ONCHAIN_REPORTER];
+    if (env.REPORTER_ADDRESS) reporters.push(env.REPORTER_ADDRESS.toLowerCase() as Address);
+    return {
+      network: "celo",
+      rpcUrls: env.PONDER_RPC_URL_42220,
+      tokens: [CELO_TOKENS.USDT, CELO_TOKENS.USDC],
+      reporters,
+      startBlock: env.CELO_START_BLOCK ?? CELO_DEFAULT_START_BLOCK,
+      ...common,
+    };
+  }
+
+  const manifest = readManifest(env.DEVNET_MANIFEST);
+  const base = new URL(manifest.rpcUrl);
+  const rpcUrls = Array.from({ length: DEVNET_RPC_FANOUT }, (_, i) => {
+    const url = new URL(base);
+    url.searchParams.set("r", String(i + 1));
+    return url.toString();
+  });
+  return {
+    network: "devnet",
+    rpcUrls,
+    tokens: [
+      { ...manifest.tokens.USDT, symbol: "USDT" },
+      { ...manifest.tokens.USDC, symbol: "USDC" },
+    ],
+    reporters: [manifest.reporter.address],
+    startBlock: manifest.startBlock,
+    ...common,
+  };
+}
+
+function readTrackedWallets(env: Env): ReadonlySet<Address> | null {
+  if (env.INDEX_MODE === "all") return null;
+  const listed = [...(env.TRACKED_WALLETS ?? [])];
+  if (env.TRACKED_WALLETS_FILE) {
+    if (!existsSync(env.TRACKED_WALLETS_FILE)) {
+      throw new StartupError(`TRACKED_WALLETS_FILE ${env.TRACKED_WALLETS_FILE} does not exist.`);
+    }
+    for (const line of readFileSync(env.TRACKED_WALLETS_FILE, "utf8").split("\n")) {
+      const entry = line.replace(/#.*/, "").trim();
+      if (entry) listed.push(entry);
+    }
+  }
+  if (listed.length === 0) {
+    throw new StartupError("INDEX_MODE=tracked needs wallets: set TRACKED_WALLETS (comma separated) or TRACKED_WALLETS_FILE.");
+  }
+  const wallets = new Set<Address>();
+  for (const entry of listed) {
+    const parsed = addressSchema.safeParse(entry);
+    if (!parsed.success) throw new StartupError(`Tracked wallet "${entry}" is not an address (0x followed by 40 hex characters).`);
+    wallets.add(parsed.data);
+  }
+  return wallets;
+}

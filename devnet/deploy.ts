@@ -1,0 +1,33 @@
+import type { Hex } from "viem";
+import type { Address } from "../config/addresses.ts";
+import { devStablecoinArtifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
+import { devnetClients } from "./chain.ts";
+
+export type Deployment = {
+  tokens: Record<"USDT" | "USDC", { address: Address; name: string; version: string; symbol: "USDT" | "USDC"; decimals: 6 }>;
+  reporter: Address;
+  /** Block of the first deployment: the indexer starts here. */
+  startBlock: number;
+};
+
+/** Deploys USDT and USDC with Celo's EIP-712 domains, and the reporter with a separate reporter role. */
+export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporterRole: Address): Promise<Deployment> {
+  const { publicClient, walletClient } = devnetClients(rpcUrl, deployerKey);
+  const deploy = async (hash: Hex) => {
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    if (!receipt.contractAddress || receipt.status !== "success") throw new Error(`deployment ${hash} failed`);
+    return { address: receipt.contractAddress.toLowerCase() as Address, block: Number(receipt.blockNumber) };
+  };
+  // Same name, symbol and EIP-712 version as the tokens on Celo (REFERENCES.md).
+  const usdt = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["Tether USD", "USDT", "1"] }));
+  const usdc = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["USDC", "USDC", "2"] }));
+  const reporter = await deploy(await walletClient.deployContract({ ...reputationReporterArtifact, args: [reporterRole] }));
+  return {
+    tokens: {
+      USDT: { address: usdt.address, name: "Tether USD", version: "1", symbol: "USDT", decimals: 6 },
+      USDC: { address: usdc.address, name: "USDC", version: "2", symbol: "USDC", decimals: 6 },
+    },
+    reporter: reporter.address,
+    startBlock: usdt.block,
+  };
+}

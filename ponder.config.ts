@@ -1,0 +1,40 @@
+import { createConfig } from "ponder";
+import { devStablecoinAbi } from "./abis/DevStablecoin.ts";
+import { reputationReporterAbi } from "./abis/ReputationReporter.ts";
+import { resolveIndexTarget } from "./config/target.ts";
+
+// Live Celo when PONDER_RPC_URL_42220 is set, the local devnet (from its manifest) otherwise.
+const target = resolveIndexTarget();
+const tokens = target.tokens.map((t) => t.address);
+const tracked = target.tracked ? [...target.tracked] : null;
+
+// The devnet's token ABI is a superset of Celo USDT/USDC's: the Transfer event is identical.
+const stablecoin = { chain: "celo", abi: devStablecoinAbi, address: tokens, startBlock: target.startBlock } as const;
+
+export default createConfig({
+  database:
+    target.database.kind === "postgres"
+      ? { kind: "postgres", connectionString: target.database.connectionString }
+      : { kind: "pglite", directory: target.database.directory },
+  chains: {
+    celo: {
+      id: 42220,
+      rpc: target.rpcUrls,
+      pollingInterval: target.pollingIntervalMs,
+      // A devnet is reset at will and shares Celo's chain id: never cache its RPC answers.
+      disableCache: target.network === "devnet",
+    },
+  },
+  contracts: {
+    // Tracked mode: one entry per side, because Ponder keeps only one filter per event and entry.
+    // src/Stablecoin.ts skips the inbound copy of a transfer whose sender is tracked too.
+    Stablecoin: tracked ? { ...stablecoin, filter: { event: "Transfer", args: { from: tracked } } } : stablecoin,
+    ...(tracked ? { StablecoinInbound: { ...stablecoin, filter: { event: "Transfer", args: { to: tracked } } } } : {}),
+    ReputationReporter: {
+      chain: "celo",
+      abi: reputationReporterAbi,
+      address: target.reporters,
+      startBlock: target.startBlock,
+    },
+  },
+});

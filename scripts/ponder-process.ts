@@ -1,0 +1,68 @@
+import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import pg from "pg";
+import { StartupError } from "../config/errors.ts";
+import { preflight } from "../config/preflight.ts";
+import { DEVNET_SCHEMA, type IndexTarget } from "../config/target.ts";
+
+/** Forgets the indexed data of a previous devnet: that chain is gone, its rows would be lies. */
+export async function resetDevnetData(target: IndexTarget): Promise<void> {
+  if (target.database.kind === "pglite") {
+    rmSync(target.database.directory, { recursive: true, force: true });
+    return;
+  }
+  // On Postgres only the devnet's own schema is ever dropped, never a schema named by the operator.
+  if (target.schema !== DEVNET_SCHEMA) return;
+  const client = new pg.Client({ connectionString: target.database.connectionString });
+  await client.connect();
+  try {
+    await client.query(`drop schema if exists "${DEVNET_SCHEMA}" cascade`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Runs `ponder start` (indexer + API) after the preflight checks, forwarding SIGINT/SIGTERM, and
+ * resolves with its exit code. Start-up problems surface as one StartupError line.
+ */
+export async function runPonder(target: IndexTarget, options: { port: number; env?: NodeJS.ProcessEnv; onReady?: () => void }): Promise<number> {
+  await preflight(target);
+  const child = spawn("ponder", ["start", "--schema", target.schema, "--port", String(options.port)], {
+    stdio: "inherit",
+    env: { ...process.env, ...options.env },
+  });
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on("SIGINT", forward);
+  process.on("SIGTERM", forward);
+  if (options.onReady) void waitReady(options.port, child).then((ready) => ready && options.onReady!());
+  return new Promise((resolve, reject) => {
+    child.on("error", (error) => reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)));
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 0 : 1)));
+  });
+}
+
+async function waitReady(port: number, child: { exitCode: number | null }): Promise<boolean> {
+  while (child.exitCode === null) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/ready`)).ok) return true;
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return false;
+}
+
+/** Runs a launcher: a StartupError prints as one line and exits 1; anything else is a real crash. */
+export async function launch(main: () => Promise<number>): Promise<never> {
+  try {
+    process.exit(await main());
+  } catch (error) {
+    if (error instanceof StartupError) {
+      console.error(`Cannot start: ${error.message}`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}

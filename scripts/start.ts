@@ -1,0 +1,42 @@
+import { resolve } from "node:path";
+import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
+import { readEnv } from "../config/env.ts";
+import { resolveIndexTarget } from "../config/target.ts";
+import { launch, resetDevnetData, runPonder } from "./ponder-process.ts";
+
+// The whole service: on live Celo when PONDER_RPC_URL_42220 is set; otherwise a fresh local devnet
+// with seeded history, indexed into PGlite (or DATABASE_URL), the API on localhost.
+await launch(async () => {
+  const env = readEnv();
+  let devnet: Devnet | undefined;
+  if (!env.PONDER_RPC_URL_42220) {
+    const manifestPath = resolve(env.DEVNET_MANIFEST);
+    console.log("Starting the local devnet (anvil, chain 42220) and seeding its history…");
+    devnet = await startDevnet({
+      wallets: Number(process.env.DEVNET_WALLETS ?? 300),
+      port: Number(process.env.DEVNET_PORT ?? 8545),
+      apiUrl: `http://127.0.0.1:${env.PORT}`,
+      manifestPath,
+    });
+    console.log(describeDevnet(devnet.manifest, manifestPath));
+  }
+  const target = resolveIndexTarget(env);
+  try {
+    if (devnet) await resetDevnetData(target);
+    return await runPonder(target, {
+      port: env.PORT,
+      onReady: () =>
+        console.log(
+          [
+            "",
+            `Service ready on http://127.0.0.1:${env.PORT}`,
+            `  stats      http://127.0.0.1:${env.PORT}/api/stats`,
+            `  GraphQL    http://127.0.0.1:${env.PORT}/graphql`,
+            devnet ? `  manifest   ${resolve(env.DEVNET_MANIFEST)} (persona wallets, lender keys)` : "",
+          ].join("\n"),
+        ),
+    });
+  } finally {
+    await devnet?.stop();
+  }
+});
