@@ -71,7 +71,8 @@ export async function applyTransferSide(db: Context["db"], t: TransferFact, side
     }));
 
   // The pair row as it was before this transfer tells whether the counterparty is new this month.
-  let before: typeof counterparty.$inferSelect | undefined;
+  // Copy the fields: Ponder's cache updates the row object it hands to the update function in place.
+  let before: Pick<typeof counterparty.$inferSelect, "lastAt" | "lastInAt" | "lastOutAt"> | undefined;
   await db
     .insert(counterparty)
     .values({
@@ -90,7 +91,7 @@ export async function applyTransferSide(db: Context["db"], t: TransferFact, side
       lastOutAt: isIn ? null : t.timestamp,
     })
     .onConflictDoUpdate((row) => {
-      before = row;
+      before = { lastAt: row.lastAt, lastInAt: row.lastInAt, lastOutAt: row.lastOutAt };
       return {
         totalIn: row.totalIn + inValue,
         totalOut: row.totalOut + outValue,

@@ -20,8 +20,8 @@ export async function indexedTotals(db: IndexDb): Promise<IndexedTotals> {
 }
 
 /** The last block the indexer has fully processed, from Ponder's own checkpoint row. */
-export async function indexedHead(db: IndexDb): Promise<{ blockNumber: bigint; timestamp: bigint } | null> {
-  const result = await db.execute(sql`select latest_checkpoint from _ponder_checkpoint limit 1`);
+export async function indexedHead(db: IndexDb, schema: string): Promise<{ blockNumber: bigint; timestamp: bigint } | null> {
+  const result = await db.execute(sql`select latest_checkpoint from ${sql.identifier(schema)}._ponder_checkpoint limit 1`);
   const checkpoint = (result.rows[0] as { latest_checkpoint?: string } | undefined)?.latest_checkpoint;
   if (!checkpoint) return null;
   // Ponder's checkpoint: 10 digits of block timestamp, 16 of chain id, 16 of block number, ...

@@ -8,7 +8,7 @@ import { type Stats, statsSchema } from "./schema.ts";
 
 export type StatsDeps = {
   db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked">;
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema">;
   /** Reads the chain head; only the stats route talks to the RPC, never a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
 };
@@ -32,7 +32,7 @@ export function statsRoutes({ db, target, chain }: StatsDeps) {
   return new Hono().get("/", async (c) => {
     // Sequential on purpose: PGlite is a single connection.
     const totals = await indexedTotals(db);
-    const indexed = await indexedHead(db);
+    const indexed = await indexedHead(db, target.schema);
     const head = await chainHead(chain);
     const bySymbol = new Map(target.tokens.map((t) => [t.address, t]));
     const stats: Stats = {

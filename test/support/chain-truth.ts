@@ -1,0 +1,160 @@
+import { createPublicClient, http, parseAbiItem, type Address } from "viem";
+import { devnetChain } from "../../devnet/chain.ts";
+import { monthOf } from "../../src/month.ts";
+
+const ZERO = "0x0000000000000000000000000000000000000000";
+const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+
+export type ChainTransfer = { token: string; from: string; to: string; value: bigint; block: bigint; timestamp: bigint; txHash: string; logIndex: number };
+
+/**
+ * What the chain itself says: every Transfer log of the tokens (eth_getLogs) with its block time,
+ * and the aggregates recomputed from them independently of the indexer's code.
+ */
+export async function chainTransfers(rpcUrl: string, tokens: string[], fromBlock: bigint): Promise<ChainTransfer[]> {
+  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 500 } }) });
+  const logs = await client.getLogs({ address: tokens as Address[], event: transferEvent, fromBlock, toBlock: "latest" });
+  const blocks = [...new Set(logs.map((l) => l.blockNumber!))];
+  const times = new Map<bigint, bigint>();
+  await Promise.all(blocks.map(async (n) => times.set(n, (await client.getBlock({ blockNumber: n })).timestamp)));
+  return logs.map((l) => ({
+    token: l.address.toLowerCase(),
+    from: l.args.from!.toLowerCase(),
+    to: l.args.to!.toLowerCase(),
+    value: l.args.value!,
+    block: l.blockNumber!,
+    timestamp: times.get(l.blockNumber!)!,
+    txHash: l.transactionHash!,
+    logIndex: l.logIndex!,
+  }));
+}
+
+export async function balanceAtHead(rpcUrl: string, token: string, wallet: string): Promise<bigint> {
+  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl) });
+  return client.readContract({
+    address: token as Address,
+    abi: [parseAbiItem("function balanceOf(address) view returns (uint256)")],
+    functionName: "balanceOf",
+    args: [wallet as Address],
+  });
+}
+
+type Sides = { wallet: string; other: string; dir: "in" | "out"; t: ChainTransfer }[];
+
+function sidesOf(wallet: string, transfers: ChainTransfer[]): Sides {
+  const sides: Sides = [];
+  for (const t of transfers) {
+    if (t.from === wallet) sides.push({ wallet, other: t.to, dir: "out", t });
+    if (t.to === wallet) sides.push({ wallet, other: t.from, dir: "in", t });
+  }
+  return sides;
+}
+
+/** Expected rows of every aggregate table for one wallet, as strings keyed like the SQL columns. */
+export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
+  if (wallet === ZERO) throw new Error("the zero address has no aggregates");
+  const sides = sidesOf(wallet, transfers);
+  const s = (v: bigint | number) => String(v);
+
+  const account = sides.length
+    ? {
+        address: wallet,
+        first_at: s(sides[0]!.t.timestamp),
+        last_at: s(sides.at(-1)!.t.timestamp),
+        first_block: s(sides[0]!.t.block),
+        last_block: s(sides.at(-1)!.t.block),
+        transfers_in: s(sides.filter((x) => x.dir === "in").length),
+        transfers_out: s(sides.filter((x) => x.dir === "out").length),
+      }
+    : null;
+
+  const balances = new Map<string, Record<string, string>>();
+  const months = new Map<string, { row: Record<string, bigint | number>; cps: Set<string>; payers: Set<string>; payees: Set<string> }>();
+  const pairs = new Map<string, Record<string, bigint | null>>();
+  const running = new Map<string, bigint>();
+  for (const { other, dir, t } of sides) {
+    const isIn = dir === "in";
+    const bal = (running.get(t.token) ?? 0n) + (isIn ? t.value : -t.value);
+    running.set(t.token, bal);
+
+    const b = balances.get(t.token) ?? { address: wallet, token: t.token, total_in: "0", total_out: "0", transfers_in: "0", transfers_out: "0", first_at: s(t.timestamp), last_at: "" };
+    if (isIn) {
+      b.total_in = s(BigInt(b.total_in!) + t.value);
+      b.transfers_in = s(Number(b.transfers_in) + 1);
+    } else {
+      b.total_out = s(BigInt(b.total_out!) + t.value);
+      b.transfers_out = s(Number(b.transfers_out) + 1);
+    }
+    b.last_at = s(t.timestamp);
+    b.balance = s(bal);
+    balances.set(t.token, b);
+
+    const key = `${t.token}:${monthOf(t.timestamp)}`;
+    const m = months.get(key) ?? { row: { inflow: 0n, outflow: 0n, transfers_in: 0, transfers_out: 0 }, cps: new Set(), payers: new Set(), payees: new Set() };
+    m.cps.add(other);
+    if (isIn) {
+      m.row.inflow = (m.row.inflow as bigint) + t.value;
+      m.row.transfers_in = (m.row.transfers_in as number) + 1;
+      m.payers.add(other);
+    } else {
+      m.row.outflow = (m.row.outflow as bigint) + t.value;
+      m.row.transfers_out = (m.row.transfers_out as number) + 1;
+      m.payees.add(other);
+    }
+    m.row.closing_balance = bal;
+    months.set(key, m);
+
+    const pk = `${other}:${t.token}`;
+    const p = pairs.get(pk) ?? { total_in: 0n, total_out: 0n, transfers_in: 0n, transfers_out: 0n, first_at: t.timestamp, last_at: 0n, first_in_at: null, last_in_at: null, first_out_at: null, last_out_at: null };
+    p.last_at = t.timestamp;
+    if (isIn) {
+      p.total_in! += t.value;
+      p.transfers_in! += 1n;
+      p.first_in_at ??= t.timestamp;
+      p.last_in_at = t.timestamp;
+    } else {
+      p.total_out! += t.value;
+      p.transfers_out! += 1n;
+      p.first_out_at ??= t.timestamp;
+      p.last_out_at = t.timestamp;
+    }
+    pairs.set(pk, p);
+  }
+
+  const str = (v: bigint | number | null) => (v === null ? null : String(v));
+  return {
+    account,
+    balances: [...balances.values()].sort((a, b) => a.token!.localeCompare(b.token!)),
+    months: [...months]
+      .map(([key, m]) => {
+        const [token, month] = key.split(":");
+        return {
+          address: wallet,
+          token: token!,
+          month: month!,
+          ...Object.fromEntries(Object.entries(m.row).map(([k, v]) => [k, str(v)])),
+          counterparties: String(m.cps.size),
+          payers: String(m.payers.size),
+          payees: String(m.payees.size),
+        };
+      })
+      .sort((a, b) => `${a.token}${a.month}`.localeCompare(`${b.token}${b.month}`)),
+    counterparties: [...pairs]
+      .map(([key, p]) => {
+        const [counterparty, token] = key.split(":");
+        return { address: wallet, counterparty: counterparty!, token: token!, ...Object.fromEntries(Object.entries(p).map(([k, v]) => [k, str(v)])) };
+      })
+      .sort((a, b) => `${a.counterparty}${a.token}`.localeCompare(`${b.counterparty}${b.token}`)),
+  };
+}
+
+/** Table rows normalised the same way (every value a string or null, keys sorted). */
+export function normalise(rows: Record<string, unknown>[]): Record<string, string | null>[] {
+  return rows.map((row) =>
+    Object.fromEntries(
+      Object.keys(row)
+        .sort()
+        .map((k) => [k, row[k] === null || row[k] === undefined ? null : String(row[k])]),
+    ),
+  );
+}
