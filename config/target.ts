@@ -26,13 +26,24 @@ export type IndexTarget = {
  */
 const DEVNET_RPC_FANOUT = 10;
 
-/** Schema of devnet data; `npm start` recreates it with each new devnet (the old chain is gone). */
+/** Schema of devnet data (in the devnet's own database or PGlite directory). */
 export const DEVNET_SCHEMA = "devnet";
+
+/**
+ * Where devnet data goes when DATABASE_URL names a Postgres database: a database of its own beside
+ * it, `<name>_devnet`. Ponder keeps its RPC cache per database (schema ponder_sync) keyed by chain
+ * id, and the devnet shares Celo's chain id, so devnet blocks must never sit where live ones do.
+ */
+export function devnetDatabaseUrl(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  url.pathname = `/${decodeURIComponent(url.pathname.slice(1)) || "postgres"}_devnet`;
+  return url.toString();
+}
 
 export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
   const network = env.PONDER_RPC_URL_42220 ? "celo" : "devnet";
   const database: IndexTarget["database"] = env.DATABASE_URL
-    ? { kind: "postgres", connectionString: env.DATABASE_URL }
+    ? { kind: "postgres", connectionString: network === "celo" ? env.DATABASE_URL : devnetDatabaseUrl(env.DATABASE_URL) }
     : { kind: "pglite", directory: resolve(env.PGLITE_DIR ?? `.ponder/${network}/pglite`) };
   const common = {
     tracked: readTrackedWallets(env),

@@ -1,9 +1,12 @@
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import { launch, runPonder } from "./ponder-process.ts";
+import { launch, resetDevnetData, runPonder } from "./ponder-process.ts";
 
 // The indexer and API alone, against live Celo or an already running devnet (`npm run devnet`).
+// A devnet is indexed from scratch each time: it may be a new chain under the same addresses.
 await launch(async () => {
   const env = readEnv();
-  return runPonder(resolveIndexTarget(env), { port: env.PORT });
+  const target = resolveIndexTarget(env);
+  if (target.network === "devnet") await resetDevnetData(target, env.DATABASE_URL);
+  return runPonder(target, { port: env.PORT });
 });

@@ -3,22 +3,30 @@ import { rmSync } from "node:fs";
 import pg from "pg";
 import { StartupError } from "../config/errors.ts";
 import { preflight } from "../config/preflight.ts";
-import { DEVNET_SCHEMA, type IndexTarget } from "../config/target.ts";
+import type { IndexTarget } from "../config/target.ts";
 
-/** Forgets the indexed data of a previous devnet: that chain is gone, its rows would be lies. */
-export async function resetDevnetData(target: IndexTarget): Promise<void> {
+/**
+ * Forgets the indexed data of a previous devnet: that chain is gone, its rows and Ponder's cached
+ * blocks would be lies. Devnet data lives apart from live data (its own PGlite directory, or its own
+ * `<name>_devnet` Postgres database), so this never touches live data.
+ */
+export async function resetDevnetData(target: IndexTarget, databaseUrl: string | undefined): Promise<void> {
+  if (target.network !== "devnet") throw new Error("only devnet data is ever reset");
   if (target.database.kind === "pglite") {
     rmSync(target.database.directory, { recursive: true, force: true });
     return;
   }
-  // On Postgres only the devnet's own schema is ever dropped, never a schema named by the operator.
-  if (target.schema !== DEVNET_SCHEMA) return;
-  const client = new pg.Client({ connectionString: target.database.connectionString });
-  await client.connect();
+  const devnetDb = decodeURIComponent(new URL(target.database.connectionString).pathname.slice(1));
+  if (!devnetDb.endsWith("_devnet")) throw new Error(`refusing to reset ${devnetDb}: not a devnet database`);
+  const client = new pg.Client({ connectionString: databaseUrl });
   try {
-    await client.query(`drop schema if exists "${DEVNET_SCHEMA}" cascade`);
+    await client.connect();
+    await client.query(`drop database if exists "${devnetDb}" with (force)`);
+    await client.query(`create database "${devnetDb}"`);
+  } catch (error) {
+    throw new StartupError(`Cannot prepare the devnet database ${devnetDb} next to DATABASE_URL (${(error as Error).message}).`);
   } finally {
-    await client.end();
+    await client.end().catch(() => {});
   }
 }
 

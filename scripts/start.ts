@@ -22,7 +22,7 @@ await launch(async () => {
   }
   const target = resolveIndexTarget(env);
   try {
-    if (devnet) await resetDevnetData(target);
+    if (devnet) await resetDevnetData(target, env.DATABASE_URL);
     return await runPonder(target, {
       port: env.PORT,
       onReady: () =>

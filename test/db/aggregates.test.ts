@@ -18,6 +18,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
   beforeAll(async () => {
     devnet = await startTestDevnet();
     slot = databaseSlot();
+    await slot.prepare();
     indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
     const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
     transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));

@@ -24,6 +24,8 @@ export type DatabaseSlot = {
   kind: TestDatabase;
   env: Record<string, string>;
   schema: string;
+  /** Creates what the indexer needs before it starts. */
+  prepare: () => Promise<void>;
   read: <T>(fn: (query: Query) => Promise<T>) => Promise<T>;
   drop: () => Promise<void>;
 };
@@ -36,6 +38,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
       kind,
       env: { PGLITE_DIR: dir, DATABASE_SCHEMA: schema },
       schema,
+      prepare: async () => {},
       read: async (fn) => {
         const db = new PGlite(dir);
         try {
@@ -48,8 +51,13 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
       drop: async () => rmSync(dir, { recursive: true, force: true }),
     };
   }
-  const withClient = async <T>(fn: (client: pg.Client) => Promise<T>) => {
-    const client = new pg.Client({ connectionString: POSTGRES_URL });
+  // Ponder caches blocks per database by chain id, and every test devnet is chain 42220: each
+  // slot gets a database of its own (the `<name>_devnet` database the indexer derives).
+  const devnetDb = `${schema}_devnet`;
+  const withClient = async <T>(database: string | null, fn: (client: pg.Client) => Promise<T>) => {
+    const url = new URL(POSTGRES_URL);
+    if (database) url.pathname = `/${database}`;
+    const client = new pg.Client({ connectionString: url.toString() });
     await client.connect();
     try {
       return await fn(client);
@@ -57,16 +65,19 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
       await client.end();
     }
   };
+  const base = new URL(POSTGRES_URL);
+  base.pathname = `/${schema}`;
   return {
     kind,
-    env: { DATABASE_URL: POSTGRES_URL, DATABASE_SCHEMA: schema },
+    env: { DATABASE_URL: base.toString(), DATABASE_SCHEMA: schema },
     schema,
+    prepare: () => withClient(null, async (client) => void (await client.query(`create database "${devnetDb}"`))),
     read: (fn) =>
-      withClient(async (client) => {
+      withClient(devnetDb, async (client) => {
         await client.query(`set search_path to "${schema}"`);
         return fn(async (sql) => (await client.query(sql)).rows);
       }),
-    drop: () => withClient(async (client) => void (await client.query(`drop schema if exists "${schema}" cascade`))),
+    drop: () => withClient(null, async (client) => void (await client.query(`drop database if exists "${devnetDb}" with (force)`))),
   };
 }
 
