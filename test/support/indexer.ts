@@ -91,8 +91,8 @@ export type Indexer = {
 /** Starts `ponder start` (indexer + API) in its own process group; stop() kills the group. */
 export async function startIndexer(env: Record<string, string>): Promise<Indexer> {
   const port = await freePort();
-  const child = spawn("ponder", ["start", "--port", String(port), "--log-format", "json", "--log-level", "warn"], {
-    env: { ...process.env, POLLING_INTERVAL_MS: "200", ...env },
+  const child = spawn("ponder", ["start", "--port", String(port), "--log-format", "json"], {
+    env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", ...env },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });

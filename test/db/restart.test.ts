@@ -1,0 +1,84 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { databaseSlot, type DatabaseSlot, type Indexer, type Query, startIndexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
+
+const TABLES = {
+  transfer: "id",
+  account: "address",
+  balance: "address, token",
+  account_month: "address, token, month",
+  counterparty: "address, counterparty, token",
+};
+
+/** Row count and a hash of every row, per table: equal digests mean equal tables. */
+async function digest(query: Query) {
+  const out: Record<string, string> = {};
+  for (const [table, order] of Object.entries(TABLES)) {
+    const [row] = await query<{ n: string; h: string }>(`select count(*) as n, md5(string_agg(t::text, '|' order by ${order})) as h from ${table} t`);
+    out[table] = `${row!.n}:${row!.h}`;
+  }
+  return out;
+}
+
+// Stopping the indexer in the middle of its backfill and starting it again resumes from its
+// checkpoint and ends with the same tables as a run that was never interrupted.
+describe(`restart during backfill (${testDatabase})`, () => {
+  let devnet: TestDevnet;
+  let proxy: RpcProxy;
+  const slots: DatabaseSlot[] = [];
+  const indexers: Indexer[] = [];
+
+  beforeAll(async () => {
+    devnet = await startTestDevnet({ wallets: 40, months: 13, seed: 11 });
+    proxy = await startRpcProxy(devnet.manifest.rpcUrl);
+  }, 240_000);
+
+  afterAll(async () => {
+    for (const indexer of indexers) await indexer.stop();
+    for (const slot of slots) await slot.drop();
+    await proxy?.close();
+    await devnet?.stop();
+  });
+
+  const run = async (slot: DatabaseSlot, manifestPath: string, env: Record<string, string> = {}) => {
+    const indexer = await startIndexer({ DEVNET_MANIFEST: manifestPath, ...slot.env, ...env });
+    indexers.push(indexer);
+    return indexer;
+  };
+
+  it("ends with the same tables as an uninterrupted run", async () => {
+    // The indexer reaches the devnet through the proxy, slowed so the backfill takes a while.
+    const slowManifest = devnet.manifestPath.replace(/manifest\.json$/, "manifest-slow.json");
+    writeFileSync(slowManifest, JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }));
+
+    const reference = databaseSlot();
+    const interrupted = databaseSlot();
+    slots.push(reference, interrupted);
+    await reference.prepare();
+    await interrupted.prepare();
+
+    const clean = await run(reference, devnet.manifestPath);
+    await waitForBlock(clean, devnet.manifest.headBlock);
+    await clean.stop();
+    const expected = await reference.read(digest);
+
+    proxy.delayMs = 6;
+    const first = await run(interrupted, slowManifest);
+    const midway = await waitFor("a partial backfill", async () => {
+      const s = await stats(first);
+      return s.transfers > 0 ? s : undefined;
+    }, first);
+    await first.stop();
+    expect(midway.latestIndexedBlock?.number ?? 0).toBeLessThan(devnet.manifest.headBlock);
+    expect(midway.transfers).toBeLessThan(Number(expected.transfer!.split(":")[0]));
+
+    proxy.delayMs = 0;
+    const second = await run(interrupted, slowManifest, { PONDER_LOG_LEVEL: "info" });
+    await waitForBlock(second, devnet.manifest.headBlock);
+    await second.stop();
+    expect(second.output()).toContain("crash recovery");
+    expect(await interrupted.read(digest)).toEqual(expected);
+  });
+});

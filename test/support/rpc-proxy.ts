@@ -1,0 +1,49 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export type RpcProxy = {
+  url: string;
+  /** Milliseconds each request waits before it is forwarded; requests pass one at a time. */
+  delayMs: number;
+  /** Answer eth_chainId with this instead of the upstream's (a node of another chain). */
+  chainId?: number;
+  /** Accept requests and never answer them (a node that hangs). */
+  hang: boolean;
+  close: () => Promise<void>;
+};
+
+/** A JSON-RPC proxy on 127.0.0.1 in front of anvil that can be slowed down, hung or mislabelled. */
+export async function startRpcProxy(upstream: string, options: Partial<Pick<RpcProxy, "delayMs" | "chainId" | "hang">> = {}): Promise<RpcProxy> {
+  let queue = Promise.resolve();
+  const proxy = { delayMs: 0, hang: false, ...options } as RpcProxy;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      if (proxy.hang) return;
+      const body = Buffer.concat(chunks).toString();
+      queue = queue.then(async () => {
+        if (proxy.delayMs) await new Promise((r) => setTimeout(r, proxy.delayMs));
+        try {
+          const parsed = JSON.parse(body) as { id: unknown; method: string } | { id: unknown; method: string }[];
+          if (proxy.chainId !== undefined && !Array.isArray(parsed) && parsed.method === "eth_chainId") {
+            res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: parsed.id, result: `0x${proxy.chainId.toString(16)}` }));
+            return;
+          }
+          const upstreamRes = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
+          res.writeHead(upstreamRes.status, { "content-type": "application/json" }).end(await upstreamRes.text());
+        } catch (error) {
+          res.writeHead(502).end(String(error));
+        }
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return proxy;
+}
