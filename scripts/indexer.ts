@@ -1,4 +1,5 @@
 import { readEnv } from "../config/env.ts";
+import { preflight } from "../config/preflight.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { launch, resetDevnetData, runPonder } from "./ponder-process.ts";
 
@@ -7,6 +8,7 @@ import { launch, resetDevnetData, runPonder } from "./ponder-process.ts";
 await launch(async () => {
   const env = readEnv();
   const target = resolveIndexTarget(env);
+  await preflight(target);
   if (target.network === "devnet") await resetDevnetData(target, env.DATABASE_URL);
   return runPonder(target, { port: env.PORT });
 });

@@ -2,7 +2,6 @@ import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import pg from "pg";
 import { StartupError } from "../config/errors.ts";
-import { preflight } from "../config/preflight.ts";
 import type { IndexTarget } from "../config/target.ts";
 
 /**
@@ -31,11 +30,10 @@ export async function resetDevnetData(target: IndexTarget, databaseUrl: string |
 }
 
 /**
- * Runs `ponder start` (indexer + API) after the preflight checks, forwarding SIGINT/SIGTERM, and
- * resolves with its exit code. Start-up problems surface as one StartupError line.
+ * Runs `ponder start` (indexer + API), forwarding SIGINT/SIGTERM, and resolves with its exit code.
+ * Call `preflight(target)` first: Ponder itself retries a dead RPC forever instead of saying so.
  */
 export async function runPonder(target: IndexTarget, options: { port: number; env?: NodeJS.ProcessEnv; onReady?: () => void }): Promise<number> {
-  await preflight(target);
   const child = spawn("ponder", ["start", "--schema", target.schema, "--port", String(options.port)], {
     stdio: "inherit",
     env: { ...process.env, ...options.env },

@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
 import { readEnv } from "../config/env.ts";
+import { preflight } from "../config/preflight.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { launch, resetDevnetData, runPonder } from "./ponder-process.ts";
 
@@ -22,6 +23,7 @@ await launch(async () => {
   }
   const target = resolveIndexTarget(env);
   try {
+    await preflight(target);
     if (devnet) await resetDevnetData(target, env.DATABASE_URL);
     return await runPonder(target, {
       port: env.PORT,

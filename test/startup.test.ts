@@ -1,0 +1,100 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ManifestInput } from "../config/manifest.ts";
+import { freePort } from "../devnet/ports.ts";
+import { type RpcProxy, startRpcProxy } from "./support/rpc-proxy.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "startup-"));
+const address = (n: number) => `0x${n.toString(16).padStart(40, "0")}`;
+const key = `0x${"11".repeat(32)}`;
+
+/** A manifest that passes validation, pointing at `rpcUrl`. */
+const manifest = (rpcUrl: string): ManifestInput => ({
+  chainId: 42220,
+  rpcUrl,
+  apiUrl: "http://127.0.0.1:42069",
+  createdAt: "2026-11-01T00:00:00.000Z",
+  startBlock: 1,
+  headBlock: 10,
+  history: { from: "2025-09-01T00:00:00.000Z", to: "2026-11-01T00:00:00.000Z", months: 15 },
+  tokens: {
+    USDT: { address: address(1), name: "Tether USD", version: "1", symbol: "USDT", decimals: 6 },
+    USDC: { address: address(2), name: "USDC", version: "2", symbol: "USDC", decimals: 6 },
+  },
+  reporter: { address: address(3), admin: address(4) },
+  deployer: { address: address(4), privateKey: key },
+  lenders: [{ label: "lender", address: address(5), privateKey: key }],
+  service: { reporter: { address: address(6), privateKey: key }, relayer: { address: address(7), privateKey: key }, treasury: { address: address(8) } },
+  personas: {},
+  population: { seed: 1, wallets: 0, transfers: 0, blocks: 0, seconds: 0 },
+});
+
+const file = (name: string, content: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+};
+
+/** Runs the indexer launcher and returns its exit code and what it printed. */
+function startIndexer(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("tsx", ["scripts/indexer.ts"], {
+      env: { ...process.env, PGLITE_DIR: join(dir, "pglite"), PONDER_RPC_URL_42220: "", DATABASE_URL: "", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+// A bad start stops with one clear line naming the problem: no stack trace, no endless retries.
+describe("a bad start", () => {
+  let wrongChain: RpcProxy;
+  let hanging: RpcProxy;
+  let closedPort: number;
+
+  beforeAll(async () => {
+    wrongChain = await startRpcProxy("http://127.0.0.1:1", { chainId: 1 });
+    hanging = await startRpcProxy("http://127.0.0.1:1", { hang: true });
+    closedPort = await freePort();
+  });
+  afterAll(async () => {
+    await wrongChain.close();
+    await hanging.close();
+  });
+
+  const cases: [string, () => Record<string, string>, RegExp][] = [
+    ["a missing manifest", () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }), /Devnet manifest not found at .*nope\.json/],
+    ["a manifest that is not JSON", () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }), /corrupt\.json is not valid JSON/],
+    ["a manifest of the wrong shape", () => ({ DEVNET_MANIFEST: file("shape.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), tokens: { USDT: {} } })) }), /shape\.json is invalid: tokens\.USDT\.address/],
+    ["a manifest of another chain", () => ({ DEVNET_MANIFEST: file("chain.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), chainId: 1 })) }), /chain\.json is invalid: chainId/],
+    ["an RPC that refuses connections", () => ({ DEVNET_MANIFEST: file("closed.json", JSON.stringify(manifest(`http://127.0.0.1:${closedPort}`))) }), /RPC http:\/\/127\.0\.0\.1:\d+ does not answer/],
+    ["an RPC that never answers", () => ({ DEVNET_MANIFEST: file("hang.json", JSON.stringify(manifest(hanging.url))) }), /does not answer \(.*(timeout|aborted)/i],
+    ["a devnet RPC of the wrong chain id", () => ({ DEVNET_MANIFEST: file("wrong.json", JSON.stringify(manifest(wrongChain.url))) }), /serves chain id 1, expected 42220/],
+    ["a live RPC of the wrong chain id", () => ({ PONDER_RPC_URL_42220: wrongChain.url }), /serves chain id 1, expected 42220/],
+    ["a live RPC URL that is not a URL", () => ({ PONDER_RPC_URL_42220: "celo-rpc" }), /Invalid environment: PONDER_RPC_URL_42220/],
+    ["an unknown index mode", () => ({ INDEX_MODE: "some" }), /Invalid environment: INDEX_MODE/],
+    ["tracked mode without wallets", () => ({ INDEX_MODE: "tracked", PONDER_RPC_URL_42220: wrongChain.url }), /INDEX_MODE=tracked needs wallets/],
+    ["a tracked wallet that is not an address", () => ({ INDEX_MODE: "tracked", TRACKED_WALLETS: "0x12", PONDER_RPC_URL_42220: wrongChain.url }), /Tracked wallet "0x12" is not an address/],
+  ];
+
+  it.each(cases)("%s: one line naming the problem", async (_, env, message) => {
+    const { code, stderr, stdout } = await startIndexer(env());
+    expect(code).toBe(1);
+    const lines = stderr.split("\n").filter((l) => l.trim() && !l.startsWith("npm warn"));
+    expect(lines, stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(/^Cannot start: /);
+    expect(lines[0]).toMatch(message);
+    expect(stderr + stdout).not.toMatch(/\n\s+at /);
+  });
+});
