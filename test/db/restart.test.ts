@@ -1,5 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { IndexTarget } from "../../config/target.ts";
+import { restartInterruptedPgliteBackfill } from "../../scripts/ponder-process.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import { databaseSlot, type DatabaseSlot, type Indexer, type Query, startIndexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
@@ -22,8 +24,9 @@ async function digest(query: Query) {
   return out;
 }
 
-// Stopping the indexer in the middle of its backfill and starting it again resumes from its
-// checkpoint and ends with the same tables as a run that was never interrupted.
+// Stopping the indexer in the middle of its backfill and starting it again ends with the same
+// tables as a run that was never interrupted. On Postgres it resumes from its checkpoint; on PGlite
+// the launcher starts an interrupted backfill over (see restartInterruptedPgliteBackfill).
 describe(`restart during backfill (${testDatabase})`, () => {
   let devnet: TestDevnet;
   let proxy: RpcProxy;
@@ -74,11 +77,15 @@ describe(`restart during backfill (${testDatabase})`, () => {
     expect(midway.latestIndexedBlock?.number ?? 0).toBeLessThan(devnet.manifest.headBlock);
     expect(midway.transfers).toBeLessThan(Number(expected.transfer!.split(":")[0]));
 
+    // What the launchers do before starting the indexer.
+    const restarted = await restartInterruptedPgliteBackfill({ database: { kind: "pglite", directory: interrupted.env.PGLITE_DIR ?? "" }, schema: interrupted.schema } as IndexTarget);
+    expect(restarted).toBe(interrupted.kind === "pglite");
+
     proxy.delayMs = 0;
     const second = await run(interrupted, slowManifest, { PONDER_LOG_LEVEL: "info" });
     await waitForBlock(second, devnet.manifest.headBlock);
     await second.stop();
-    expect(second.output()).toContain("crash recovery");
+    if (interrupted.kind === "postgres") expect(second.output()).toContain("crash recovery");
     expect(await interrupted.read(digest)).toEqual(expected);
   });
 });

@@ -89,9 +89,10 @@ export type Indexer = {
 };
 
 /** Starts `ponder start` (indexer + API) in its own process group; stop() kills the group. */
-export async function startIndexer(env: Record<string, string>): Promise<Indexer> {
+export async function startIndexer(env: Record<string, string>, options: { root?: string } = {}): Promise<Indexer> {
   const port = await freePort();
-  const child = spawn("ponder", ["start", "--port", String(port), "--log-format", "json"], {
+  const root = options.root ? ["--root", options.root] : [];
+  const child = spawn("ponder", ["start", ...root, "--port", String(port), "--log-format", "json"], {
     env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", ...env },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
