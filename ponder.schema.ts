@@ -1,8 +1,8 @@
-import { index, onchainTable, primaryKey } from "ponder";
+import { bigint, hex, index, integer, onchainTable, onchainView, primaryKey, sql, text } from "ponder";
 
-// Everything here is written only by the indexing handlers in src/, so Ponder can roll every
-// table back on a reorg. Money is the token's smallest unit (numeric, never float). Addresses are
-// lowercase hex. Times are unix seconds; months are UTC calendar months written "YYYY-MM".
+// Tables are written only by the indexing handlers in src/, so Ponder rolls them back on a reorg;
+// views derive from them and follow. Money is the token's smallest unit (numeric, never float).
+// Addresses are lowercase hex. Times are unix seconds; months are UTC calendar months "YYYY-MM".
 
 /** One row per stablecoin Transfer log. */
 export const transfer = onchainTable(
@@ -24,81 +24,128 @@ export const transfer = onchainTable(
   }),
 );
 
-/** One row per wallet: lifetime activity across all indexed tokens. */
-export const account = onchainTable("account", (t) => ({
-  address: t.hex().primaryKey(),
-  firstAt: t.bigint().notNull(),
-  lastAt: t.bigint().notNull(),
-  firstBlock: t.bigint().notNull(),
-  lastBlock: t.bigint().notNull(),
-  transfersIn: t.integer().notNull(),
-  transfersOut: t.integer().notNull(),
-}));
-
-/** One row per wallet and token: the running balance and lifetime flows. */
-export const balance = onchainTable(
-  "balance",
+/**
+ * The one aggregate the handlers maintain: money that moved from one wallet to another, per token
+ * and UTC calendar month. A transfer costs a single upsert here; every per-wallet figure (monthly
+ * flows, balances, counterparties) is a sum over the wallet's flow rows, which stay few (one per
+ * counterparty and month) however many transfers there were. See docs/data-model.md.
+ */
+export const flow = onchainTable(
+  "flow",
   (t) => ({
-    address: t.hex().notNull(),
+    from: t.hex().notNull(),
+    to: t.hex().notNull(),
     token: t.hex().notNull(),
-    balance: t.bigint().notNull(),
-    totalIn: t.bigint().notNull(),
-    totalOut: t.bigint().notNull(),
-    transfersIn: t.integer().notNull(),
-    transfersOut: t.integer().notNull(),
+    month: t.text().notNull(),
+    total: t.bigint().notNull(),
+    transfers: t.integer().notNull(),
     firstAt: t.bigint().notNull(),
     lastAt: t.bigint().notNull(),
   }),
-  (table) => ({ pk: primaryKey({ columns: [table.address, table.token] }) }),
-);
-
-/** One row per wallet, token and UTC calendar month. */
-export const accountMonth = onchainTable(
-  "account_month",
-  (t) => ({
-    address: t.hex().notNull(),
-    token: t.hex().notNull(),
-    month: t.text().notNull(), // "YYYY-MM"
-    inflow: t.bigint().notNull(),
-    outflow: t.bigint().notNull(),
-    transfersIn: t.integer().notNull(),
-    transfersOut: t.integer().notNull(),
-    /** Distinct wallets this wallet moved money with (either way) this month. */
-    counterparties: t.integer().notNull(),
-    /** Distinct wallets that paid this wallet this month. */
-    payers: t.integer().notNull(),
-    /** Distinct wallets this wallet paid this month. */
-    payees: t.integer().notNull(),
-    /** Balance of this token at the end of the month (after its last transfer). */
-    closingBalance: t.bigint().notNull(),
+  (table) => ({
+    pk: primaryKey({ columns: [table.from, table.to, table.token, table.month] }),
+    toIdx: index().on(table.to, table.token, table.month),
   }),
-  (table) => ({ pk: primaryKey({ columns: [table.address, table.token, table.month] }) }),
 );
 
 /**
- * One row per wallet, counterparty and token, seen from `address`: "in" is money the counterparty
- * sent to `address`, "out" is money `address` sent to it. Each transfer touches two rows, one
- * from each side.
+ * The wallets of tracked-wallets mode (INDEX_MODE=tracked), written at setup; empty when every
+ * transfer is indexed. The views below list only these wallets when it is not empty.
  */
-export const counterparty = onchainTable(
-  "counterparty",
-  (t) => ({
-    address: t.hex().notNull(),
-    counterparty: t.hex().notNull(),
-    token: t.hex().notNull(),
-    totalIn: t.bigint().notNull(),
-    totalOut: t.bigint().notNull(),
-    transfersIn: t.integer().notNull(),
-    transfersOut: t.integer().notNull(),
-    firstAt: t.bigint().notNull(),
-    lastAt: t.bigint().notNull(),
-    firstInAt: t.bigint(),
-    lastInAt: t.bigint(),
-    firstOutAt: t.bigint(),
-    lastOutAt: t.bigint(),
-  }),
-  (table) => ({ pk: primaryKey({ columns: [table.address, table.counterparty, table.token] }) }),
-);
+export const trackedWallet = onchainTable("tracked_wallet", (t) => ({
+  address: t.hex().primaryKey(),
+}));
+
+/**
+ * Each flow seen from both of its wallets: the sender's outflow and the recipient's inflow. The
+ * zero address (mints, burns) is a counterparty, never a wallet of its own; in tracked mode only
+ * tracked wallets are.
+ */
+const sides = sql`
+  select "from" as address, "to" as counterparty, token, month, 0::numeric(78,0) as inflow, total as outflow,
+         0 as transfers_in, transfers as transfers_out, first_at, last_at from ${flow}
+  union all
+  select "to", "from", token, month, total, 0::numeric(78,0), transfers, 0, first_at, last_at from ${flow}`;
+const notZero = sql`address <> '0x0000000000000000000000000000000000000000'
+  and (not exists (select 1 from ${trackedWallet}) or address in (select address from ${trackedWallet}))`;
+
+/** Per wallet, token and month: flows, counts and distinct counterparties. */
+export const accountMonth = onchainView("account_month", {
+  address: hex().notNull(),
+  token: hex().notNull(),
+  month: text().notNull(),
+  inflow: bigint().notNull(),
+  outflow: bigint().notNull(),
+  transfersIn: integer().notNull(),
+  transfersOut: integer().notNull(),
+  /** Distinct wallets this wallet moved money with, either way, that month. */
+  counterparties: integer().notNull(),
+  /** Distinct wallets that paid it that month. */
+  payers: integer().notNull(),
+  /** Distinct wallets it paid that month. */
+  payees: integer().notNull(),
+  firstAt: bigint().notNull(),
+  lastAt: bigint().notNull(),
+}).as(sql`
+  select address, token, month, sum(inflow) as inflow, sum(outflow) as outflow,
+         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
+         count(distinct counterparty)::int as counterparties,
+         count(*) filter (where transfers_in > 0)::int as payers,
+         count(*) filter (where transfers_out > 0)::int as payees,
+         min(first_at) as first_at, max(last_at) as last_at
+  from (${sides}) s where ${notZero} group by address, token, month`);
+
+/** Per wallet and token: balance (all inflows less all outflows) and lifetime flows. */
+export const balance = onchainView("balance", {
+  address: hex().notNull(),
+  token: hex().notNull(),
+  balance: bigint().notNull(),
+  totalIn: bigint().notNull(),
+  totalOut: bigint().notNull(),
+  transfersIn: integer().notNull(),
+  transfersOut: integer().notNull(),
+  firstAt: bigint().notNull(),
+  lastAt: bigint().notNull(),
+}).as(sql`
+  select address, token, sum(inflow) - sum(outflow) as balance, sum(inflow) as total_in, sum(outflow) as total_out,
+         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
+         min(first_at) as first_at, max(last_at) as last_at
+  from (${sides}) s where ${notZero} group by address, token`);
+
+/** Per wallet: first and last activity and counts, across tokens. */
+export const account = onchainView("account", {
+  address: hex().notNull(),
+  firstAt: bigint().notNull(),
+  lastAt: bigint().notNull(),
+  transfersIn: integer().notNull(),
+  transfersOut: integer().notNull(),
+}).as(sql`
+  select address, min(first_at) as first_at, max(last_at) as last_at,
+         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out
+  from (${sides}) s where ${notZero} group by address`);
+
+/** Per wallet, counterparty and token, seen from `address`: totals, counts and times each way. */
+export const counterparty = onchainView("counterparty", {
+  address: hex().notNull(),
+  counterparty: hex().notNull(),
+  token: hex().notNull(),
+  totalIn: bigint().notNull(),
+  totalOut: bigint().notNull(),
+  transfersIn: integer().notNull(),
+  transfersOut: integer().notNull(),
+  firstAt: bigint().notNull(),
+  lastAt: bigint().notNull(),
+  firstInAt: bigint(),
+  lastInAt: bigint(),
+  firstOutAt: bigint(),
+  lastOutAt: bigint(),
+}).as(sql`
+  select address, counterparty, token, sum(inflow) as total_in, sum(outflow) as total_out,
+         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
+         min(first_at) as first_at, max(last_at) as last_at,
+         min(first_at) filter (where transfers_in > 0) as first_in_at, max(last_at) filter (where transfers_in > 0) as last_in_at,
+         min(first_at) filter (where transfers_out > 0) as first_out_at, max(last_at) filter (where transfers_out > 0) as last_out_at
+  from (${sides}) s where ${notZero} group by address, counterparty, token`);
 
 /**
  * One row per passport (REP-…) attested by a reporter contract: our own and the reporter already

@@ -61,8 +61,6 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
         address: wallet,
         first_at: s(sides[0]!.t.timestamp),
         last_at: s(sides.at(-1)!.t.timestamp),
-        first_block: s(sides[0]!.t.block),
-        last_block: s(sides.at(-1)!.t.block),
         transfers_in: s(sides.filter((x) => x.dir === "in").length),
         transfers_out: s(sides.filter((x) => x.dir === "out").length),
       }
@@ -90,7 +88,8 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     balances.set(t.token, b);
 
     const key = `${t.token}:${monthOf(t.timestamp)}`;
-    const m = months.get(key) ?? { row: { inflow: 0n, outflow: 0n, transfers_in: 0, transfers_out: 0 }, cps: new Set(), payers: new Set(), payees: new Set() };
+    const m = months.get(key) ?? { row: { inflow: 0n, outflow: 0n, transfers_in: 0, transfers_out: 0, first_at: t.timestamp }, cps: new Set(), payers: new Set(), payees: new Set() };
+    m.row.last_at = t.timestamp;
     m.cps.add(other);
     if (isIn) {
       m.row.inflow = (m.row.inflow as bigint) + t.value;
@@ -101,7 +100,6 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
       m.row.transfers_out = (m.row.transfers_out as number) + 1;
       m.payees.add(other);
     }
-    m.row.closing_balance = bal;
     months.set(key, m);
 
     const pk = `${other}:${t.token}`;
