@@ -1,13 +1,17 @@
 import { Hono } from "hono";
 import { errorBody, handleError } from "./http/errors.ts";
+import { screenRoutes } from "./screen/route.ts";
 import { type StatsDeps, statsRoutes } from "./stats/route.ts";
+import { WalletAssessor } from "./wallet/assess.ts";
 
 export type AppDeps = StatsDeps;
 
 /** The HTTP service, independent of how it is hosted (Ponder's server in production, tests directly). */
 export function createApp(deps: AppDeps) {
   const app = new Hono();
+  const assessor = new WalletAssessor(deps);
   app.route("/api/stats", statsRoutes(deps));
+  app.route("/api/lender", screenRoutes({ ...deps, assessor }));
   app.notFound((c) => c.json(errorBody("not_found", `No route ${c.req.method} ${c.req.path}.`), 404));
   app.onError(handleError);
   return app;

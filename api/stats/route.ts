@@ -8,7 +8,7 @@ import { type Stats, statsSchema } from "./schema.ts";
 
 export type StatsDeps = {
   db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema">;
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
   /** Reads the chain head; only the stats route talks to the RPC, never a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
 };

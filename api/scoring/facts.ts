@@ -1,0 +1,38 @@
+import type { Address } from "../../config/addresses.ts";
+
+/**
+ * What the scoring model is given about one wallet: rows read from the indexer's tables, with no
+ * interpretation yet. Amounts are token units (6-decimal USD stablecoins, so summable); times are
+ * unix seconds. api/wallet/queries.ts reads them; tests build them by hand.
+ */
+export type WalletFacts = {
+  address: Address;
+  /** Time of the latest indexed block: "now" for every rule, so a result is reproducible. */
+  asOf: number;
+  /** Lifetime activity, or null when the wallet has never moved money. */
+  account: { firstAt: number; lastAt: number; transfersIn: number; transfersOut: number } | null;
+  balances: { token: Address; balance: bigint }[];
+  /** The wallet's transfers over the scoring window (WINDOW_DAYS), either way. */
+  transfers: WalletTransfer[];
+  /** Lifetime totals per counterparty (both tokens), for refunds and relationships. */
+  counterparties: { counterparty: Address; totalIn: bigint; totalOut: bigint; transfersIn: number; transfersOut: number; firstAt: number; lastAt: number }[];
+  /** First activity of each wallet this one paid in the window: tells fresh addresses apart. */
+  firstSeen: { address: Address; firstAt: number }[];
+  /**
+   * Who funded the wallets that paid this one, hop by hop back from its payers: enough to see
+   * money that left this wallet and came back through wallets it funded itself.
+   */
+  funding: { wallet: Address; funder: Address; total: bigint }[];
+};
+
+export type WalletTransfer = {
+  direction: "in" | "out";
+  counterparty: Address;
+  token: Address;
+  value: bigint;
+  at: number;
+};
+
+export const DAY = 86_400;
+/** Income, spending and behaviour are read over the last year. */
+export const WINDOW_DAYS = 365;

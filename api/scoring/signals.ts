@@ -1,0 +1,222 @@
+import type { Address } from "../../config/addresses.ts";
+import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
+
+/** Inflows below one dollar are dust: spam, never income. */
+export const DUST_FLOOR_UNITS = 1_000_000n;
+const ZERO = "0x0000000000000000000000000000000000000000";
+
+export type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
+
+export type RecurringPayer = {
+  payer: Address;
+  cadence: "weekly" | "biweekly" | "monthly" | "business";
+  payments: number;
+  medianUnits: bigint;
+  monthlyUnits: bigint;
+};
+
+/** Everything the scores are computed from, each a plain fact that docs/scoring.md defines. */
+export type Signals = {
+  ageDays: number;
+  daysSinceLastActivity: number | null;
+  activeMonths12: number;
+  transfersInWindow: number;
+  distinctCounterparties: number;
+  balanceUnits: bigint;
+  /** Inflow split by kind over the window. */
+  inflowByKind: Record<InflowKind, bigint>;
+  dustInflows: number;
+  incomeByMonth: { month: string; units: bigint }[];
+  monthlyIncomeUnits: bigint;
+  weeklyConsistency: number;
+  recurring: RecurringPayer[];
+  verifiedMonthlyIncomeUnits: bigint;
+  threeMonth: { inflow: bigint; outflow: bigint; net: bigint };
+  /** Average monthly spending over 3 months, not counting money sent to wallets it funds itself. */
+  monthlySpendUnits: bigint;
+  sixMonthNetUnits: bigint;
+  /** Share of income (or of all inflow) taken by the largest payer. */
+  topPayerShare: number;
+  /** Share of the window's inflow that left within 48 h for a one-time fresh address. */
+  drainShare: number;
+  /** Share of the window's non-dust inflow that was its own money coming back. */
+  cycledShare: number;
+  selfFundedWallets: number;
+};
+
+const monthKey = (at: number) => new Date(at * 1000).toISOString().slice(0, 7);
+const median = (values: number[]) => {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length ? (s[Math.floor((s.length - 1) / 2)]! + s[Math.ceil((s.length - 1) / 2)]!) / 2 : 0;
+};
+const medianBig = (values: bigint[]) => {
+  const s = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return s.length ? s[Math.floor((s.length - 1) / 2)]! : 0n;
+};
+const sum = (values: bigint[]) => values.reduce((a, b) => a + b, 0n);
+
+/**
+ * Wallets funded (mostly) by this one, hop by hop: a wallet is self-funded when the funders that
+ * gave it the majority of its money are this wallet or wallets it funded itself.
+ */
+export function selfFundedWallets(facts: WalletFacts): Set<Address> {
+  const funders = new Map<Address, { funder: Address; total: bigint }[]>();
+  for (const f of facts.funding) funders.set(f.wallet, [...(funders.get(f.wallet) ?? []), f]);
+  const verdict = new Map<Address, boolean>();
+  const visit = (wallet: Address, path: Set<Address>): boolean => {
+    if (wallet === facts.address) return true;
+    if (verdict.has(wallet)) return verdict.get(wallet)!;
+    if (path.has(wallet)) return false;
+    path.add(wallet);
+    const received = funders.get(wallet) ?? [];
+    const total = sum(received.map((f) => f.total));
+    const ownFunding = sum(received.filter((f) => f.funder !== ZERO && visit(f.funder, path)).map((f) => f.total));
+    path.delete(wallet);
+    const result = total > 0n && ownFunding * 2n > total;
+    verdict.set(wallet, result);
+    return result;
+  };
+  const result = new Set<Address>();
+  for (const wallet of funders.keys()) if (visit(wallet, new Set())) result.add(wallet);
+  return result;
+}
+
+/** Classifies each inflow: what counts as income, and why the rest does not. */
+export function classifyInflows(facts: WalletFacts, selfFunded: Set<Address>): { t: WalletTransfer; kind: InflowKind; income: bigint }[] {
+  const sentTo = new Map<Address, bigint>();
+  const out: { t: WalletTransfer; kind: InflowKind; income: bigint }[] = [];
+  for (const t of [...facts.transfers].sort((a, b) => a.at - b.at)) {
+    if (t.direction === "out") {
+      sentTo.set(t.counterparty, (sentTo.get(t.counterparty) ?? 0n) + t.value);
+      continue;
+    }
+    if (t.counterparty === facts.address) out.push({ t, kind: "self", income: 0n });
+    else if (t.value < DUST_FLOOR_UNITS) out.push({ t, kind: "dust", income: 0n });
+    else if (selfFunded.has(t.counterparty)) out.push({ t, kind: "cycled", income: 0n });
+    else {
+      // Money coming back from someone it paid (a refund, a return) is not earned.
+      const owed = sentTo.get(t.counterparty) ?? 0n;
+      const returned = owed < t.value ? owed : t.value;
+      sentTo.set(t.counterparty, owed - returned);
+      out.push({ t, kind: returned === t.value ? "returned" : "income", income: t.value - returned });
+    }
+  }
+  return out;
+}
+
+/** A payer's cadence: regular gaps and amounts within a band, still paying. */
+function cadenceOf(payments: { at: number; value: bigint }[], asOf: number): RecurringPayer["cadence"] | null {
+  if (payments.length < 3) return null;
+  const gaps = payments.slice(1).map((p, i) => (p.at - payments[i]!.at) / DAY);
+  const gap = median(gaps);
+  const cadence = gap >= 25 && gap <= 35 ? "monthly" : gap >= 12 && gap <= 16 ? "biweekly" : gap >= 5 && gap <= 9 ? "weekly" : null;
+  if (!cadence) return null;
+  const regularGaps = gaps.filter((g) => Math.abs(g - gap) <= gap * 0.4).length / gaps.length;
+  const mid = Number(medianBig(payments.map((p) => p.value)));
+  const inBand = payments.filter((p) => Math.abs(Number(p.value) - mid) <= mid * 0.25).length / payments.length;
+  const stillPaying = asOf - payments.at(-1)!.at <= gap * 1.6 * DAY;
+  return regularGaps >= 0.7 && inBand >= 0.75 && stillPaying ? cadence : null;
+}
+
+export function deriveSignals(facts: WalletFacts): Signals {
+  const { asOf } = facts;
+  const selfFunded = selfFundedWallets(facts);
+  const inflows = classifyInflows(facts, selfFunded);
+  const outflows = facts.transfers.filter((t) => t.direction === "out");
+  const within = (days: number) => (t: { at: number }) => t.at > asOf - days * DAY;
+
+  const inflowByKind: Record<InflowKind, bigint> = { income: 0n, dust: 0n, cycled: 0n, returned: 0n, self: 0n };
+  for (const i of inflows) {
+    inflowByKind[i.kind] += i.kind === "income" ? i.income : i.t.value;
+    if (i.kind === "income") inflowByKind.returned += i.t.value - i.income;
+  }
+
+  // Income per calendar month over the last 12 complete months plus the current one.
+  const incomeMonths = new Map<string, bigint>();
+  for (let k = 12; k >= 0; k--) {
+    const d = new Date(asOf * 1000);
+    incomeMonths.set(new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - k, 1)).toISOString().slice(0, 7), 0n);
+  }
+  for (const i of inflows) if (i.income > 0n && incomeMonths.has(monthKey(i.t.at))) incomeMonths.set(monthKey(i.t.at), incomeMonths.get(monthKey(i.t.at))! + i.income);
+  const incomeByMonth = [...incomeMonths].map(([month, units]) => ({ month, units }));
+  const lastThreeComplete = incomeByMonth.slice(-4, -1);
+  const monthlyIncomeUnits = sum(lastThreeComplete.map((m) => m.units)) / 3n;
+
+  // Weekly consistency: share of the last 13 full weeks with an income inflow.
+  const weeks = new Set(inflows.filter((i) => i.income > 0n && within(91)(i.t)).map((i) => Math.floor((asOf - i.t.at) / (7 * DAY))));
+  const weeklyConsistency = [...weeks].filter((w) => w < 13).length / 13;
+
+  // Recurring income: regular payers, or a business paid by many customers every month.
+  const byPayer = new Map<Address, { at: number; value: bigint }[]>();
+  for (const i of inflows) if (i.income > 0n && within(200)(i.t)) byPayer.set(i.t.counterparty, [...(byPayer.get(i.t.counterparty) ?? []), { at: i.t.at, value: i.income }]);
+  const recurring: RecurringPayer[] = [];
+  for (const [payer, payments] of byPayer) {
+    if (payer === ZERO) continue;
+    const cadence = cadenceOf(payments, asOf);
+    if (!cadence) continue;
+    const mid = medianBig(payments.map((p) => p.value));
+    const perMonth = cadence === "monthly" ? 1n : cadence === "biweekly" ? 2n : 4n;
+    recurring.push({ payer, cadence, payments: payments.length, medianUnits: mid, monthlyUnits: mid * perMonth });
+  }
+  const sixComplete = incomeByMonth.slice(-7, -1);
+  const payersPerMonth = sixComplete.map((m) => new Set(inflows.filter((i) => i.income > 0n && monthKey(i.t.at) === m.month).map((i) => i.t.counterparty)).size);
+  if (payersPerMonth.filter((n) => n >= 20).length >= 5 && weeklyConsistency >= 0.75) {
+    const recurringPayers = new Set(recurring.map((r) => r.payer));
+    const other = inflows.filter((i) => i.income > 0n && !recurringPayers.has(i.t.counterparty) && sixComplete.some((m) => m.month === monthKey(i.t.at)));
+    const monthly = medianBig(sixComplete.map((m) => sum(other.filter((i) => monthKey(i.t.at) === m.month).map((i) => i.income))));
+    recurring.push({ payer: ZERO as Address, cadence: "business", payments: other.length, medianUnits: monthly, monthlyUnits: monthly });
+  }
+  const verifiedMonthlyIncomeUnits = sum(recurring.map((r) => r.monthlyUnits));
+
+  const inflow90 = sum(inflows.filter((i) => within(90)(i.t)).map((i) => i.t.value));
+  const outflow90 = sum(outflows.filter(within(90)).map((t) => t.value));
+  const spend90 = sum(outflows.filter((t) => within(90)(t) && !selfFunded.has(t.counterparty) && t.counterparty !== facts.address).map((t) => t.value));
+  const net180 = sum(inflows.filter((i) => within(180)(i.t)).map((i) => i.t.value)) - sum(outflows.filter(within(180)).map((t) => t.value));
+
+  const incomeTotal = inflowByKind.income;
+  const payerTotals = new Map<Address, bigint>();
+  for (const i of inflows) if (i.income > 0n) payerTotals.set(i.t.counterparty, (payerTotals.get(i.t.counterparty) ?? 0n) + i.income);
+  const topPayer = [...payerTotals.values()].reduce((a, b) => (a > b ? a : b), 0n);
+
+  // Drain: inflow that leaves within 48 h for an address that appeared with this payment and
+  // never received from it again.
+  const firstSeen = new Map(facts.firstSeen.map((f) => [f.address, f.firstAt]));
+  const paidCount = new Map<Address, number>();
+  for (const t of outflows) paidCount.set(t.counterparty, (paidCount.get(t.counterparty) ?? 0) + 1);
+  const inflowTimes = inflows.filter((i) => i.kind !== "dust").map((i) => i.t.at);
+  const drained = sum(
+    outflows
+      .filter((t) => paidCount.get(t.counterparty) === 1 && (firstSeen.get(t.counterparty) ?? 0) >= t.at && inflowTimes.some((at) => at <= t.at && t.at - at <= 2 * DAY))
+      .map((t) => t.value),
+  );
+  const nonDustInflow = sum(inflows.filter((i) => i.kind !== "dust" && i.kind !== "self").map((i) => i.t.value));
+
+  // History that counts: no dust, no transfers with itself or with wallets it funded itself.
+  const genuine = facts.transfers.filter((t) => t.value >= DUST_FLOOR_UNITS && t.counterparty !== facts.address && !selfFunded.has(t.counterparty));
+  const activeMonths = new Set(genuine.map((t) => monthKey(t.at)));
+  const counterpartiesInWindow = new Set(genuine.filter((t) => t.counterparty !== ZERO).map((t) => t.counterparty));
+  const ratio = (a: bigint, b: bigint) => (b > 0n ? Number((a * 10_000n) / b) / 10_000 : 0);
+
+  return {
+    ageDays: facts.account ? Math.floor((asOf - facts.account.firstAt) / DAY) : 0,
+    daysSinceLastActivity: facts.account ? Math.floor((asOf - facts.account.lastAt) / DAY) : null,
+    activeMonths12: [...activeMonths].filter((m) => incomeByMonth.slice(-12).some((x) => x.month === m)).length,
+    transfersInWindow: genuine.length,
+    distinctCounterparties: counterpartiesInWindow.size,
+    balanceUnits: sum(facts.balances.map((b) => b.balance)),
+    inflowByKind,
+    dustInflows: inflows.filter((i) => i.kind === "dust").length,
+    incomeByMonth,
+    monthlyIncomeUnits,
+    weeklyConsistency,
+    recurring,
+    verifiedMonthlyIncomeUnits,
+    threeMonth: { inflow: inflow90, outflow: outflow90, net: inflow90 - outflow90 },
+    monthlySpendUnits: spend90 / 3n,
+    sixMonthNetUnits: net180,
+    topPayerShare: ratio(topPayer, incomeTotal),
+    drainShare: Math.min(1, ratio(drained, nonDustInflow)),
+    cycledShare: ratio(inflowByKind.cycled, nonDustInflow),
+    selfFundedWallets: selfFunded.size,
+  };
+}

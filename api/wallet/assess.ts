@@ -1,0 +1,52 @@
+import type { Address } from "../../config/addresses.ts";
+import type { IndexTarget } from "../../config/target.ts";
+import type { IndexDb } from "../db.ts";
+import { ApiError } from "../http/errors.ts";
+import type { WalletFacts } from "../scoring/facts.ts";
+import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
+import { indexedHead } from "../stats/queries.ts";
+import { loadWalletFacts, walletActivity } from "./queries.ts";
+
+export type Assessment = {
+  facts: WalletFacts;
+  result: ScoreResult;
+  asOf: { block: number; timestamp: number };
+  computedAt: number;
+  cached: boolean;
+};
+
+export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked"> };
+
+/** Results stay valid while the wallet's indexed activity is unchanged, and at most this long. */
+const MAX_AGE_MS = 10 * 60_000;
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Scores wallets, caching each result until that wallet's indexed activity changes (its account
+ * row: last activity and counts) or MAX_AGE_MS passes, whichever comes first.
+ */
+export class WalletAssessor {
+  private readonly cache = new Map<Address, { fingerprint: string; at: number; value: Omit<Assessment, "cached"> }>();
+
+  constructor(private readonly deps: AssessDeps) {}
+
+  async assess(address: Address): Promise<Assessment> {
+    const { db, target } = this.deps;
+    if (target.tracked && !target.tracked.has(address)) {
+      throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
+    }
+    const activity = await walletActivity(db, address);
+    const fingerprint = activity ? `${activity.lastAt}:${activity.transfersIn}:${activity.transfersOut}` : "none";
+    const hit = this.cache.get(address);
+    if (hit && hit.fingerprint === fingerprint && Date.now() - hit.at < MAX_AGE_MS) return { ...hit.value, cached: true };
+
+    const head = await indexedHead(db, target.schema);
+    const asOf = head ? { block: Number(head.blockNumber), timestamp: Number(head.timestamp) } : { block: 0, timestamp: Math.floor(Date.now() / 1000) };
+    const facts = await loadWalletFacts(db, address, asOf.timestamp);
+    const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
+    this.cache.delete(address);
+    this.cache.set(address, { fingerprint, at: Date.now(), value });
+    if (this.cache.size > MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    return { ...value, cached: false };
+  }
+}

@@ -1,0 +1,104 @@
+import { and, desc, eq, gt, inArray, sql, sum } from "ponder";
+import type { Address } from "../../config/addresses.ts";
+import { ZERO_ADDRESS } from "../../config/addresses.ts";
+import { account, balance, counterparty, flow, report, transfer } from "../../ponder.schema.ts";
+import type { IndexDb } from "../db.ts";
+import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+
+/** How many hops back from a wallet's payers the funding trail is followed. */
+const FUNDING_HOPS = 6;
+
+/** The wallet's activity fingerprint: it changes exactly when an indexed transfer touches it. */
+export async function walletActivity(db: IndexDb, address: Address) {
+  const [row] = await db.select().from(account).where(eq(account.address, address));
+  return row ?? null;
+}
+
+/**
+ * Reads everything the scoring model needs about one wallet: a handful of indexed lookups on the
+ * wallet's own rows (flows, its transfers of the last year), never a scan of the chain.
+ */
+export async function loadWalletFacts(db: IndexDb, address: Address, asOf: number): Promise<WalletFacts> {
+  const since = BigInt(asOf - WINDOW_DAYS * DAY);
+  const activity = await walletActivity(db, address);
+  const balances = await db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address));
+  const sent = await db
+    .select({ counterparty: transfer.to, token: transfer.token, value: transfer.value, at: transfer.timestamp })
+    .from(transfer)
+    .where(and(eq(transfer.from, address), gt(transfer.timestamp, since)));
+  const received = await db
+    .select({ counterparty: transfer.from, token: transfer.token, value: transfer.value, at: transfer.timestamp })
+    .from(transfer)
+    .where(and(eq(transfer.to, address), gt(transfer.timestamp, since)));
+  const transfers: WalletTransfer[] = [
+    ...sent.map((t) => ({ ...t, direction: "out" as const, at: Number(t.at) })),
+    ...received.map((t) => ({ ...t, direction: "in" as const, at: Number(t.at) })),
+  ].sort((a, b) => a.at - b.at);
+
+  const pairs = await db
+    .select({
+      counterparty: counterparty.counterparty,
+      totalIn: sum(counterparty.totalIn).mapWith(BigInt),
+      totalOut: sum(counterparty.totalOut).mapWith(BigInt),
+      transfersIn: sum(counterparty.transfersIn).mapWith(Number),
+      transfersOut: sum(counterparty.transfersOut).mapWith(Number),
+      firstAt: sql<string>`min(${counterparty.firstAt})`.mapWith(Number),
+      lastAt: sql<string>`max(${counterparty.lastAt})`.mapWith(Number),
+    })
+    .from(counterparty)
+    .where(eq(counterparty.address, address))
+    .groupBy(counterparty.counterparty);
+
+  const payees = [...new Set(sent.map((t) => t.counterparty))];
+  const firstSeen = payees.length
+    ? await db.select({ address: account.address, firstAt: account.firstAt }).from(account).where(inArray(account.address, payees))
+    : [];
+
+  return {
+    address,
+    asOf,
+    account: activity && {
+      firstAt: Number(activity.firstAt),
+      lastAt: Number(activity.lastAt),
+      transfersIn: activity.transfersIn,
+      transfersOut: activity.transfersOut,
+    },
+    balances,
+    transfers,
+    counterparties: pairs,
+    firstSeen: firstSeen.map((f) => ({ address: f.address, firstAt: Number(f.firstAt) })),
+    funding: await fundingTrail(db, address, [...new Set(received.map((t) => t.counterparty))]),
+  };
+}
+
+/**
+ * Who funded the wallets that paid `address`, hop by hop: each hop follows only the funders that
+ * gave a wallet most of its money, so the walk stays small (customers funded by exchanges or mints
+ * stop at the first hop) yet follows a chain of fresh wallets all the way back.
+ */
+async function fundingTrail(db: IndexDb, address: Address, payers: Address[]): Promise<WalletFacts["funding"]> {
+  const rows: WalletFacts["funding"] = [];
+  const visited = new Set<Address>([address, ZERO_ADDRESS]);
+  let frontier = payers.filter((p) => !visited.has(p));
+  for (let hop = 0; hop < FUNDING_HOPS && frontier.length > 0; hop++) {
+    frontier.forEach((w) => visited.add(w));
+    const funded = await db
+      .select({ wallet: flow.to, funder: flow.from, total: sum(flow.total).mapWith(BigInt) })
+      .from(flow)
+      .where(inArray(flow.to, frontier))
+      .groupBy(flow.to, flow.from);
+    rows.push(...funded);
+    const totals = new Map<Address, bigint>();
+    for (const f of funded) totals.set(f.wallet, (totals.get(f.wallet) ?? 0n) + f.total);
+    frontier = [...new Set(funded.filter((f) => f.total * 2n > (totals.get(f.wallet) ?? 0n) && !visited.has(f.funder)).map((f) => f.funder))];
+  }
+  return rows;
+}
+
+export type ValidReport = typeof report.$inferSelect;
+
+/** The wallet's latest passport that is still valid: not revoked, not expired, not superseded. */
+export async function latestValidReport(db: IndexDb, wallet: Address, asOf: number): Promise<ValidReport | null> {
+  const rows = await db.select().from(report).where(eq(report.wallet, wallet)).orderBy(desc(report.publishedAt)).limit(20);
+  return rows.find((r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf)) ?? null;
+}
