@@ -37,7 +37,8 @@ function healthFactors(s: Signals): Factor[] {
   return [
     f("verified recurring income", s.verifiedMonthlyIncomeUnits > 0n ? 30 : 0),
     f("income consistency", (s.verifiedMonthlyIncomeUnits > 0n ? 0 : 15) * Math.min(1, s.weeklyConsistency) * (s.monthlyIncomeUnits > 0n ? 1 : 0)),
-    f("six-month savings", s.sixMonthNetUnits > 0n ? Math.min(15, 5 + (10 * usd(s.sixMonthNetUnits)) / Math.max(income * 6, 1)) : 0),
+    // Measured against spending (which more income does not change), so earning more never costs points.
+    f("six-month savings", s.sixMonthNetUnits > 0n ? 5 + Math.min(10, (10 * usd(s.sixMonthNetUnits)) / Math.max(spend * 6, 600)) : 0),
     f("balance buffer", Math.min(15, (5 * balance) / Math.max(spend, 50))),
     f("balance size", balance >= 100 ? Math.min(20, 4 * Math.log10(balance / 10)) : 0),
     f("spending within means", Math.max(income > 0 ? (spend <= income * 0.9 ? 15 : spend <= income * 1.1 ? 8 : 0) : 0, spend * 12 <= balance * 0.2 ? 10 : 0)),

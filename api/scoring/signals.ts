@@ -77,7 +77,7 @@ export function selfFundedWallets(facts: WalletFacts): Set<Address> {
     return result;
   };
   const result = new Set<Address>();
-  for (const wallet of funders.keys()) if (visit(wallet, new Set())) result.add(wallet);
+  for (const wallet of funders.keys()) if (wallet !== facts.address && visit(wallet, new Set())) result.add(wallet);
   return result;
 }
 

@@ -42,6 +42,15 @@ describe(`tracked wallets mode (${testDatabase})`, () => {
     await devnet?.stop();
   });
 
+  it("answers 404 wallet_not_indexed for a wallet outside the tracked set", async () => {
+    const untracked = devnet.manifest.personas.drainer!.address;
+    const res = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: untracked }) });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { code: "wallet_not_indexed" } });
+    const tracked = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address }) });
+    expect(tracked.status).toBe(200);
+  });
+
   it("indexes exactly the transfers touching tracked wallets and aggregates only those wallets", async () => {
     await indexer.stop();
     const rows = await slot.read(async (query) => ({

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ErrorBody } from "../../api/http/errors.ts";
+import { lenderScreenResultSchema, type LenderScreenResult } from "../../api/screen/schema.ts";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { devnetClients } from "../../devnet/chain.ts";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+
+// Screening the devnet personas end to end (chain -> indexer -> SQL -> scoring -> response),
+// against the ground truth the devnet seeded on purpose.
+describe(`POST /api/lender/screen (${testDatabase})`, () => {
+  let devnet: TestDevnet;
+  let slot: DatabaseSlot;
+  let indexer: Indexer;
+  const results: Record<string, LenderScreenResult> = {};
+
+  const screen = (body: unknown) =>
+    fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+
+  beforeAll(async () => {
+    devnet = await startTestDevnet({ wallets: 40, months: 15, seed: 21 });
+    slot = databaseSlot();
+    await slot.prepare();
+    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
+    await waitForBlock(indexer, devnet.manifest.headBlock);
+    for (const [name, persona] of Object.entries(devnet.manifest.personas)) {
+      const res = await screen({ walletAddress: persona.address, callerAddress: devnet.manifest.lenders[0]!.address });
+      expect(res.status, name).toBe(200);
+      results[name] = lenderScreenResultSchema.parse(await res.json());
+    }
+  }, 240_000);
+
+  afterAll(async () => {
+    await indexer?.stop();
+    await slot?.drop();
+    await devnet?.stop();
+  });
+
+  it("answers the LenderScreenResult shape of the service interface", () => {
+    for (const [name, r] of Object.entries(results)) {
+      expect(r.status, name).toBe("completed");
+      expect(Object.keys(r.trust), name).toEqual(["isTrustworthy"]);
+      expect(r.trust.isTrustworthy, name).toBe(r.recommendation === "approve");
+      expect(r.walletAddress).toMatch(/^0x[a-f0-9]{40}$/);
+      expect(r.dataAsOf.block).toBe(devnet.manifest.headBlock);
+    }
+  });
+
+  it("approves the salaried worker on its payroll", () => {
+    const r = results.salaried!;
+    const truth = devnet.manifest.personas.salaried!.truth;
+    expect(r.recommendation).toBe("approve");
+    expect(r.income.recurringPayers).toEqual([expect.objectContaining({ payer: truth.employer, cadence: "monthly", medianUsd: truth.monthlySalaryUsd })]);
+    expect(r.lending.recommendedMaxUsd).toBeGreaterThan(0);
+  });
+
+  it("approves or reviews the merchant; reviews the gig worker, whale and one-off", () => {
+    expect(["approve", "review"]).toContain(results.merchant!.recommendation);
+    expect(results["gig-worker"]!.recommendation).toBe("review");
+    expect(results.whale!.recommendation).toBe("review");
+    expect(results["one-off"]!.recommendation).toBe("review");
+    expect(results["one-off"]!.income.recurringIncome).toBe(false);
+  });
+
+  it("declines the new and the dormant wallet, saying why: thin file and dormancy", () => {
+    expect(results["new-wallet"]).toMatchObject({ recommendation: "decline", thinFile: { thinFile: true } });
+    expect(results["new-wallet"]!.recommendationRationale).toMatch(/Too little history/);
+    expect(results.dormant!.recommendation).toBe("decline");
+    expect(results.dormant!.recommendationRationale).toMatch(/Dormant/);
+    expect(results.dormant!.thinFile.thinFile).toBe(false);
+  });
+
+  it("never approves the self-funder or the drainer, and does not count cycled money as income", () => {
+    expect(results["self-funder"]!.recommendation).not.toBe("approve");
+    expect(results.drainer!.recommendation).not.toBe("approve");
+    const income = results["self-funder"]!.income;
+    expect(income.verifiedMonthlyUsd).toBe(0);
+    expect(income.monthlyEstimateUsd).toBe(0);
+    // It received ~2,000/month from its own wallets over the scoring year; all of it is excluded.
+    expect(income.excludedInflowUsd!.cycled).toBeGreaterThanOrEqual(20_000);
+  });
+
+  it("does not count dust as income", () => {
+    const r = results["dust-spammed"]!;
+    expect(r.income.verifiedMonthlyUsd).toBe(0);
+    expect(r.income.monthlyEstimateUsd).toBe(0);
+    expect(r.signals.concerns?.some((c) => /\d+ dust inflows under \$1 ignored/.test(c))).toBe(true);
+  });
+
+  it("gives a wallet with no history a valid decline, and caches until the wallet's activity changes", async () => {
+    const fresh = "0x00000000000000000000000000000000000b0b01";
+    const first = lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json());
+    expect(first).toMatchObject({ recommendation: "decline", cached: false, thinFile: { thinFile: true }, income: { monthlyEstimateUsd: 0 } });
+    expect(lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json()).cached).toBe(true);
+
+    const { publicClient, walletClient } = devnetClients(devnet.manifest.rpcUrl, devnet.manifest.lenders[0]!.privateKey as `0x${string}`);
+    const hash = await walletClient.writeContract({ address: devnet.manifest.tokens.USDT.address, abi: devStablecoinAbi, functionName: "transfer", args: [fresh, 5_000_000n] });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    await waitForBlock(indexer, Number(receipt.blockNumber));
+    const after = lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json());
+    expect(after.cached).toBe(false);
+    expect(after.whatLendersAlreadySee.stablecoinBalanceUsd).toBe(5);
+  });
+
+  it("rejects bad input with a JSON error and a stable code", async () => {
+    const cases: [unknown, number, string][] = [
+      [{ walletAddress: "0x123" }, 400, "invalid_request"],
+      [{}, 400, "invalid_request"],
+      [{ walletAddress: devnet.manifest.personas.salaried!.address, callerAddress: "lender" }, 400, "invalid_request"],
+      ["{not json", 400, "invalid_json"],
+    ];
+    for (const [body, status, code] of cases) {
+      const res = await screen(body);
+      expect(res.status, JSON.stringify(body)).toBe(status);
+      expect(((await res.json()) as ErrorBody).error.code).toBe(code);
+    }
+  });
+});

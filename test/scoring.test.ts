@@ -1,0 +1,155 @@
+import { describe, expect, it } from "vitest";
+import type { Address } from "../config/addresses.ts";
+import { DAY, type WalletFacts, type WalletTransfer } from "../api/scoring/facts.ts";
+import { scoreWallet } from "../api/scoring/model.ts";
+import { Random, actorAddress, usd } from "../devnet/scenario/random.ts";
+
+// The scoring model on synthetic wallets: properties that must hold for any history, not only for
+// the devnet personas (those are checked end to end in test/db/screen.test.ts).
+
+const ASOF = Date.UTC(2026, 10, 21) / 1000;
+const USDT = "0x00000000000000000000000000000000000000aa" as Address;
+const ZERO = "0x0000000000000000000000000000000000000000" as Address;
+
+type Move = { from: Address; to: Address; value: bigint; at: number };
+
+/** WalletFacts of `wallet` as the indexer would report them, from a list of moves of money. */
+function factsOf(wallet: Address, moves: Move[]): WalletFacts {
+  const own = moves.filter((m) => m.from === wallet || m.to === wallet).sort((a, b) => a.at - b.at);
+  const transfers: WalletTransfer[] = [];
+  for (const m of own) {
+    if (m.from === wallet) transfers.push({ direction: "out", counterparty: m.to, token: USDT, value: m.value, at: m.at });
+    if (m.to === wallet) transfers.push({ direction: "in", counterparty: m.from, token: USDT, value: m.value, at: m.at });
+  }
+  const firstAt = (w: Address) => Math.min(...moves.filter((m) => m.from === w || m.to === w).map((m) => m.at));
+  const funding = new Map<string, bigint>();
+  for (const m of moves) funding.set(`${m.to}|${m.from}`, (funding.get(`${m.to}|${m.from}`) ?? 0n) + m.value);
+  const balance = transfers.reduce((b, t) => (t.direction === "in" ? b + t.value : b - t.value), 0n);
+  return {
+    address: wallet,
+    asOf: ASOF,
+    account: own.length ? { firstAt: own[0]!.at, lastAt: own.at(-1)!.at, transfersIn: transfers.filter((t) => t.direction === "in").length, transfersOut: transfers.filter((t) => t.direction === "out").length } : null,
+    balances: [{ token: USDT, balance }],
+    transfers: transfers.filter((t) => t.at > ASOF - 365 * DAY),
+    counterparties: [],
+    firstSeen: [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))].map((a) => ({ address: a, firstAt: firstAt(a) })),
+    funding: [...funding].map(([key, total]) => {
+      const [to, from] = key.split("|") as [Address, Address];
+      return { wallet: to, funder: from, total };
+    }),
+  };
+}
+
+/** A random but plausible history: on-ramps, irregular payers, spending at shops. */
+function randomHistory(rng: Random, wallet: Address, seed: number): Move[] {
+  const moves: Move[] = [];
+  const months = rng.int(2, 16);
+  const start = ASOF - months * 30 * DAY;
+  const payers = Array.from({ length: rng.int(1, 12) }, (_, i) => actorAddress(seed, `payer-${i}`));
+  const shops = Array.from({ length: rng.int(1, 15) }, (_, i) => actorAddress(seed, `shop-${i}`));
+  for (const p of payers) moves.push({ from: ZERO, to: p, value: usd(1_000_000), at: start - DAY });
+  let balance = 0n;
+  const events = rng.int(3, 120);
+  for (let i = 0; i < events; i++) {
+    const at = Math.floor(start + rng.next() * (ASOF - start - DAY));
+    if (rng.chance(0.45)) {
+      const value = usd(Math.max(1, rng.amount(150, 1)));
+      moves.push({ from: rng.pick(payers), to: wallet, value, at });
+      balance += value;
+    } else {
+      const value = usd(Math.max(1, rng.amount(60, 1)));
+      if (value > balance) continue;
+      moves.push({ from: wallet, to: rng.pick(shops), value, at });
+      balance -= value;
+    }
+  }
+  return moves.sort((a, b) => a.at - b.at);
+}
+
+/** A regular monthly salary from a new employer over the last `months` months. */
+function salary(seed: number, wallet: Address, months: number, amount: number): Move[] {
+  const employer = actorAddress(seed, "employer");
+  const moves: Move[] = [{ from: ZERO, to: employer, value: usd(amount * (months + 1)), at: ASOF - (months + 1) * 30 * DAY }];
+  for (let m = months; m >= 1; m--) moves.push({ from: employer, to: wallet, value: usd(amount), at: ASOF - m * 30 * DAY + 5 * DAY });
+  return moves;
+}
+
+/** Money sent out and brought back through a chain of fresh wallets, every month. */
+function cycling(seed: number, wallet: Address, hops: number, months: number, amount: number): Move[] {
+  const moves: Move[] = [];
+  for (let m = months; m >= 1; m--) {
+    const chain = Array.from({ length: hops }, (_, i) => actorAddress(seed, `mule-${m}-${i}`));
+    const at = ASOF - m * 30 * DAY + 2 * DAY;
+    moves.push({ from: wallet, to: chain[0]!, value: usd(amount), at });
+    chain.forEach((mule, i) => moves.push({ from: mule, to: chain[i + 1] ?? wallet, value: usd(amount), at: at + (i + 1) * 3600 }));
+  }
+  return moves;
+}
+
+const SAMPLES = 150;
+
+describe("scoring properties", () => {
+  it("adding a regular salary never lowers any score", () => {
+    for (let seed = 1; seed <= SAMPLES; seed++) {
+      const rng = new Random(seed);
+      const wallet = actorAddress(seed, "wallet");
+      const base = randomHistory(rng, wallet, seed);
+      const paid = [...base, ...salary(seed, wallet, rng.int(1, 12), rng.int(800, 6_000))];
+      const before = scoreWallet(factsOf(wallet, base)).scores;
+      const after = scoreWallet(factsOf(wallet, paid)).scores;
+      expect(after.financialHealth, `seed ${seed} health`).toBeGreaterThanOrEqual(before.financialHealth);
+      expect(after.reputation, `seed ${seed} reputation`).toBeGreaterThanOrEqual(before.reputation);
+    }
+  });
+
+  it("cycling a wallet's own money through fresh wallets raises its loan capacity by at most 10%", () => {
+    for (let seed = 1; seed <= SAMPLES; seed++) {
+      const rng = new Random(seed * 7);
+      const wallet = actorAddress(seed, "wallet");
+      const base = [...randomHistory(rng, wallet, seed), ...(rng.chance(0.5) ? salary(seed, wallet, 12, rng.int(1_500, 5_000)) : [])];
+      const cycled = [...base, ...cycling(seed, wallet, rng.int(1, 6), rng.int(1, 12), rng.int(100, 20_000))];
+      const before = scoreWallet(factsOf(wallet, base));
+      const after = scoreWallet(factsOf(wallet, cycled));
+      expect(Number(after.loan.maxUnits), `seed ${seed}`).toBeLessThanOrEqual(Number(before.loan.maxUnits) * 1.1);
+      expect(after.signals.inflowByKind.income, `seed ${seed} income`).toBe(before.signals.inflowByKind.income);
+    }
+  });
+
+  it("never counts dust, returned money or cycled money as income", () => {
+    const wallet = actorAddress(1, "wallet");
+    const friend = actorAddress(1, "friend");
+    const shop = actorAddress(1, "shop");
+    const moves: Move[] = [
+      { from: ZERO, to: friend, value: usd(10_000), at: ASOF - 300 * DAY },
+      { from: friend, to: wallet, value: usd(500), at: ASOF - 200 * DAY },
+      { from: ZERO, to: actorAddress(1, "customer"), value: usd(5_000), at: ASOF - 300 * DAY },
+      { from: actorAddress(1, "customer"), to: shop, value: usd(2_000), at: ASOF - 160 * DAY },
+      { from: wallet, to: shop, value: usd(120), at: ASOF - 150 * DAY },
+      { from: shop, to: wallet, value: usd(120), at: ASOF - 149 * DAY }, // a refund
+      ...Array.from({ length: 300 }, (_, i) => ({ from: actorAddress(1, `spam-${i % 40}`), to: wallet, value: 9n, at: ASOF - (i + 1) * 3600 })),
+      ...cycling(1, wallet, 3, 6, 300),
+    ];
+    const { signals } = scoreWallet(factsOf(wallet, moves));
+    expect(signals.inflowByKind.income).toBe(usd(500));
+    expect(signals.inflowByKind.returned).toBe(usd(120));
+    expect(signals.inflowByKind.cycled).toBe(usd(1_800));
+    expect(signals.dustInflows).toBe(300);
+    expect(signals.selfFundedWallets).toBe(18);
+  });
+
+  it("tells a thin file from bad behaviour", () => {
+    const wallet = actorAddress(2, "wallet");
+    const empty = scoreWallet(factsOf(wallet, []));
+    expect(empty.recommendation).toBe("decline");
+    expect(empty.thinFile.thinFile).toBe(true);
+    expect(empty.rationale).toMatch(/not evidence of bad behaviour/);
+    expect(empty.loan.maxUnits).toBe(0n);
+  });
+
+  it("recognises monthly payroll as recurring income and names the payer and cadence", () => {
+    const wallet = actorAddress(3, "wallet");
+    const result = scoreWallet(factsOf(wallet, salary(3, wallet, 8, 2_500)));
+    expect(result.signals.recurring).toEqual([expect.objectContaining({ payer: actorAddress(3, "employer"), cadence: "monthly", payments: 6, medianUnits: usd(2_500) })]);
+    expect(result.incomeLabel).toBe("recurring monthly");
+  });
+});
