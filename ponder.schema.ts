@@ -18,9 +18,11 @@ export const transfer = onchainTable(
     transactionHash: t.hex().notNull(),
     logIndex: t.integer().notNull(),
   }),
+  // Covering indexes: a wallet's transfers of the last year are read from the index alone (an
+  // index-only scan), not from heap pages scattered across the whole backfill.
   (table) => ({
-    fromIdx: index().on(table.from, table.timestamp),
-    toIdx: index().on(table.to, table.timestamp),
+    fromIdx: index().on(table.from, table.timestamp, table.to, table.token, table.value),
+    toIdx: index().on(table.to, table.timestamp, table.from, table.token, table.value),
   }),
 );
 
@@ -42,9 +44,11 @@ export const flow = onchainTable(
     firstAt: t.bigint().notNull(),
     lastAt: t.bigint().notNull(),
   }),
+  // Covering indexes for both sides of a wallet: its flow rows come from the index alone.
   (table) => ({
     pk: primaryKey({ columns: [table.from, table.to, table.token, table.month] }),
-    toIdx: index().on(table.to, table.token, table.month),
+    fromIdx: index().on(table.from, table.to, table.token, table.month, table.total, table.transfers, table.firstAt, table.lastAt),
+    toIdx: index().on(table.to, table.from, table.token, table.month, table.total, table.transfers, table.firstAt, table.lastAt),
   }),
 );
 

@@ -1,8 +1,10 @@
 import { Hono } from "hono";
+import { analyzeRoutes } from "./analyze/route.ts";
 import { errorBody, handleError } from "./http/errors.ts";
 import { screenRoutes } from "./screen/route.ts";
 import { type StatsDeps, statsRoutes } from "./stats/route.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
+import { walletRoutes } from "./wallet/routes.ts";
 
 export type AppDeps = StatsDeps;
 
@@ -12,6 +14,8 @@ export function createApp(deps: AppDeps) {
   const assessor = new WalletAssessor(deps);
   app.route("/api/stats", statsRoutes(deps));
   app.route("/api/lender", screenRoutes({ ...deps, assessor }));
+  app.route("/api/wallet", walletRoutes({ ...deps, assessor }));
+  app.route("/api/agent", analyzeRoutes({ ...deps, assessor }));
   app.notFound((c) => c.json(errorBody("not_found", `No route ${c.req.method} ${c.req.path}.`), 404));
   app.onError(handleError);
   return app;

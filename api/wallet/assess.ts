@@ -18,7 +18,7 @@ export type Assessment = {
 export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked"> };
 
 /** Results stay valid while the wallet's indexed activity is unchanged, and at most this long. */
-const MAX_AGE_MS = 10 * 60_000;
+export const MAX_AGE_MS = 10 * 60_000;
 const MAX_ENTRIES = 10_000;
 
 /**
@@ -42,7 +42,7 @@ export class WalletAssessor {
 
     const head = await indexedHead(db, target.schema);
     const asOf = head ? { block: Number(head.blockNumber), timestamp: Number(head.timestamp) } : { block: 0, timestamp: Math.floor(Date.now() / 1000) };
-    const facts = await loadWalletFacts(db, address, asOf.timestamp);
+    const facts = await loadWalletFacts(db, address, asOf.timestamp, { activity });
     const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
     this.cache.delete(address);
     this.cache.set(address, { fingerprint, at: Date.now(), value });

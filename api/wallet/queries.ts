@@ -18,9 +18,14 @@ export async function walletActivity(db: IndexDb, address: Address) {
  * Reads everything the scoring model needs about one wallet: a handful of indexed lookups on the
  * wallet's own rows (flows, its transfers of the last year), never a scan of the chain.
  */
-export async function loadWalletFacts(db: IndexDb, address: Address, asOf: number): Promise<WalletFacts> {
-  const since = BigInt(asOf - WINDOW_DAYS * DAY);
-  const activity = await walletActivity(db, address);
+export async function loadWalletFacts(
+  db: IndexDb,
+  address: Address,
+  asOf: number,
+  options: { windowDays?: number; activity?: Awaited<ReturnType<typeof walletActivity>> } = {},
+): Promise<WalletFacts> {
+  const since = BigInt(asOf - (options.windowDays ?? WINDOW_DAYS) * DAY);
+  const activity = options.activity !== undefined ? options.activity : await walletActivity(db, address);
   const balances = await db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address));
   const sent = await db
     .select({ counterparty: transfer.to, token: transfer.token, value: transfer.value, at: transfer.timestamp })
@@ -49,11 +54,6 @@ export async function loadWalletFacts(db: IndexDb, address: Address, asOf: numbe
     .where(eq(counterparty.address, address))
     .groupBy(counterparty.counterparty);
 
-  const payees = [...new Set(sent.map((t) => t.counterparty))];
-  const firstSeen = payees.length
-    ? await db.select({ address: account.address, firstAt: account.firstAt }).from(account).where(inArray(account.address, payees))
-    : [];
-
   return {
     address,
     asOf,
@@ -66,9 +66,39 @@ export async function loadWalletFacts(db: IndexDb, address: Address, asOf: numbe
     balances,
     transfers,
     counterparties: pairs,
-    firstSeen: firstSeen.map((f) => ({ address: f.address, firstAt: Number(f.firstAt) })),
+    firstSeen: await firstSeenOf(db, drainCandidates(transfers)),
     funding: await fundingTrail(db, address, [...new Set(received.map((t) => t.counterparty))]),
   };
+}
+
+/**
+ * Payees that could be drain sinks: paid exactly once in the window, within 48 hours of an inflow.
+ * Only these need their first activity looked up, so ordinary spending costs no extra reads.
+ */
+function drainCandidates(transfers: WalletTransfer[]): Address[] {
+  const paid = new Map<Address, number>();
+  for (const t of transfers) if (t.direction === "out") paid.set(t.counterparty, (paid.get(t.counterparty) ?? 0) + 1);
+  const inflows = transfers.filter((t) => t.direction === "in").map((t) => t.at);
+  return transfers
+    .filter((t) => t.direction === "out" && paid.get(t.counterparty) === 1 && inflows.some((at) => at <= t.at && t.at - at <= 2 * DAY))
+    .map((t) => t.counterparty);
+}
+
+async function firstSeenOf(db: IndexDb, wallets: Address[]): Promise<WalletFacts["firstSeen"]> {
+  if (wallets.length === 0) return [];
+  const rows = await db
+    .select({ address: flow.to, firstAt: sql<string>`min(${flow.firstAt})`.mapWith(Number) })
+    .from(flow)
+    .where(inArray(flow.to, wallets))
+    .groupBy(flow.to);
+  const sentFirst = await db
+    .select({ address: flow.from, firstAt: sql<string>`min(${flow.firstAt})`.mapWith(Number) })
+    .from(flow)
+    .where(inArray(flow.from, wallets))
+    .groupBy(flow.from);
+  const first = new Map<Address, number>();
+  for (const r of [...rows, ...sentFirst]) first.set(r.address, Math.min(first.get(r.address) ?? Infinity, r.firstAt));
+  return [...first].map(([address, firstAt]) => ({ address, firstAt }));
 }
 
 /**

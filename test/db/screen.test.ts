@@ -115,4 +115,56 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
       expect(((await res.json()) as ErrorBody).error.code).toBe(code);
     }
   });
+
+  const get = async (path: string) => {
+    const res = await fetch(`${indexer.url}${path}`);
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  };
+
+  it("analyzes a wallet, narrowing to `fields` and refusing unknown ones", async () => {
+    const salaried = devnet.manifest.personas.salaried!.address;
+    const analyze = async (body: unknown) => {
+      const res = await fetch(`${indexer.url}/api/agent/analyze`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
+    };
+    const full = await analyze({ walletAddress: salaried });
+    expect(full.status).toBe(200);
+    expect(full.body).toMatchObject({ financialHealthScore: results.salaried!.scores.financialHealth, reputationScore: results.salaried!.scores.reputation, incomeLabel: "recurring monthly" });
+    expect(full.body.loanRange).toMatchObject({ minUsd: results.salaried!.lending.recommendedMinUsd, maxUsd: results.salaried!.lending.recommendedMaxUsd });
+    expect(full.body.summary).toMatch(/verified recurring income of about \$3,400 a month/);
+    expect(full.body.walletData.balances).toHaveLength(2);
+    const narrow = await analyze({ walletAddress: salaried, fields: ["summary"] });
+    expect(Object.keys(narrow.body).sort()).toEqual(["cached", "dataAsOf", "modelVersion", "summary", "walletAddress"]);
+    const unknown = await analyze({ walletAddress: salaried, fields: ["summary", "creditScore"] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ code: "unknown_field", details: { allowed: expect.arrayContaining(["summary", "walletData"]) } });
+  });
+
+  it("serves walletData, named signals with their cache status, and a 12-month score history", async () => {
+    const salaried = devnet.manifest.personas.salaried!.address;
+    const analysis = await get(`/api/wallet/${salaried}/analysis`);
+    expect(analysis.status).toBe(200);
+    const usdt = analysis.body.walletData.balances.find((b: { symbol: string }) => b.symbol === "USDT");
+    expect(usdt.balanceUsd).toBe(results.salaried!.whatLendersAlreadySee.balances.find((b) => b.symbol === "USDT")!.balanceUsd);
+    expect(analysis.body.walletData.monthly.length).toBeGreaterThanOrEqual(12);
+
+    const signals = await get(`/api/wallet/${salaried}/signals`);
+    expect(signals.body.signals.map((x: { name: string }) => x.name)).toContain("verifiedMonthlyIncomeUsd");
+    expect(signals.body.cache).toMatchObject({ cached: true, invalidatedBy: expect.any(String) });
+    const one = await get(`/api/wallet/${salaried}/signals/verifiedMonthlyIncomeUsd`);
+    expect(one.body.value).toBe(results.salaried!.income.verifiedMonthlyUsd);
+    const missing = await get(`/api/wallet/${salaried}/signals/creditKarma`);
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({ code: "unknown_signal", details: { signals: expect.arrayContaining(["drainSharePct"]) } });
+
+    const history = await get(`/api/wallet/${salaried}/history`);
+    expect(history.body.history).toHaveLength(12);
+    expect(history.body.history.at(-1).recommendation).toBe("approve");
+    expect(history.body.history.every((h: { financialHealth: number }) => h.financialHealth >= 0 && h.financialHealth <= 100)).toBe(true);
+
+    const bad = await get("/api/wallet/0xnope/signals");
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe("invalid_address");
+  });
 });
+

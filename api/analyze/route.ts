@@ -1,0 +1,64 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { addressSchema } from "../../config/addresses.ts";
+import type { IndexTarget } from "../../config/target.ts";
+import type { IndexDb } from "../db.ts";
+import { ApiError } from "../http/errors.ts";
+import { jsonBody } from "../http/validate.ts";
+import { unitsToUsd } from "../money.ts";
+import type { WalletAssessor } from "../wallet/assess.ts";
+import { latestValidReport } from "../wallet/queries.ts";
+import { walletData } from "../wallet/wallet-data.ts";
+import { summaryOf } from "./summary.ts";
+
+/** What `fields` may name; without `fields` the answer has all of them. */
+export const ANALYZE_FIELDS = ["financialHealthScore", "reputationScore", "incomeLabel", "loanRange", "summary", "attestation", "walletData"] as const;
+type Field = (typeof ANALYZE_FIELDS)[number];
+
+export const analyzeRequestSchema = z.object({
+  walletAddress: addressSchema,
+  callerAddress: addressSchema.optional(),
+  fields: z.array(z.string()).min(1).optional(),
+});
+
+export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };
+
+/** POST /api/agent/analyze: scores, income label, loan range, a summary, the attestation and walletData. */
+export function analyzeRoutes({ db, target, assessor }: AnalyzeDeps) {
+  return new Hono().post("/analyze", async (c) => {
+    const body = await jsonBody(c, analyzeRequestSchema);
+    const unknown = (body.fields ?? []).filter((f) => !(ANALYZE_FIELDS as readonly string[]).includes(f));
+    if (unknown.length) {
+      throw new ApiError(400, "unknown_field", `Unknown field(s): ${unknown.join(", ")}. Allowed: ${ANALYZE_FIELDS.join(", ")}.`, { allowed: ANALYZE_FIELDS });
+    }
+    const wanted = new Set<Field>((body.fields as Field[] | undefined) ?? ANALYZE_FIELDS);
+    const a = await assessor.assess(body.walletAddress);
+    const r = a.result;
+    const out: Record<string, unknown> = {
+      walletAddress: a.facts.address,
+      modelVersion: r.modelVersion,
+      dataAsOf: { block: a.asOf.block, time: new Date(a.asOf.timestamp * 1000).toISOString() },
+      cached: a.cached,
+    };
+    if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
+    if (wanted.has("reputationScore")) out.reputationScore = r.scores.reputation;
+    if (wanted.has("incomeLabel")) out.incomeLabel = r.incomeLabel;
+    if (wanted.has("loanRange")) out.loanRange = { minUsd: unitsToUsd(r.loan.minUnits), maxUsd: unitsToUsd(r.loan.maxUnits), confidence: r.loan.confidence, currency: "USD" };
+    if (wanted.has("summary")) out.summary = summaryOf(a.facts.address, r);
+    if (wanted.has("attestation")) {
+      const report = await latestValidReport(db, a.facts.address, a.asOf.timestamp);
+      out.attestation = report && {
+        reportId: report.reportId,
+        reportHash: report.reportHash,
+        reputationScore: report.reputationScore,
+        financialHealthScore: report.financialHealthScore,
+        loanCapacity: report.loanCapacity,
+        publishedAt: new Date(Number(report.publishedAt) * 1000).toISOString(),
+        expiresAt: report.expiresAt === null ? null : new Date(Number(report.expiresAt) * 1000).toISOString(),
+        reporterContract: report.reporter,
+      };
+    }
+    if (wanted.has("walletData")) out.walletData = await walletData(db, target, a);
+    return c.json(out);
+  });
+}

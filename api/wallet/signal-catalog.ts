@@ -1,0 +1,33 @@
+import { unitsToUsd } from "../money.ts";
+import type { Assessment } from "./assess.ts";
+
+const usd = (units: bigint) => Math.round(unitsToUsd(units) * 100) / 100;
+type Value = number | boolean | string | null | { payer: string; cadence: string; monthlyUsd: number }[];
+
+/** Every named reputation signal, read from one cached assessment (docs/scoring.md defines each). */
+export const SIGNALS: Record<string, { description: string; read: (a: Assessment) => Value }> = {
+  financialHealth: { description: "Financial-health score, 0-100", read: (a) => a.result.scores.financialHealth },
+  reputation: { description: "Reputation score, 0-100", read: (a) => a.result.scores.reputation },
+  recommendation: { description: "approve, review or decline", read: (a) => a.result.recommendation },
+  thinFile: { description: "Too little history to judge (not bad behaviour)", read: (a) => a.result.thinFile.thinFile },
+  walletAgeDays: { description: "Days since the first indexed transfer", read: (a) => a.result.signals.ageDays },
+  daysSinceLastActivity: { description: "Days since the last indexed transfer", read: (a) => a.result.signals.daysSinceLastActivity },
+  activeMonths: { description: "Months of the last 12 with a genuine transfer", read: (a) => a.result.signals.activeMonths12 },
+  distinctCounterparties: { description: "Genuine counterparties over the last year", read: (a) => a.result.signals.distinctCounterparties },
+  stablecoinBalanceUsd: { description: "USDT + USDC balance", read: (a) => usd(a.result.signals.balanceUnits) },
+  monthlyIncomeUsd: { description: "Income (excluding dust, returned and cycled money), average of the last 3 complete months", read: (a) => usd(a.result.signals.monthlyIncomeUnits) },
+  verifiedMonthlyIncomeUsd: { description: "Income from recurring payers or steady business revenue, per month", read: (a) => usd(a.result.signals.verifiedMonthlyIncomeUnits) },
+  recurringPayers: {
+    description: "Payers with a regular cadence and amount",
+    read: (a) => a.result.signals.recurring.map((r) => ({ payer: r.payer, cadence: r.cadence, monthlyUsd: usd(r.monthlyUnits) })),
+  },
+  weeklyConsistencyPct: { description: "Share of the last 13 weeks with income", read: (a) => Math.round(a.result.signals.weeklyConsistency * 100) },
+  threeMonthNetFlowUsd: { description: "Inflow less outflow over the last 90 days", read: (a) => usd(a.result.signals.threeMonth.net) },
+  monthlySpendUsd: { description: "Average monthly spending over 3 months", read: (a) => usd(a.result.signals.monthlySpendUnits) },
+  topPayerSharePct: { description: "Share of income from the largest payer", read: (a) => Math.round(a.result.signals.topPayerShare * 100) },
+  drainSharePct: { description: "Share of inflow sent on to fresh one-time addresses within 48 hours", read: (a) => Math.round(a.result.signals.drainShare * 100) },
+  cycledSharePct: { description: "Share of inflow that is its own money returned through wallets it funded", read: (a) => Math.round(a.result.signals.cycledShare * 100) },
+  dustInflows: { description: "Inflows under $1 ignored as dust", read: (a) => a.result.signals.dustInflows },
+};
+
+export const SIGNAL_NAMES = Object.keys(SIGNALS);

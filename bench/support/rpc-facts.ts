@@ -1,0 +1,77 @@
+import { createPublicClient, http, parseAbiItem, type Address as ViemAddress } from "viem";
+import type { Address } from "../../config/addresses.ts";
+import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
+import { devnetChain } from "../../devnet/chain.ts";
+
+const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
+const balanceOf = parseAbiItem("function balanceOf(address) view returns (uint256)");
+
+/**
+ * The same WalletFacts the indexer's tables give, built the way the original service worked: live
+ * scans of the chain per request (eth_getLogs for the wallet's transfers, block timestamps, then
+ * scans of its payees and payers), for the benchmark's side-by-side.
+ */
+export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
+  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 200 } }) });
+  const times = new Map<bigint, number>();
+
+  const logs = async (args: { from?: Address; to?: Address }) => {
+    const found = await client.getLogs({ address: tokens as ViemAddress[], event: transferEvent, args: args as never, fromBlock: 0n, toBlock: "latest" });
+    const missing = [...new Set(found.map((l) => l.blockNumber!))].filter((b) => !times.has(b));
+    await Promise.all(missing.map(async (b) => times.set(b, Number((await client.getBlock({ blockNumber: b })).timestamp))));
+    return found.map((l) => ({ token: l.address.toLowerCase() as Address, from: l.args.from!.toLowerCase() as Address, to: l.args.to!.toLowerCase() as Address, value: l.args.value!, at: times.get(l.blockNumber!)! }));
+  };
+
+  return async function facts(address: Address, asOf: number): Promise<WalletFacts> {
+    const [sent, received] = await Promise.all([logs({ from: address }), logs({ to: address })]);
+    const all = [...sent.map((t) => ({ ...t, direction: "out" as const, counterparty: t.to })), ...received.map((t) => ({ ...t, direction: "in" as const, counterparty: t.from }))].sort((a, b) => a.at - b.at);
+    const transfers: WalletTransfer[] = all.filter((t) => t.at > asOf - WINDOW_DAYS * DAY).map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
+    const balances = await Promise.all(tokens.map(async (token) => ({ token, balance: await client.readContract({ address: token as ViemAddress, abi: [balanceOf], functionName: "balanceOf", args: [address as ViemAddress] }) })));
+
+    const pairs = new Map<Address, WalletFacts["counterparties"][number]>();
+    for (const t of all) {
+      const p = pairs.get(t.counterparty) ?? { counterparty: t.counterparty, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0, firstAt: t.at, lastAt: t.at };
+      if (t.direction === "in") (p.totalIn += t.value), p.transfersIn++;
+      else (p.totalOut += t.value), p.transfersOut++;
+      p.lastAt = t.at;
+      pairs.set(t.counterparty, p);
+    }
+    const payees = [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))];
+    const firstSeen = await Promise.all(
+      payees.map(async (payee) => {
+        const [a, b] = await Promise.all([logs({ from: payee }), logs({ to: payee })]);
+        return { address: payee, firstAt: Math.min(...[...a, ...b].map((t) => t.at)) };
+      }),
+    );
+
+    // Funding trail, hop by hop, as the indexer-backed query does it.
+    const funding: WalletFacts["funding"] = [];
+    const visited = new Set<Address>([address, "0x0000000000000000000000000000000000000000"]);
+    let frontier = [...new Set(transfers.filter((t) => t.direction === "in").map((t) => t.counterparty))].filter((p) => !visited.has(p));
+    for (let hop = 0; hop < 6 && frontier.length; hop++) {
+      frontier.forEach((w) => visited.add(w));
+      const next = new Set<Address>();
+      for (const wallet of frontier) {
+        const byFunder = new Map<Address, bigint>();
+        for (const t of await logs({ to: wallet })) byFunder.set(t.from, (byFunder.get(t.from) ?? 0n) + t.value);
+        const total = [...byFunder.values()].reduce((a, b) => a + b, 0n);
+        for (const [funder, sum] of byFunder) {
+          funding.push({ wallet, funder, total: sum });
+          if (sum * 2n > total && !visited.has(funder)) next.add(funder);
+        }
+      }
+      frontier = [...next];
+    }
+
+    return {
+      address,
+      asOf,
+      account: all.length ? { firstAt: all[0]!.at, lastAt: all.at(-1)!.at, transfersIn: received.length, transfersOut: sent.length } : null,
+      balances,
+      transfers,
+      counterparties: [...pairs.values()],
+      firstSeen,
+      funding,
+    };
+  };
+}
