@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Stats, statsSchema } from "../../api/stats/schema.ts";
 import { balanceAtHead, type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
-import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, type Query, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type DatabaseSlot, type Indexer, type Query, testDatabase, waitForBlock } from "../support/indexer.ts";
 
 // The indexer's tables against the chain itself: every aggregate of every persona and of a sample
 // of background wallets equals what eth_getLogs and balanceOf say.
 describe(`aggregates match the chain (${testDatabase})`, () => {
+  let env: IndexedDevnet;
   let devnet: TestDevnet;
   let slot: DatabaseSlot;
   let indexer: Indexer;
@@ -16,10 +18,9 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
   let tables: { transfers: { n: string; total: string }; sampleTransfers: Record<string, unknown>[]; accounts: Row[]; balances: Row[]; months: Row[]; pairs: Row[] };
 
   beforeAll(async () => {
-    devnet = await startTestDevnet();
-    slot = databaseSlot();
-    await slot.prepare();
-    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
+    env = await indexedDevnet({});
+    ({ devnet, slot } = env);
+    indexer = await env.index();
     const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
     transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));
     await waitForBlock(indexer, devnet.manifest.headBlock);
@@ -46,11 +47,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     }));
   }, 240_000);
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await slot?.drop();
-    await devnet?.stop();
-  });
+  afterAll(() => env?.stop());
 
   it("indexes every Transfer log exactly once", () => {
     expect(statsBody.transfers).toBe(transfers.length);

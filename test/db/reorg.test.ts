@@ -4,14 +4,16 @@ import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import { actorAddress } from "../../devnet/scenario/random.ts";
 import { type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
-import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type DatabaseSlot, type Indexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 
 const ZERO = "0x0000000000000000000000000000000000000000";
 
 // A reorg on anvil removes blocks that carried transfers; the indexer's aggregates must follow the
 // new canonical chain, as eth_getLogs reports it afterwards.
 describe(`reorgs (${testDatabase})`, () => {
+  let env: IndexedDevnet;
   let devnet: TestDevnet;
   let slot: DatabaseSlot;
   let indexer: Indexer;
@@ -31,18 +33,13 @@ describe(`reorgs (${testDatabase})`, () => {
   };
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 12, months: 12, seed: 7 });
-    slot = databaseSlot();
-    await slot.prepare();
-    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
+    env = await indexedDevnet({ wallets: 12, months: 12, seed: 7 });
+    ({ devnet, slot } = env);
+    indexer = await env.index();
     before = (await waitForBlock(indexer, devnet.manifest.headBlock)).transfers;
   }, 240_000);
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await slot?.drop();
-    await devnet?.stop();
-  });
+  afterAll(() => env?.stop());
 
   it("drops the transfers of orphaned blocks and keeps the new branch's", async () => {
     const salaried = devnet.manifest.personas.salaried!.address;

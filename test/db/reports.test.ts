@@ -3,14 +3,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { normalise } from "../support/chain-truth.ts";
-import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type DatabaseSlot, type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 
 type Hex = `0x${string}`;
 
 // Passports: the `report` table follows the reporter's events (published, expiry, superseded,
 // revoked), in backfill and live, exactly as the chain's logs say.
 describe(`passport attestations (${testDatabase})`, () => {
+  let env: IndexedDevnet;
   let devnet: TestDevnet;
   let slot: DatabaseSlot;
   let indexer: Indexer;
@@ -33,16 +35,11 @@ describe(`passport attestations (${testDatabase})`, () => {
   };
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 5, months: 12, seed: 3 });
-    slot = databaseSlot();
-    await slot.prepare();
+    env = await indexedDevnet({ wallets: 5, months: 12, seed: 3 });
+    ({ devnet, slot } = env);
   }, 240_000);
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await slot?.drop();
-    await devnet?.stop();
-  });
+  afterAll(() => env?.stop());
 
   it("indexes published, expiring, superseding and revoked passports as the logs say", async () => {
     const { salaried, merchant } = devnet.manifest.personas;
@@ -51,7 +48,7 @@ describe(`passport attestations (${testDatabase})`, () => {
     // Before the indexer starts (backfill)...
     await r.publish(salaried!.address, "REP-SALARIED01", "bafkreisalaried01");
     await r.publishV2(merchant!.address, "REP-MERCHANT01", "bafkreimerchant01", expiry, "");
-    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
+    indexer = await env.index();
     await waitForBlock(indexer, devnet.manifest.headBlock + 2);
     // ...and while it follows the chain (live).
     await r.publishV2(salaried!.address, "REP-SALARIED02", "bafkreisalaried02", expiry, "REP-SALARIED01");

@@ -3,14 +3,15 @@ import type { ErrorBody } from "../../api/http/errors.ts";
 import { lenderScreenResultSchema, type LenderScreenResult } from "../../api/screen/schema.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { devnetClients } from "../../devnet/chain.ts";
-import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 
 // Screening the devnet personas end to end (chain -> indexer -> SQL -> scoring -> response),
 // against the ground truth the devnet seeded on purpose.
 describe(`POST /api/lender/screen (${testDatabase})`, () => {
+  let env: IndexedDevnet;
   let devnet: TestDevnet;
-  let slot: DatabaseSlot;
   let indexer: Indexer;
   const results: Record<string, LenderScreenResult> = {};
 
@@ -18,10 +19,9 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 40, months: 15, seed: 21 });
-    slot = databaseSlot();
-    await slot.prepare();
-    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
+    env = await indexedDevnet({ wallets: 40, months: 15, seed: 21 });
+    devnet = env.devnet;
+    indexer = await env.index();
     await waitForBlock(indexer, devnet.manifest.headBlock);
     for (const [name, persona] of Object.entries(devnet.manifest.personas)) {
       const res = await screen({ walletAddress: persona.address, callerAddress: devnet.manifest.lenders[0]!.address });
@@ -30,11 +30,7 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     }
   }, 240_000);
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await slot?.drop();
-    await devnet?.stop();
-  });
+  afterAll(() => env?.stop());
 
   it("answers the LenderScreenResult shape of the service interface", () => {
     for (const [name, r] of Object.entries(results)) {

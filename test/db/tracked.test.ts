@@ -2,12 +2,14 @@ import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { actorAddress } from "../../devnet/scenario/random.ts";
 import { type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
-import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type DatabaseSlot, type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 
 // Tracked-wallets mode: only transfers that touch a listed wallet are indexed (through
 // indexed-argument filters), each once, and only listed wallets get aggregates.
 describe(`tracked wallets mode (${testDatabase})`, () => {
+  let env: IndexedDevnet;
   let devnet: TestDevnet;
   let slot: DatabaseSlot;
   let indexer: Indexer;
@@ -15,20 +17,17 @@ describe(`tracked wallets mode (${testDatabase})`, () => {
   let transfers: ChainTransfer[];
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 20, months: 12, seed: 5 });
+    env = await indexedDevnet({ wallets: 20, months: 12, seed: 5 });
+    ({ devnet, slot } = env);
     const personas = devnet.manifest.personas;
     // The self-funder and one of its own wallets pay each other: both tracked, counted once.
     tracked = [personas.salaried!.address, personas.merchant!.address, personas["self-funder"]!.address, actorAddress(devnet.manifest.population.seed, "self-funder-mule-0")];
     const listFile = devnet.manifestPath.replace(/manifest\.json$/, "tracked.txt");
     writeFileSync(listFile, `# wallets under watch\n${tracked.slice(1).join("\n")}\n`);
-    slot = databaseSlot();
-    await slot.prepare();
-    indexer = await startIndexer({
-      DEVNET_MANIFEST: devnet.manifestPath,
+    indexer = await env.index({
       INDEX_MODE: "tracked",
       TRACKED_WALLETS: tracked[0]!.toUpperCase().replace("0X", "0x"),
       TRACKED_WALLETS_FILE: listFile,
-      ...slot.env,
     });
     const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
     transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));
@@ -36,11 +35,7 @@ describe(`tracked wallets mode (${testDatabase})`, () => {
     expect(stats).toMatchObject({ indexing: { mode: "tracked", trackedWallets: 4 } });
   }, 240_000);
 
-  afterAll(async () => {
-    await indexer?.stop();
-    await slot?.drop();
-    await devnet?.stop();
-  });
+  afterAll(() => env?.stop());
 
   it("answers 404 wallet_not_indexed for a wallet outside the tracked set", async () => {
     const untracked = devnet.manifest.personas.drainer!.address;
