@@ -31,6 +31,9 @@ export const envSchema = z.object({
   TRACKED_WALLETS_FILE: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Devnet manifest written by `npm run devnet`. */
   DEVNET_MANIFEST: z.preprocess(blankAsUndefined, z.string().default(".devnet/manifest.json")),
+  /** `npm start`: preferred anvil port (a free one is used if it is taken) and background wallets. */
+  DEVNET_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(8545)),
+  DEVNET_WALLETS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).default(300)),
   /** How often the indexer polls for new blocks. */
   POLLING_INTERVAL_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).default(1000)),
   /** Port of the HTTP API. */

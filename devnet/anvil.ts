@@ -47,6 +47,7 @@ export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
   if (options.genesisTimestamp !== undefined) args.push("--timestamp", String(options.genesisTimestamp));
 
   const child = spawn(anvilBinary(), args, { detached: true, stdio: ["ignore", "ignore", "pipe"] });
+  killOnExit(child);
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const rpcUrl = `http://127.0.0.1:${port}`;
@@ -73,6 +74,22 @@ async function answers(rpcUrl: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * A child started in its own process group does not die with us: make sure it does, even when we
+ * exit on an uncaught error (SIGKILL of this process is the one case nothing can cover).
+ */
+export function killOnExit(child: ChildProcess): void {
+  const kill = () => {
+    try {
+      if (child.exitCode === null && child.signalCode === null && child.pid) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      /* already gone */
+    }
+  };
+  process.once("exit", kill);
+  child.once("exit", () => process.removeListener("exit", kill));
 }
 
 /** SIGTERM the child's process group, then SIGKILL if it lingers. Resolves once it has exited. */

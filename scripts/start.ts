@@ -14,8 +14,8 @@ await launch(async () => {
     const manifestPath = resolve(env.DEVNET_MANIFEST);
     console.log("Starting the local devnet (anvil, chain 42220) and seeding its history…");
     devnet = await startDevnet({
-      wallets: Number(process.env.DEVNET_WALLETS ?? 300),
-      port: Number(process.env.DEVNET_PORT ?? 8545),
+      wallets: env.DEVNET_WALLETS,
+      port: env.DEVNET_PORT,
       apiUrl: `http://127.0.0.1:${env.PORT}`,
       manifestPath,
     });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
-import { stopProcessGroup } from "../../devnet/anvil.ts";
+import { killOnExit, stopProcessGroup } from "../../devnet/anvil.ts";
 import { freePort } from "../../devnet/ports.ts";
 
 export type TestDatabase = "pglite" | "postgres";
@@ -97,6 +97,7 @@ export async function startIndexer(env: Record<string, string>, options: { root?
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  killOnExit(child);
   let output = "";
   child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
@@ -134,10 +135,16 @@ export async function stats(indexer: Indexer): Promise<StatsLike> {
   return (await res.json()) as StatsLike;
 }
 
-/** Waits until the indexer has processed `block` (it may still be working through the last ones). */
-export function waitForBlock(indexer: Indexer, block: number, timeoutMs?: number) {
-  return waitFor(`block ${block}`, async () => {
-    const s = await stats(indexer);
-    return s.latestIndexedBlock && s.latestIndexedBlock.number >= block ? s : undefined;
+/**
+ * Waits until the indexer has processed `block` (it may still be working through the last ones).
+ * Polls Ponder's own /status, which costs nothing, then returns /api/stats once.
+ */
+export async function waitForBlock(indexer: Indexer, block: number, timeoutMs?: number) {
+  await waitFor(`block ${block}`, async () => {
+    const res = await fetch(`${indexer.url}/status`);
+    if (!res.ok) return undefined;
+    const status = (await res.json()) as Record<string, { block?: { number: number } | null }>;
+    return (status.celo?.block?.number ?? 0) >= block ? true : undefined;
   }, indexer, timeoutMs);
+  return stats(indexer);
 }
