@@ -73,6 +73,16 @@ const sides = sql`
 const notZero = sql`address <> '0x0000000000000000000000000000000000000000'
   and (not exists (select 1 from ${trackedWallet}) or address in (select address from ${trackedWallet}))`;
 
+/** The counts and times every per-wallet view carries (fresh builders: drizzle names them per view). */
+const countsAndTimes = () => ({
+  transfersIn: integer().notNull(),
+  transfersOut: integer().notNull(),
+  firstAt: bigint().notNull(),
+  lastAt: bigint().notNull(),
+});
+const countsAndTimesSql = sql`sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
+         min(first_at) as first_at, max(last_at) as last_at`;
+
 /** Per wallet, token and month: flows, counts and distinct counterparties. */
 export const accountMonth = onchainView("account_month", {
   address: hex().notNull(),
@@ -80,23 +90,18 @@ export const accountMonth = onchainView("account_month", {
   month: text().notNull(),
   inflow: bigint().notNull(),
   outflow: bigint().notNull(),
-  transfersIn: integer().notNull(),
-  transfersOut: integer().notNull(),
+  ...countsAndTimes(),
   /** Distinct wallets this wallet moved money with, either way, that month. */
   counterparties: integer().notNull(),
   /** Distinct wallets that paid it that month. */
   payers: integer().notNull(),
   /** Distinct wallets it paid that month. */
   payees: integer().notNull(),
-  firstAt: bigint().notNull(),
-  lastAt: bigint().notNull(),
 }).as(sql`
-  select address, token, month, sum(inflow) as inflow, sum(outflow) as outflow,
-         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
+  select address, token, month, sum(inflow) as inflow, sum(outflow) as outflow, ${countsAndTimesSql},
          count(distinct counterparty)::int as counterparties,
          count(*) filter (where transfers_in > 0)::int as payers,
-         count(*) filter (where transfers_out > 0)::int as payees,
-         min(first_at) as first_at, max(last_at) as last_at
+         count(*) filter (where transfers_out > 0)::int as payees
   from (${sides}) s where ${notZero} group by address, token, month`);
 
 /** Per wallet and token: balance (all inflows less all outflows) and lifetime flows. */
@@ -106,26 +111,18 @@ export const balance = onchainView("balance", {
   balance: bigint().notNull(),
   totalIn: bigint().notNull(),
   totalOut: bigint().notNull(),
-  transfersIn: integer().notNull(),
-  transfersOut: integer().notNull(),
-  firstAt: bigint().notNull(),
-  lastAt: bigint().notNull(),
+  ...countsAndTimes(),
 }).as(sql`
   select address, token, sum(inflow) - sum(outflow) as balance, sum(inflow) as total_in, sum(outflow) as total_out,
-         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
-         min(first_at) as first_at, max(last_at) as last_at
+         ${countsAndTimesSql}
   from (${sides}) s where ${notZero} group by address, token`);
 
 /** Per wallet: first and last activity and counts, across tokens. */
 export const account = onchainView("account", {
   address: hex().notNull(),
-  firstAt: bigint().notNull(),
-  lastAt: bigint().notNull(),
-  transfersIn: integer().notNull(),
-  transfersOut: integer().notNull(),
+  ...countsAndTimes(),
 }).as(sql`
-  select address, min(first_at) as first_at, max(last_at) as last_at,
-         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out
+  select address, ${countsAndTimesSql}
   from (${sides}) s where ${notZero} group by address`);
 
 /** Per wallet, counterparty and token, seen from `address`: totals, counts and times each way. */
@@ -135,18 +132,13 @@ export const counterparty = onchainView("counterparty", {
   token: hex().notNull(),
   totalIn: bigint().notNull(),
   totalOut: bigint().notNull(),
-  transfersIn: integer().notNull(),
-  transfersOut: integer().notNull(),
-  firstAt: bigint().notNull(),
-  lastAt: bigint().notNull(),
+  ...countsAndTimes(),
   firstInAt: bigint(),
   lastInAt: bigint(),
   firstOutAt: bigint(),
   lastOutAt: bigint(),
 }).as(sql`
-  select address, counterparty, token, sum(inflow) as total_in, sum(outflow) as total_out,
-         sum(transfers_in)::int as transfers_in, sum(transfers_out)::int as transfers_out,
-         min(first_at) as first_at, max(last_at) as last_at,
+  select address, counterparty, token, sum(inflow) as total_in, sum(outflow) as total_out, ${countsAndTimesSql},
          min(first_at) filter (where transfers_in > 0) as first_in_at, max(last_at) filter (where transfers_in > 0) as last_in_at,
          min(first_at) filter (where transfers_out > 0) as first_out_at, max(last_at) filter (where transfers_out > 0) as last_out_at
   from (${sides}) s where ${notZero} group by address, counterparty, token`);

@@ -75,7 +75,7 @@ export async function loadWalletFacts(
  * Payees that could be drain sinks: paid exactly once in the window, within 48 hours of an inflow.
  * Only these need their first activity looked up, so ordinary spending costs no extra reads.
  */
-function drainCandidates(transfers: WalletTransfer[]): Address[] {
+export function drainCandidates(transfers: WalletTransfer[]): Address[] {
   const paid = new Map<Address, number>();
   for (const t of transfers) if (t.direction === "out") paid.set(t.counterparty, (paid.get(t.counterparty) ?? 0) + 1);
   const inflows = transfers.filter((t) => t.direction === "in").map((t) => t.at);

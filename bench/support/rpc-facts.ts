@@ -1,6 +1,7 @@
 import { createPublicClient, http, parseAbiItem, type Address as ViemAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
+import { drainCandidates } from "../../api/wallet/queries.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
@@ -36,9 +37,9 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
       p.lastAt = t.at;
       pairs.set(t.counterparty, p);
     }
-    const payees = [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))];
+    // Like the SQL path, only possible drain sinks need their first activity.
     const firstSeen = await Promise.all(
-      payees.map(async (payee) => {
+      drainCandidates(transfers).map(async (payee) => {
         const [a, b] = await Promise.all([logs({ from: payee }), logs({ to: payee })]);
         return { address: payee, firstAt: Math.min(...[...a, ...b].map((t) => t.at)) };
       }),
