@@ -35,12 +35,11 @@ export class WalletAssessor {
     if (target.tracked && !target.tracked.has(address)) {
       throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
     }
-    const activity = await walletActivity(db, address);
+    const [activity, head] = await Promise.all([walletActivity(db, address), indexedHead(db, target.schema)]);
     const fingerprint = activity ? `${activity.lastAt}:${activity.transfersIn}:${activity.transfersOut}` : "none";
     const hit = this.cache.get(address);
     if (hit && hit.fingerprint === fingerprint && Date.now() - hit.at < MAX_AGE_MS) return { ...hit.value, cached: true };
 
-    const head = await indexedHead(db, target.schema);
     const asOf = head ? { block: Number(head.blockNumber), timestamp: Number(head.timestamp) } : { block: 0, timestamp: Math.floor(Date.now() / 1000) };
     const facts = await loadWalletFacts(db, address, asOf.timestamp, { activity });
     const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };

@@ -25,34 +25,40 @@ export async function loadWalletFacts(
   options: { windowDays?: number; activity?: Awaited<ReturnType<typeof walletActivity>> } = {},
 ): Promise<WalletFacts> {
   const since = BigInt(asOf - (options.windowDays ?? WINDOW_DAYS) * DAY);
-  const activity = options.activity !== undefined ? options.activity : await walletActivity(db, address);
-  const balances = await db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address));
-  const sent = await db
-    .select({ counterparty: transfer.to, token: transfer.token, value: transfer.value, at: transfer.timestamp })
-    .from(transfer)
-    .where(and(eq(transfer.from, address), gt(transfer.timestamp, since)));
-  const received = await db
-    .select({ counterparty: transfer.from, token: transfer.token, value: transfer.value, at: transfer.timestamp })
-    .from(transfer)
-    .where(and(eq(transfer.to, address), gt(transfer.timestamp, since)));
+  // Independent lookups run together (Postgres serves them on separate connections).
+  const [activity, balances, sent, received, pairs] = await Promise.all([
+    options.activity !== undefined ? options.activity : walletActivity(db, address),
+    db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address)),
+    db
+      .select({ counterparty: transfer.to, token: transfer.token, value: transfer.value, at: transfer.timestamp })
+      .from(transfer)
+      .where(and(eq(transfer.from, address), gt(transfer.timestamp, since))),
+    db
+      .select({ counterparty: transfer.from, token: transfer.token, value: transfer.value, at: transfer.timestamp })
+      .from(transfer)
+      .where(and(eq(transfer.to, address), gt(transfer.timestamp, since))),
+    db
+      .select({
+        counterparty: counterparty.counterparty,
+        totalIn: sum(counterparty.totalIn).mapWith(BigInt),
+        totalOut: sum(counterparty.totalOut).mapWith(BigInt),
+        transfersIn: sum(counterparty.transfersIn).mapWith(Number),
+        transfersOut: sum(counterparty.transfersOut).mapWith(Number),
+        firstAt: sql<string>`min(${counterparty.firstAt})`.mapWith(Number),
+        lastAt: sql<string>`max(${counterparty.lastAt})`.mapWith(Number),
+      })
+      .from(counterparty)
+      .where(eq(counterparty.address, address))
+      .groupBy(counterparty.counterparty),
+  ]);
   const transfers: WalletTransfer[] = [
     ...sent.map((t) => ({ ...t, direction: "out" as const, at: Number(t.at) })),
     ...received.map((t) => ({ ...t, direction: "in" as const, at: Number(t.at) })),
   ].sort((a, b) => a.at - b.at);
-
-  const pairs = await db
-    .select({
-      counterparty: counterparty.counterparty,
-      totalIn: sum(counterparty.totalIn).mapWith(BigInt),
-      totalOut: sum(counterparty.totalOut).mapWith(BigInt),
-      transfersIn: sum(counterparty.transfersIn).mapWith(Number),
-      transfersOut: sum(counterparty.transfersOut).mapWith(Number),
-      firstAt: sql<string>`min(${counterparty.firstAt})`.mapWith(Number),
-      lastAt: sql<string>`max(${counterparty.lastAt})`.mapWith(Number),
-    })
-    .from(counterparty)
-    .where(eq(counterparty.address, address))
-    .groupBy(counterparty.counterparty);
+  const [firstSeen, funding] = await Promise.all([
+    firstSeenOf(db, drainCandidates(transfers)),
+    fundingTrail(db, address, [...new Set(received.map((t) => t.counterparty))]),
+  ]);
 
   return {
     address,
@@ -66,8 +72,8 @@ export async function loadWalletFacts(
     balances,
     transfers,
     counterparties: pairs,
-    firstSeen: await firstSeenOf(db, drainCandidates(transfers)),
-    funding: await fundingTrail(db, address, [...new Set(received.map((t) => t.counterparty))]),
+    firstSeen,
+    funding,
   };
 }
 
