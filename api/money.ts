@@ -8,3 +8,12 @@ export function unitsToUsd(units: bigint, decimals = 6): number {
   const fraction = units % scale;
   return Number(whole) + Number(fraction) / Number(scale);
 }
+
+/** USD rounded to cents: the amounts responses carry. */
+export const usdCents = (units: bigint): number => Math.round(unitsToUsd(units) * 100) / 100;
+
+/** "$3,400": whole dollars, for sentences written for people. */
+export const formatUsd = (units: bigint): string => `$${Math.round(unitsToUsd(units)).toLocaleString("en-US")}`;
+
+/** ISO 8601 time of a unix timestamp in seconds. */
+export const isoFromSeconds = (seconds: number | bigint): string => new Date(Number(seconds) * 1000).toISOString();

@@ -31,7 +31,6 @@ function factsOf(wallet: Address, moves: Move[]): WalletFacts {
     account: own.length ? { firstAt: own[0]!.at, lastAt: own.at(-1)!.at, transfersIn: transfers.filter((t) => t.direction === "in").length, transfersOut: transfers.filter((t) => t.direction === "out").length } : null,
     balances: [{ token: USDT, balance }],
     transfers: transfers.filter((t) => t.at > ASOF - 365 * DAY),
-    counterparties: [],
     firstSeen: [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))].map((a) => ({ address: a, firstAt: firstAt(a) })),
     funding: [...funding].map(([key, total]) => {
       const [to, from] = key.split("|") as [Address, Address];

@@ -5,7 +5,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
 import { jsonBody } from "../http/validate.ts";
-import { unitsToUsd } from "../money.ts";
+import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { latestValidReport } from "../wallet/queries.ts";
 import { walletData } from "../wallet/wallet-data.ts";
@@ -37,7 +37,7 @@ export function analyzeRoutes({ db, target, assessor }: AnalyzeDeps) {
     const out: Record<string, unknown> = {
       walletAddress: a.facts.address,
       modelVersion: r.modelVersion,
-      dataAsOf: { block: a.asOf.block, time: new Date(a.asOf.timestamp * 1000).toISOString() },
+      dataAsOf: { block: a.asOf.block, time: iso(a.asOf.timestamp) },
       cached: a.cached,
     };
     if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
@@ -53,8 +53,8 @@ export function analyzeRoutes({ db, target, assessor }: AnalyzeDeps) {
         reputationScore: report.reputationScore,
         financialHealthScore: report.financialHealthScore,
         loanCapacity: report.loanCapacity,
-        publishedAt: new Date(Number(report.publishedAt) * 1000).toISOString(),
-        expiresAt: report.expiresAt === null ? null : new Date(Number(report.expiresAt) * 1000).toISOString(),
+        publishedAt: iso(report.publishedAt),
+        expiresAt: report.expiresAt === null ? null : iso(report.expiresAt),
         reporterContract: report.reporter,
       };
     }

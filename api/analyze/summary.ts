@@ -1,7 +1,6 @@
-import { unitsToUsd } from "../money.ts";
+import { formatUsd as money } from "../money.ts";
 import type { ScoreResult } from "../scoring/model.ts";
 
-const money = (units: bigint) => `$${Math.round(unitsToUsd(units)).toLocaleString("en-US")}`;
 
 /** A paragraph written from the facts (a template: nothing in it that the numbers do not say). */
 export function summaryOf(address: string, r: ScoreResult): string {

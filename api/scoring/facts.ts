@@ -14,8 +14,6 @@ export type WalletFacts = {
   balances: { token: Address; balance: bigint }[];
   /** The wallet's transfers over the scoring window (WINDOW_DAYS), either way. */
   transfers: WalletTransfer[];
-  /** Lifetime totals per counterparty (both tokens), for refunds and relationships. */
-  counterparties: { counterparty: Address; totalIn: bigint; totalOut: bigint; transfersIn: number; transfersOut: number; firstAt: number; lastAt: number }[];
   /** First activity of each wallet this one paid in the window: tells fresh addresses apart. */
   firstSeen: { address: Address; firstAt: number }[];
   /**

@@ -1,3 +1,4 @@
+import { formatUsd } from "../money.ts";
 import type { WalletFacts } from "./facts.ts";
 import { deriveSignals, type Signals } from "./signals.ts";
 
@@ -26,7 +27,7 @@ export type ScoreResult = {
 const USD = 1_000_000;
 const usd = (units: bigint) => Number(units) / USD;
 const clamp = (n: number) => Math.max(0, Math.min(100, Math.round(n)));
-const fmt = (units: bigint) => `$${Math.round(usd(units)).toLocaleString("en-US")}`;
+const fmt = formatUsd;
 
 /** Financial health: income, savings, buffer, spending; drain and cycling cost points. */
 function healthFactors(s: Signals): Factor[] {

@@ -1,11 +1,9 @@
 import type { IndexTarget } from "../../config/target.ts";
-import { unitsToUsd } from "../money.ts";
+import { isoFromSeconds as iso, usdCents as usd } from "../money.ts";
 import type { Assessment } from "../wallet/assess.ts";
 import type { ValidReport } from "../wallet/queries.ts";
 import type { LenderScreenResult } from "./schema.ts";
 
-const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
-const usd = (units: bigint) => Math.round(unitsToUsd(units) * 100) / 100;
 const money = (units: bigint) => `$${usd(units).toLocaleString("en-US")}`;
 
 export type ScreenContext = {

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { unitsToUsd } from "../money.ts";
+import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { indexedHead, indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
 
@@ -13,7 +13,6 @@ export type StatsDeps = {
   chain?: Pick<PublicClient, "getBlock">;
 };
 
-const iso = (seconds: bigint) => new Date(Number(seconds) * 1000).toISOString();
 
 async function chainHead(chain: StatsDeps["chain"]) {
   if (!chain) return null;

@@ -1,7 +1,7 @@
 import { and, desc, eq, gt, inArray, sql, sum } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { ZERO_ADDRESS } from "../../config/addresses.ts";
-import { account, balance, counterparty, flow, report, transfer } from "../../ponder.schema.ts";
+import { account, balance, flow, report, transfer } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
 
@@ -26,7 +26,7 @@ export async function loadWalletFacts(
 ): Promise<WalletFacts> {
   const since = BigInt(asOf - (options.windowDays ?? WINDOW_DAYS) * DAY);
   // Independent lookups run together (Postgres serves them on separate connections).
-  const [activity, balances, sent, received, pairs] = await Promise.all([
+  const [activity, balances, sent, received] = await Promise.all([
     options.activity !== undefined ? options.activity : walletActivity(db, address),
     db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address)),
     db
@@ -37,19 +37,6 @@ export async function loadWalletFacts(
       .select({ counterparty: transfer.from, token: transfer.token, value: transfer.value, at: transfer.timestamp })
       .from(transfer)
       .where(and(eq(transfer.to, address), gt(transfer.timestamp, since))),
-    db
-      .select({
-        counterparty: counterparty.counterparty,
-        totalIn: sum(counterparty.totalIn).mapWith(BigInt),
-        totalOut: sum(counterparty.totalOut).mapWith(BigInt),
-        transfersIn: sum(counterparty.transfersIn).mapWith(Number),
-        transfersOut: sum(counterparty.transfersOut).mapWith(Number),
-        firstAt: sql<string>`min(${counterparty.firstAt})`.mapWith(Number),
-        lastAt: sql<string>`max(${counterparty.lastAt})`.mapWith(Number),
-      })
-      .from(counterparty)
-      .where(eq(counterparty.address, address))
-      .groupBy(counterparty.counterparty),
   ]);
   const transfers: WalletTransfer[] = [
     ...sent.map((t) => ({ ...t, direction: "out" as const, at: Number(t.at) })),
@@ -71,7 +58,6 @@ export async function loadWalletFacts(
     },
     balances,
     transfers,
-    counterparties: pairs,
     firstSeen,
     funding,
   };

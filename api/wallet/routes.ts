@@ -3,6 +3,7 @@ import { addressSchema } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
+import { isoFromSeconds as iso } from "../money.ts";
 import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
 import { scoreWallet } from "../scoring/model.ts";
 import { factsAt } from "../scoring/point-in-time.ts";
@@ -13,7 +14,6 @@ import { walletData } from "./wallet-data.ts";
 
 export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };
 
-const iso = (ms: number) => new Date(ms).toISOString();
 
 function parseAddress(value: string) {
   const parsed = addressSchema.safeParse(value);
@@ -23,11 +23,11 @@ function parseAddress(value: string) {
 
 /** GET /api/wallet/{address}/…: the analysis, the named signals and the score history. */
 export function walletRoutes({ db, target, assessor }: WalletRouteDeps) {
-  const dataAsOf = (a: { asOf: { block: number; timestamp: number } }) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp * 1000) });
+  const dataAsOf = (a: { asOf: { block: number; timestamp: number } }) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp) });
   const cacheStatus = (a: { cached: boolean; computedAt: number }) => ({
     cached: a.cached,
-    cachedAt: iso(a.computedAt),
-    expiresAt: iso(a.computedAt + MAX_AGE_MS),
+    cachedAt: new Date(a.computedAt).toISOString(),
+    expiresAt: new Date(a.computedAt + MAX_AGE_MS).toISOString(),
     invalidatedBy: "any newly indexed transfer of this wallet",
   });
 
@@ -67,8 +67,8 @@ export function walletRoutes({ db, target, assessor }: WalletRouteDeps) {
         history: months.map((t) => {
           const r = scoreWallet(factsAt(facts, t));
           return {
-            monthEnd: iso(t * 1000),
-            month: iso((t - DAY) * 1000).slice(0, 7),
+            monthEnd: iso(t),
+            month: iso(t - DAY).slice(0, 7),
             financialHealth: r.scores.financialHealth,
             reputation: r.scores.reputation,
             recommendation: r.recommendation,

@@ -1,7 +1,6 @@
-import { unitsToUsd } from "../money.ts";
+import { usdCents as usd } from "../money.ts";
 import type { Assessment } from "./assess.ts";
 
-const usd = (units: bigint) => Math.round(unitsToUsd(units) * 100) / 100;
 type Value = number | boolean | string | null | { payer: string; cadence: string; monthlyUsd: number }[];
 
 /** Every named reputation signal, read from one cached assessment (docs/scoring.md defines each). */

@@ -3,11 +3,9 @@ import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { accountMonth, counterparty } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
-import { unitsToUsd } from "../money.ts";
+import { isoFromSeconds as iso, usdCents as usd } from "../money.ts";
 import type { Assessment } from "./assess.ts";
 
-const usd = (units: bigint) => Math.round(unitsToUsd(units) * 100) / 100;
-const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
 
 /**
  * walletData: the full picture of one wallet that the scores were computed from (documented in

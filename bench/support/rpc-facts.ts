@@ -29,14 +29,6 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
     const transfers: WalletTransfer[] = all.filter((t) => t.at > asOf - WINDOW_DAYS * DAY).map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
     const balances = await Promise.all(tokens.map(async (token) => ({ token, balance: await client.readContract({ address: token as ViemAddress, abi: [balanceOf], functionName: "balanceOf", args: [address as ViemAddress] }) })));
 
-    const pairs = new Map<Address, WalletFacts["counterparties"][number]>();
-    for (const t of all) {
-      const p = pairs.get(t.counterparty) ?? { counterparty: t.counterparty, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0, firstAt: t.at, lastAt: t.at };
-      if (t.direction === "in") (p.totalIn += t.value), p.transfersIn++;
-      else (p.totalOut += t.value), p.transfersOut++;
-      p.lastAt = t.at;
-      pairs.set(t.counterparty, p);
-    }
     // Like the SQL path, only possible drain sinks need their first activity.
     const firstSeen = await Promise.all(
       drainCandidates(transfers).map(async (payee) => {
@@ -70,7 +62,6 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
       account: all.length ? { firstAt: all[0]!.at, lastAt: all.at(-1)!.at, transfersIn: received.length, transfersOut: sent.length } : null,
       balances,
       transfers,
-      counterparties: [...pairs.values()],
       firstSeen,
       funding,
     };
