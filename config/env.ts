@@ -36,6 +36,12 @@ export const envSchema = z.object({
   DEVNET_WALLETS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).default(300)),
   /** How often the indexer polls for new blocks. */
   POLLING_INTERVAL_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).default(1000)),
+  /** x402: the treasury payments are made out to (publicPayTo). Devnet default: anvil dev account #5. */
+  X402_PAY_TO: z.preprocess(blankAsUndefined, z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an address").optional()),
+  /** x402 self-settlement: the key that submits transferWithAuthorization (needs CELO for gas). Devnet default: anvil dev account #4. */
+  X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
+  /** x402: settle through this remote facilitator (POST /verify, /settle) instead of the relayer key. */
+  X402_FACILITATOR_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** Port of the HTTP API. */
   PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42069)),
 });

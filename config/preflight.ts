@@ -1,5 +1,6 @@
 import { CELO_CHAIN_ID } from "./celo.ts";
 import { StartupError } from "./errors.ts";
+import { resolvePaymentSettings } from "./payments.ts";
 import type { IndexTarget } from "./target.ts";
 
 async function rpc<T>(url: string, method: string, params: unknown[], timeoutMs: number): Promise<T> {
@@ -49,4 +50,6 @@ export async function preflight(target: IndexTarget, timeoutMs = 5_000): Promise
       throw new StartupError(`No ${token.symbol} contract at ${token.address} on ${redactUrl(url)}.${hint}`);
     }
   }
+  // Payments must be settleable before any paid route is served.
+  resolvePaymentSettings(target);
 }

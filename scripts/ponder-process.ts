@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
+import { serviceStoreLocation } from "../api/store/store.ts";
 import { StartupError } from "../config/errors.ts";
 import type { IndexTarget } from "../config/target.ts";
 
@@ -14,6 +15,9 @@ export async function resetDevnetData(target: IndexTarget, databaseUrl: string |
   if (target.network !== "devnet") throw new Error("only devnet data is ever reset");
   if (target.database.kind === "pglite") {
     rmSync(target.database.directory, { recursive: true, force: true });
+    // The service store (payment ledger) of a chain that is gone goes with it.
+    const store = serviceStoreLocation(target.database);
+    if (store.kind === "pglite") rmSync(store.directory, { recursive: true, force: true });
     return;
   }
   const devnetDb = decodeURIComponent(new URL(target.database.connectionString).pathname.slice(1));

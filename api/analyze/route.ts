@@ -1,10 +1,12 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
-import { jsonBody } from "../http/validate.ts";
+import { type InputEnv, jsonInput } from "../http/validate.ts";
+import { x402Billing } from "../payments/billing.ts";
+import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { latestValidReport } from "../wallet/queries.ts";
@@ -21,16 +23,27 @@ export const analyzeRequestSchema = z.object({
   fields: z.array(z.string()).min(1).optional(),
 });
 
-export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };
+type AnalyzeRequest = z.infer<typeof analyzeRequestSchema>;
+
+export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor; payments: PaymentDeps };
+
+/** An unknown `fields` entry is a 400 listing the allowed ones, before any payment is asked for. */
+const knownFields: MiddlewareHandler<InputEnv<AnalyzeRequest>> = async (c, next) => {
+  const unknown = (c.get("input").fields ?? []).filter((f) => !(ANALYZE_FIELDS as readonly string[]).includes(f));
+  if (unknown.length) {
+    throw new ApiError(400, "unknown_field", `Unknown field(s): ${unknown.join(", ")}. Allowed: ${ANALYZE_FIELDS.join(", ")}.`, { allowed: ANALYZE_FIELDS });
+  }
+  await next();
+};
 
 /** POST /api/agent/analyze: scores, income label, loan range, a summary, the attestation and walletData. */
-export function analyzeRoutes({ db, target, assessor }: AnalyzeDeps) {
-  return new Hono().post("/analyze", async (c) => {
-    const body = await jsonBody(c, analyzeRequestSchema);
-    const unknown = (body.fields ?? []).filter((f) => !(ANALYZE_FIELDS as readonly string[]).includes(f));
-    if (unknown.length) {
-      throw new ApiError(400, "unknown_field", `Unknown field(s): ${unknown.join(", ")}. Allowed: ${ANALYZE_FIELDS.join(", ")}.`, { allowed: ANALYZE_FIELDS });
-    }
+export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
+  const payment = paid("analyze", payments, (c) => {
+    const input = c.get("input") as AnalyzeRequest;
+    return { subject: input.walletAddress, caller: input.callerAddress, request: input };
+  });
+  return new Hono<PaidEnv & InputEnv<AnalyzeRequest>>().post("/analyze", jsonInput(analyzeRequestSchema), knownFields, assessor.indexedOnly(), payment, async (c) => {
+    const body = c.get("input");
     const wanted = new Set<Field>((body.fields as Field[] | undefined) ?? ANALYZE_FIELDS);
     const a = await assessor.assess(body.walletAddress);
     const r = a.result;
@@ -39,6 +52,7 @@ export function analyzeRoutes({ db, target, assessor }: AnalyzeDeps) {
       modelVersion: r.modelVersion,
       dataAsOf: { block: a.asOf.block, time: iso(a.asOf.timestamp) },
       cached: a.cached,
+      x402Billing: x402Billing(c.get("billing")),
     };
     if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
     if (wanted.has("reputationScore")) out.reputationScore = r.scores.reputation;

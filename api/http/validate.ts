@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import { describeIssues } from "../../config/errors.ts";
 import { ApiError } from "./errors.ts";
@@ -14,4 +14,25 @@ export async function jsonBody<S extends z.ZodType>(c: Context, schema: S): Prom
   const parsed = schema.safeParse(body);
   if (!parsed.success) throw new ApiError(400, "invalid_request", describeIssues(parsed.error.issues), parsed.error.issues);
   return parsed.data;
+}
+
+/** Where a validated request waits for the next middleware and the handler. */
+export type InputEnv<T> = { Variables: { input: T } };
+
+/** Validates the JSON body before anything else runs (so bad input is a 400, never a charge). */
+export function jsonInput<S extends z.ZodType>(schema: S): MiddlewareHandler<InputEnv<z.infer<S>>> {
+  return async (c, next) => {
+    c.set("input", await jsonBody(c, schema));
+    await next();
+  };
+}
+
+/** Validates the path parameters; `code` names what a bad one is (e.g. invalid_address). */
+export function paramInput<S extends z.ZodType>(schema: S, code = "invalid_request"): MiddlewareHandler<InputEnv<z.infer<S>>> {
+  return async (c, next) => {
+    const parsed = schema.safeParse(c.req.param());
+    if (!parsed.success) throw new ApiError(400, code, describeIssues(parsed.error.issues), parsed.error.issues);
+    c.set("input", parsed.data);
+    await next();
+  };
 }

@@ -1,28 +1,37 @@
 import { Hono } from "hono";
-import { CELO_NETWORK } from "../../config/celo.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { jsonBody } from "../http/validate.ts";
+import { type InputEnv, jsonInput } from "../http/validate.ts";
+import { x402Billing } from "../payments/billing.ts";
+import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { latestValidReport } from "../wallet/queries.ts";
 import { toLenderScreenResult } from "./response.ts";
-import { lenderScreenResultSchema, screenRequestSchema } from "./schema.ts";
+import { lenderScreenResultSchema, type ScreenRequest, screenRequestSchema } from "./schema.ts";
 
-export type ScreenDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "reporters">; assessor: WalletAssessor };
+export type ScreenDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "reporters">; assessor: WalletAssessor; payments: PaymentDeps };
 
-/** POST /api/lender/screen: the LenderScreenResult for a borrower's wallet. */
-export function screenRoutes({ db, target, assessor }: ScreenDeps) {
-  return new Hono().post("/screen", async (c) => {
-    const { walletAddress, callerAddress } = await jsonBody(c, screenRequestSchema);
-    const assessment = await assessor.assess(walletAddress);
-    const report = await latestValidReport(db, walletAddress, assessment.asOf.timestamp);
-    const result = toLenderScreenResult(assessment, {
-      target,
-      baseUrl: new URL(c.req.url).origin,
-      report,
-      // Payments are not taken yet (x402 comes with the payments work): nothing was charged.
-      billing: { chargedUsdt: "0.00", token: "none", chain: CELO_NETWORK, payer: callerAddress ?? walletAddress },
-    });
-    return c.json(lenderScreenResultSchema.parse(result));
-  });
+/** POST /api/lender/screen: the LenderScreenResult for a borrower's wallet, paid per call. */
+export function screenRoutes({ db, target, assessor, payments }: ScreenDeps) {
+  return new Hono<PaidEnv & InputEnv<ScreenRequest>>().post(
+    "/screen",
+    jsonInput(screenRequestSchema),
+    assessor.indexedOnly(),
+    paid("screen", payments, (c) => {
+      const input = c.get("input") as ScreenRequest;
+      return { subject: input.walletAddress, caller: input.callerAddress, request: input };
+    }),
+    async (c) => {
+      const { walletAddress } = c.get("input");
+      const assessment = await assessor.assess(walletAddress);
+      const report = await latestValidReport(db, walletAddress, assessment.asOf.timestamp);
+      const result = toLenderScreenResult(assessment, {
+        target,
+        baseUrl: new URL(c.req.url).origin,
+        report,
+        billing: x402Billing(c.get("billing")),
+      });
+      return c.json(lenderScreenResultSchema.parse(result));
+    },
+  );
 }

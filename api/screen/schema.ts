@@ -8,6 +8,8 @@ export const screenRequestSchema = z.object({
   callerAddress: addressSchema.optional().describe("The paying lender's wallet, when it is not the borrower"),
 });
 
+export type ScreenRequest = z.infer<typeof screenRequestSchema>;
+
 /** LenderScreenResult exactly as the service interface defines it, plus what lenders ask peers for. */
 export const lenderScreenResultSchema = z
   .object({
@@ -76,7 +78,10 @@ export const lenderScreenResultSchema = z
       .partial()
       .loose(),
     cached: z.boolean(),
-    x402Billing: z.object({ chargedUsdt: z.string(), token: z.string(), chain: z.string(), payer: z.string() }).partial().loose(),
+    x402Billing: z
+      .object({ chargedUsdt: z.string(), chargedUnits: z.string(), token: z.string(), tokenAddress: z.string(), chain: z.string(), payer: z.string() })
+      .partial()
+      .loose(),
     modelVersion: z.string(),
     dataAsOf: z.object({ block: z.number(), time: z.iso.datetime() }),
     thinFile: z.object({ thinFile: z.boolean(), reason: z.string().nullable() }),

@@ -1,3 +1,4 @@
+import type { MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
@@ -30,11 +31,26 @@ export class WalletAssessor {
 
   constructor(private readonly deps: AssessDeps) {}
 
-  async assess(address: Address): Promise<Assessment> {
-    const { db, target } = this.deps;
-    if (target.tracked && !target.tracked.has(address)) {
+  /** In tracked-wallets mode, a wallet outside the tracked set has no answer: 404. */
+  ensureIndexed(address: Address): void {
+    const { tracked } = this.deps.target;
+    if (tracked && !tracked.has(address)) {
       throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
     }
+  }
+
+  /** Middleware: the request's wallet must be indexed, checked before any payment is asked for. */
+  indexedOnly(): MiddlewareHandler {
+    return async (c, next) => {
+      const input = c.get("input") as { walletAddress?: Address; address?: Address };
+      this.ensureIndexed((input.walletAddress ?? input.address)!);
+      await next();
+    };
+  }
+
+  async assess(address: Address): Promise<Assessment> {
+    const { db, target } = this.deps;
+    this.ensureIndexed(address);
     const [activity, head] = await Promise.all([walletActivity(db, address), indexedHead(db, target.schema)]);
     const fingerprint = activity ? `${activity.lastAt}:${activity.transfersIn}:${activity.transfersOut}` : "none";
     const hit = this.cache.get(address);

@@ -1,9 +1,12 @@
-import { Hono } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
+import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
+import { type InputEnv, paramInput } from "../http/validate.ts";
 import { isoFromSeconds as iso } from "../money.ts";
+import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
 import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
 import { scoreWallet } from "../scoring/model.ts";
 import { factsAt } from "../scoring/point-in-time.ts";
@@ -12,17 +15,27 @@ import { loadWalletFacts } from "./queries.ts";
 import { SIGNAL_NAMES, SIGNALS } from "./signal-catalog.ts";
 import { walletData } from "./wallet-data.ts";
 
-export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };
+export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor; payments: PaymentDeps };
 
+const walletParams = z.object({ address: addressSchema });
+const signalParams = z.object({ address: addressSchema, signal: z.string() });
+type WalletParams = z.infer<typeof signalParams>;
 
-function parseAddress(value: string) {
-  const parsed = addressSchema.safeParse(value);
-  if (!parsed.success) throw new ApiError(400, "invalid_address", `"${value}" is not a wallet address (0x followed by 40 hex characters).`);
-  return parsed.data;
-}
+/** The wallet a GET route is about is the subject of its payment; there is no body to bind a caller. */
+const aboutWallet = (c: Context) => {
+  const input = c.get("input") as WalletParams;
+  return { subject: input.address, request: input };
+};
 
-/** GET /api/wallet/{address}/…: the analysis, the named signals and the score history. */
-export function walletRoutes({ db, target, assessor }: WalletRouteDeps) {
+/** Unknown signal names are a 404 before any payment is asked for. */
+const knownSignal: MiddlewareHandler<InputEnv<WalletParams>> = async (c, next) => {
+  const name = c.get("input").signal;
+  if (!SIGNALS[name]) throw new ApiError(404, "unknown_signal", `No signal named "${name}". Signals: ${SIGNAL_NAMES.join(", ")}.`, { signals: SIGNAL_NAMES });
+  await next();
+};
+
+/** GET /api/wallet/{address}/…: the analysis, the named signals and the score history, each paid per call. */
+export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps) {
   const dataAsOf = (a: { asOf: { block: number; timestamp: number } }) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp) });
   const cacheStatus = (a: { cached: boolean; computedAt: number }) => ({
     cached: a.cached,
@@ -31,13 +44,15 @@ export function walletRoutes({ db, target, assessor }: WalletRouteDeps) {
     invalidatedBy: "any newly indexed transfer of this wallet",
   });
 
-  return new Hono()
-    .get("/:address/analysis", async (c) => {
-      const a = await assessor.assess(parseAddress(c.req.param("address")));
+  const wallet = paramInput(walletParams, "invalid_address");
+  const indexed = assessor.indexedOnly();
+  return new Hono<PaidEnv & InputEnv<WalletParams>>()
+    .get("/:address/analysis", wallet, indexed, paid("analysis", payments, aboutWallet), async (c) => {
+      const a = await assessor.assess(c.get("input").address);
       return c.json({ walletAddress: a.facts.address, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), cached: a.cached, walletData: await walletData(db, target, a) });
     })
-    .get("/:address/signals", async (c) => {
-      const a = await assessor.assess(parseAddress(c.req.param("address")));
+    .get("/:address/signals", wallet, indexed, paid("signals", payments, aboutWallet), async (c) => {
+      const a = await assessor.assess(c.get("input").address);
       return c.json({
         walletAddress: a.facts.address,
         modelVersion: a.result.modelVersion,
@@ -46,16 +61,24 @@ export function walletRoutes({ db, target, assessor }: WalletRouteDeps) {
         signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name]!.read(a), description: SIGNALS[name]!.description })),
       });
     })
-    .get("/:address/signals/:signal", async (c) => {
-      const address = parseAddress(c.req.param("address"));
-      const name = c.req.param("signal");
-      const signal = SIGNALS[name];
-      if (!signal) throw new ApiError(404, "unknown_signal", `No signal named "${name}". Signals: ${SIGNAL_NAMES.join(", ")}.`, { signals: SIGNAL_NAMES });
+    .get("/:address/signals/:signal", paramInput(signalParams, "invalid_address"), knownSignal, indexed, paid("signal", payments, aboutWallet), async (c) => {
+      const { address, signal: name } = c.get("input");
+      const signal = SIGNALS[name]!;
       const a = await assessor.assess(address);
-      return c.json({ walletAddress: address, name, value: signal.read(a), description: signal.description, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), cache: cacheStatus(a) });
+      const { chargedUnits, waived } = c.get("billing");
+      return c.json({
+        walletAddress: address,
+        name,
+        value: signal.read(a),
+        description: signal.description,
+        modelVersion: a.result.modelVersion,
+        dataAsOf: dataAsOf(a),
+        cache: cacheStatus(a),
+        billing: { chargedUnits: chargedUnits.toString(), freeRead: waived },
+      });
     })
-    .get("/:address/history", async (c) => {
-      const current = await assessor.assess(parseAddress(c.req.param("address")));
+    .get("/:address/history", wallet, indexed, paid("history", payments, aboutWallet), async (c) => {
+      const current = await assessor.assess(c.get("input").address);
       // Two years of transfers: each month end is scored on the year before it.
       const facts = await loadWalletFacts(db, current.facts.address, current.asOf.timestamp, { windowDays: 2 * WINDOW_DAYS });
       const now = new Date(current.asOf.timestamp * 1000);

@@ -2,10 +2,19 @@ import { db, publicClients } from "ponder:api";
 import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
+import { resolvePaymentSettings } from "../../config/payments.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
 
-// Ponder serves this app; all behaviour lives in api/, which only needs the read-only db.
-const app = createApp({ db, target: resolveIndexTarget(), chain: publicClients.celo });
+// Ponder serves this app; all behaviour lives in api/. Ponder's db is read-only to the API: what
+// the API writes (the payment ledger) goes to the service store, opened beside the indexer's data.
+const target = resolveIndexTarget();
+const store = openServiceStore(serviceStoreLocation(target.database));
+store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
+const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
+
+const app = createApp({ db, target, chain: publicClients.celo, payments });
 
 // A read-only GraphQL view of the indexed tables and views, for data teams.
 app.use("/graphql", graphql({ db, schema }));

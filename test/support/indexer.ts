@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
+import { serviceStoreLocation, type ServiceStoreLocation } from "../../api/store/store.ts";
+import { devnetDatabaseUrl } from "../../config/target.ts";
 import { killOnExit, stopProcessGroup } from "../../devnet/anvil.ts";
 import { freePort } from "../../devnet/ports.ts";
 
@@ -28,6 +30,8 @@ export type DatabaseSlot = {
   prepare: () => Promise<void>;
   read: <T>(fn: (query: Query) => Promise<T>) => Promise<T>;
   drop: () => Promise<void>;
+  /** Where the API's service store (payment ledger) lives for this slot. */
+  store: ServiceStoreLocation;
 };
 
 export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
@@ -48,7 +52,11 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
           await db.close();
         }
       },
-      drop: async () => rmSync(dir, { recursive: true, force: true }),
+      drop: async () => {
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(`${dir}-service`, { recursive: true, force: true });
+      },
+      store: serviceStoreLocation({ kind: "pglite", directory: dir }),
     };
   }
   // Ponder caches blocks per database by chain id, and every test devnet is chain 42220: each
@@ -78,6 +86,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
         return fn(async (sql) => (await client.query(sql)).rows);
       }),
     drop: () => withClient(null, async (client) => void (await client.query(`drop database if exists "${devnetDb}" with (force)`))),
+    store: serviceStoreLocation({ kind: "postgres", connectionString: devnetDatabaseUrl(base.toString()) }),
   };
 }
 

@@ -9,17 +9,20 @@ export type RpcProxy = {
   chainId?: number;
   /** Accept requests and never answer them (a node that hangs). */
   hang: boolean;
+  /** Drop every connection (a node that is down). */
+  down: boolean;
   close: () => Promise<void>;
 };
 
 /** A JSON-RPC proxy on 127.0.0.1 in front of anvil that can be slowed down, hung or mislabelled. */
 export async function startRpcProxy(upstream: string, options: Partial<Pick<RpcProxy, "delayMs" | "chainId" | "hang">> = {}): Promise<RpcProxy> {
   let queue = Promise.resolve();
-  const proxy = { delayMs: 0, hang: false, ...options } as RpcProxy;
+  const proxy = { delayMs: 0, hang: false, down: false, ...options } as RpcProxy;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
+      if (proxy.down) return void req.socket.destroy();
       if (proxy.hang) return;
       const body = Buffer.concat(chunks).toString();
       queue = queue.then(async () => {

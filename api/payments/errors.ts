@@ -1,0 +1,43 @@
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/**
+ * Every way a payment can be refused, with its HTTP status. 402 answers carry the payment
+ * requirements again so a client can sign a fresh authorization; the others are client bugs.
+ */
+export const PAYMENT_ERRORS = {
+  payment_required: 402,
+  payment_malformed: 400,
+  payment_header_too_large: 431,
+  unsupported_scheme: 402,
+  unsupported_network: 402,
+  unsupported_token: 402,
+  wrong_recipient: 402,
+  insufficient_amount: 402,
+  amount_too_large: 402,
+  authorization_expired: 402,
+  authorization_not_yet_valid: 402,
+  authorization_window_too_long: 402,
+  invalid_signature: 402,
+  nonce_already_used: 402,
+  insufficient_balance: 402,
+  verification_failed: 402,
+  caller_mismatch: 400,
+  payment_reused: 409,
+  settlement_failed: 402,
+  settlement_unavailable: 503,
+} as const satisfies Record<string, ContentfulStatusCode>;
+
+export type PaymentErrorCode = keyof typeof PAYMENT_ERRORS;
+
+export class PaymentError extends Error {
+  constructor(
+    readonly code: PaymentErrorCode,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+  get status(): ContentfulStatusCode {
+    return PAYMENT_ERRORS[this.code];
+  }
+}

@@ -1,0 +1,167 @@
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { type PublicClient, recoverTypedDataAddress } from "viem";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import type { Address } from "../../config/addresses.ts";
+import type { TokenInfo } from "../../config/celo.ts";
+import type { PaymentSettings } from "../../config/payments.ts";
+import { PaymentError } from "./errors.ts";
+import { codeForReason, type Facilitator } from "./facilitator.ts";
+import type { Authorization, PaymentAttempt } from "./header.ts";
+import { priceInUnits, type PriceEntry } from "./prices.ts";
+import { requirementFor, V1_NETWORK } from "./requirements.ts";
+
+/** A payment whose authorization checks out on chain and can be settled as it stands. */
+export type VerifiedPayment = {
+  attempt: PaymentAttempt;
+  token: TokenInfo;
+  payer: Address;
+  amount: bigint;
+  payload: PaymentPayload;
+  requirements: PaymentRequirements;
+};
+
+export type VerifyDeps = {
+  settings: PaymentSettings;
+  facilitator: Facilitator;
+  chain: Pick<PublicClient, "readContract">;
+};
+
+const TRANSFER_WITH_AUTHORIZATION = {
+  TransferWithAuthorization: [
+    { name: "from", type: "address" },
+    { name: "to", type: "address" },
+    { name: "value", type: "uint256" },
+    { name: "validAfter", type: "uint256" },
+    { name: "validBefore", type: "uint256" },
+    { name: "nonce", type: "bytes32" },
+  ],
+} as const;
+
+/**
+ * The checks that need no chain, in the order a client most needs to hear about them. Returns the
+ * token paid in. `caller` is the request's callerAddress, which must be the payer when given.
+ */
+export async function checkPayment(attempt: PaymentAttempt, route: PriceEntry, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<TokenInfo> {
+  const auth = attempt.authorization;
+  if (attempt.scheme !== undefined && attempt.scheme !== "exact") {
+    throw new PaymentError("unsupported_scheme", `Scheme "${attempt.scheme}" is not accepted; pay with "exact" (EIP-3009).`);
+  }
+  if (attempt.network !== undefined && attempt.network !== settings.network && attempt.network !== V1_NETWORK) {
+    throw new PaymentError("unsupported_network", `Network "${attempt.network}" is not accepted; pay on ${settings.network} (Celo).`);
+  }
+  if (caller !== undefined && caller !== auth.from) {
+    throw new PaymentError("caller_mismatch", `callerAddress ${caller} is not the payer ${auth.from}: the paying wallet must be the caller.`);
+  }
+  if (auth.to !== settings.payTo) {
+    throw new PaymentError("wrong_recipient", `The authorization pays ${auth.to}; pay the treasury ${settings.payTo} (publicPayTo of GET /api/x402/config).`);
+  }
+  const token = attempt.token ? settings.tokens.find((t) => t.address === attempt.token) : await tokenBySignature(attempt, settings);
+  if (!token) {
+    throw new PaymentError("unsupported_token", `Token ${attempt.token} is not accepted; pay in ${settings.tokens.map((t) => `${t.symbol} (${t.address})`).join(" or ")}.`);
+  }
+  const price = priceInUnits(route.microUsd, token.decimals);
+  if (auth.value < price) {
+    throw new PaymentError("insufficient_amount", `The authorization is for ${auth.value} units of ${token.symbol}; this route costs ${price}.`);
+  }
+  const max = priceInUnits(settings.maxAmountMicroUsd, token.decimals);
+  if (auth.value > max) {
+    throw new PaymentError("amount_too_large", `The authorization is for ${auth.value} units of ${token.symbol}; no call costs more than ${max}, so it is refused rather than taken.`);
+  }
+  // The facilitator wants a few seconds of validity left to get the transfer mined.
+  if (auth.validBefore < BigInt(nowSeconds + 6)) {
+    throw new PaymentError("authorization_expired", `The authorization expired (validBefore ${auth.validBefore}, now ${nowSeconds}).`);
+  }
+  if (auth.validAfter > BigInt(nowSeconds)) {
+    throw new PaymentError("authorization_not_yet_valid", `The authorization is not valid before ${auth.validAfter} (now ${nowSeconds}).`);
+  }
+  if (auth.validBefore - BigInt(nowSeconds) > BigInt(settings.maxLifetimeSeconds)) {
+    throw new PaymentError(
+      "authorization_window_too_long",
+      `The authorization stays valid ${auth.validBefore - BigInt(nowSeconds)} s from now; at most ${settings.maxLifetimeSeconds} s is accepted.`,
+    );
+  }
+  return token;
+}
+
+/** Verifies with the facilitator (signature, nonce unused, balance, by simulating the transfer). */
+export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, deps: VerifyDeps): Promise<VerifiedPayment> {
+  const auth = attempt.authorization;
+  const requirements = requirementFor(deps.settings, token, auth.value);
+  const payload: PaymentPayload = {
+    x402Version: 2,
+    accepted: requirements,
+    payload: { signature: attempt.signature, authorization: wireAuthorization(auth) },
+  };
+  let result;
+  try {
+    result = await deps.facilitator.verify(payload, requirements);
+  } catch (error) {
+    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
+  }
+  if (!result.isValid) {
+    let code = codeForReason(result.invalidReason);
+    if (code === "verification_failed") code = await diagnose(auth, token, deps.chain);
+    throw new PaymentError(code, explain(code, token), { reason: result.invalidReason });
+  }
+  return { attempt, token, payer: auth.from, amount: auth.value, payload, requirements };
+}
+
+/**
+ * Why a simulated transfer failed, read from the token (the x402 packages ask Multicall3, which a
+ * local chain may not have).
+ */
+async function diagnose(auth: Authorization, token: TokenInfo, chain: VerifyDeps["chain"]) {
+  try {
+    const [used, balance] = await Promise.all([
+      chain.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [auth.from, auth.nonce] }),
+      chain.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "balanceOf", args: [auth.from] }),
+    ]);
+    if (used) return "nonce_already_used" as const;
+    if (balance < auth.value) return "insufficient_balance" as const;
+  } catch {
+    // fall through: the chain could not tell us more
+  }
+  return "verification_failed" as const;
+}
+
+function explain(code: string, token: TokenInfo): string {
+  switch (code) {
+    case "invalid_signature":
+      return `The signature is not a valid EIP-3009 TransferWithAuthorization by "from" for ${token.symbol} (domain "${token.name}" version "${token.version}", chain 42220).`;
+    case "nonce_already_used":
+      return "This authorization's nonce has already been used or cancelled on chain; sign a new one.";
+    case "insufficient_balance":
+      return `The payer's ${token.symbol} balance is below the authorized amount.`;
+    case "wrong_recipient":
+      return "The authorization does not pay the treasury (publicPayTo).";
+    default:
+      return `The payment did not verify (${code}); nothing was charged.`;
+  }
+}
+
+/** x402 v1 payloads do not name their token: it is the one whose EIP-712 domain the signature is for. */
+async function tokenBySignature(attempt: PaymentAttempt, settings: PaymentSettings): Promise<TokenInfo | undefined> {
+  for (const token of settings.tokens) {
+    const signer = await recoverTypedDataAddress({
+      domain: { name: token.name, version: token.version, chainId: settings.chainId, verifyingContract: token.address },
+      types: TRANSFER_WITH_AUTHORIZATION,
+      primaryType: "TransferWithAuthorization",
+      message: attempt.authorization,
+      signature: attempt.signature,
+    }).catch(() => undefined);
+    if (signer?.toLowerCase() === attempt.authorization.from) return token;
+  }
+  // A contract wallet cannot be recovered locally: let the facilitator judge it against the first token.
+  return settings.tokens[0];
+}
+
+export function wireAuthorization(auth: Authorization) {
+  return {
+    from: auth.from,
+    to: auth.to,
+    value: auth.value.toString(),
+    validAfter: auth.validAfter.toString(),
+    validBefore: auth.validBefore.toString(),
+    nonce: auth.nonce,
+  };
+}

@@ -1,0 +1,55 @@
+import type { Hex } from "viem";
+import { type Address, addressSchema } from "./addresses.ts";
+import { CELO_CHAIN_ID, CELO_NETWORK, type TokenInfo } from "./celo.ts";
+import { type Env, readEnv } from "./env.ts";
+import { StartupError } from "./errors.ts";
+import { readManifest } from "./manifest.ts";
+import type { IndexTarget } from "./target.ts";
+
+export type Settlement =
+  /** The service submits transferWithAuthorization itself with a relayer key. */
+  | { mode: "self"; relayerKey: Hex }
+  /** A remote x402 facilitator verifies and settles (POST /verify, /settle). */
+  | { mode: "facilitator"; url: string };
+
+/** How the service is paid: who receives, in which tokens, within which limits, settled how. */
+export type PaymentSettings = {
+  chainId: typeof CELO_CHAIN_ID;
+  network: typeof CELO_NETWORK;
+  payTo: Address;
+  /** Accepted tokens, USDT first (the spec prices in USDT), each with its EIP-712 domain. */
+  tokens: TokenInfo[];
+  /** maxTimeoutSeconds offered in 402 answers: clients sign validBefore = now + this. */
+  maxTimeoutSeconds: number;
+  /** An authorization may stay valid at most this long from now (validBefore - now). */
+  maxLifetimeSeconds: number;
+  /** Largest amount accepted for one call: an over-signed authorization above it is refused, not taken. */
+  maxAmountMicroUsd: bigint;
+  /** Largest payment header accepted, in bytes. */
+  maxHeaderBytes: number;
+  settlement: Settlement;
+  /** Chain reads (nonce state, balances) and, in self mode, settlement transactions. */
+  rpcUrl: string;
+};
+
+export const PAYMENT_LIMITS = {
+  maxTimeoutSeconds: 300,
+  maxLifetimeSeconds: 900,
+  maxAmountMicroUsd: 1_000_000n,
+  maxHeaderBytes: 4096,
+} as const;
+
+export function resolvePaymentSettings(target: Pick<IndexTarget, "network" | "tokens" | "rpcUrls">, env: Env = readEnv()): PaymentSettings {
+  const devnet = target.network === "devnet" ? readManifest(env.DEVNET_MANIFEST).service : undefined;
+  const payTo = env.X402_PAY_TO ? addressSchema.parse(env.X402_PAY_TO) : devnet?.treasury.address;
+  if (!payTo) throw new StartupError("Set X402_PAY_TO to the treasury address payments are made out to.");
+  let settlement: Settlement;
+  if (env.X402_FACILITATOR_URL) settlement = { mode: "facilitator", url: env.X402_FACILITATOR_URL };
+  else {
+    const relayerKey = (env.X402_RELAYER_PRIVATE_KEY ?? devnet?.relayer.privateKey) as Hex | undefined;
+    if (!relayerKey) throw new StartupError("Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY (a key with CELO for gas) or X402_FACILITATOR_URL.");
+    settlement = { mode: "self", relayerKey };
+  }
+  const tokens = [...target.tokens].sort((a, b) => (a.symbol === "USDT" ? -1 : b.symbol === "USDT" ? 1 : 0));
+  return { chainId: CELO_CHAIN_ID, network: CELO_NETWORK, payTo, tokens, ...PAYMENT_LIMITS, settlement, rpcUrl: target.rpcUrls[0]! };
+}
