@@ -6,6 +6,8 @@ import { devnetClients } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { x402Fetch } from "../support/payments.ts";
+import type { Hex } from "viem";
 
 // Screening the devnet personas end to end (chain -> indexer -> SQL -> scoring -> response),
 // against the ground truth the devnet seeded on purpose.
@@ -15,12 +17,19 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
   let indexer: Indexer;
   const results: Record<string, LenderScreenResult> = {};
 
-  const screen = (body: unknown) =>
-    fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  // Every paid call is paid for by a lender with the official x402 client.
+  let paidFetch: typeof fetch;
+  const screen = (body: unknown, pay = true) =>
+    (pay ? paidFetch : fetch)(`${indexer.url}/api/lender/screen`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
 
   beforeAll(async () => {
     env = await indexedDevnet({ wallets: 40, months: 15, seed: 21 });
     devnet = env.devnet;
+    paidFetch = x402Fetch(devnet.manifest.lenders[0]!.privateKey as Hex, Object.values(devnet.manifest.tokens));
     indexer = await env.index();
     await waitForBlock(indexer, devnet.manifest.headBlock);
     for (const [name, persona] of Object.entries(devnet.manifest.personas)) {
@@ -38,7 +47,8 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
       expect(Object.keys(r.trust), name).toEqual(["isTrustworthy"]);
       expect(r.trust.isTrustworthy, name).toBe(r.recommendation === "approve");
       expect(r.walletAddress).toMatch(/^0x[a-f0-9]{40}$/);
-      expect(r.dataAsOf.block).toBe(devnet.manifest.headBlock);
+      // Each paid screen settles in a block of its own, so the index moves past the seeded head.
+      expect(r.dataAsOf.block).toBeGreaterThanOrEqual(devnet.manifest.headBlock);
     }
   });
 
@@ -98,7 +108,7 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     expect(after.whatLendersAlreadySee.stablecoinBalanceUsd).toBe(5);
   });
 
-  it("rejects bad input with a JSON error and a stable code", async () => {
+  it("rejects bad input with a JSON error and a stable code, before asking for payment", async () => {
     const cases: [unknown, number, string][] = [
       [{ walletAddress: "0x123" }, 400, "invalid_request"],
       [{}, 400, "invalid_request"],
@@ -106,21 +116,21 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
       ["{not json", 400, "invalid_json"],
     ];
     for (const [body, status, code] of cases) {
-      const res = await screen(body);
+      const res = await screen(body, false);
       expect(res.status, JSON.stringify(body)).toBe(status);
       expect(((await res.json()) as ErrorBody).error.code).toBe(code);
     }
   });
 
   const get = async (path: string) => {
-    const res = await fetch(`${indexer.url}${path}`);
+    const res = await paidFetch(`${indexer.url}${path}`);
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
 
   it("analyzes a wallet, narrowing to `fields` and refusing unknown ones", async () => {
     const salaried = devnet.manifest.personas.salaried!.address;
     const analyze = async (body: unknown) => {
-      const res = await fetch(`${indexer.url}/api/agent/analyze`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await paidFetch(`${indexer.url}/api/agent/analyze`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: res.status, body: (await res.json()) as Record<string, any> };
     };
     const full = await analyze({ walletAddress: salaried });
@@ -130,7 +140,7 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     expect(full.body.summary).toMatch(/verified recurring income of about \$3,400 a month/);
     expect(full.body.walletData.balances).toHaveLength(2);
     const narrow = await analyze({ walletAddress: salaried, fields: ["summary"] });
-    expect(Object.keys(narrow.body).sort()).toEqual(["cached", "dataAsOf", "modelVersion", "summary", "walletAddress"]);
+    expect(Object.keys(narrow.body).sort()).toEqual(["cached", "dataAsOf", "modelVersion", "summary", "walletAddress", "x402Billing"]);
     const unknown = await analyze({ walletAddress: salaried, fields: ["summary", "creditScore"] });
     expect(unknown.status).toBe(400);
     expect(unknown.body.error).toMatchObject({ code: "unknown_field", details: { allowed: expect.arrayContaining(["summary", "walletData"]) } });

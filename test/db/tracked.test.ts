@@ -1,4 +1,6 @@
 import { writeFileSync } from "node:fs";
+import type { Hex } from "viem";
+import { x402Fetch } from "../support/payments.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { actorAddress } from "../../devnet/scenario/random.ts";
 import { type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
@@ -42,7 +44,8 @@ describe(`tracked wallets mode (${testDatabase})`, () => {
     const res = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: untracked }) });
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ error: { code: "wallet_not_indexed" } });
-    const tracked = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address }) });
+    // An untracked wallet is a 404 before any payment is asked for; a tracked one is paid for.
+    const tracked = await x402Fetch(devnet.manifest.lenders[0]!.privateKey as Hex, Object.values(devnet.manifest.tokens))(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address }) });
     expect(tracked.status).toBe(200);
   });
 

@@ -6,9 +6,16 @@ import { privateKeyToAccount } from "viem/accounts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Manifest } from "../../config/manifest.ts";
 
-/** The official x402 client (v2, PAYMENT-SIGNATURE) paying with a viem account: configuration only. */
-export function x402Fetch(privateKey: Hex) {
-  return wrapFetchWithPaymentFromConfig(fetch, { schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(privateKey)) }] });
+/**
+ * The official x402 client (v2, PAYMENT-SIGNATURE) paying with a viem account: configuration only.
+ * The devnet's tokens are not the client's known Celo assets, so they are allowed by address,
+ * each capped at 0.10 (the dearest route).
+ */
+export function x402Fetch(privateKey: Hex, tokens: { address: Hex }[]) {
+  return wrapFetchWithPaymentFromConfig(fetch, {
+    schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(privateKey)) }],
+    spendControls: { allowedAssets: tokens.map((t) => ({ network: "eip155:42220" as const, asset: t.address, maxAmountPerPayment: "100000" })) },
+  });
 }
 
 export type Token = Manifest["tokens"]["USDT"];

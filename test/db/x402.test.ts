@@ -1,0 +1,114 @@
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from "@x402/core/http";
+import type { Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { lenderScreenResultSchema } from "../../api/screen/schema.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { signAuthorization, specHeader, tokenBalance, x402Fetch } from "../support/payments.ts";
+
+// The service as lenders meet it (Ponder serving the API over the indexed devnet), paid by
+// standard clients: the official @x402/fetch with a viem account, and the spec's X-PAYMENT JSON by hand.
+describe(`x402 clients against the service (${testDatabase})`, () => {
+  let env: IndexedDevnet;
+  let devnet: TestDevnet;
+  let indexer: Indexer;
+  let treasury: Hex;
+  let lender: { address: Hex; privateKey: Hex };
+  const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
+  const lenderUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, lender.address);
+
+  beforeAll(async () => {
+    env = await indexedDevnet({ wallets: 10, months: 12, seed: 9 });
+    devnet = env.devnet;
+    treasury = devnet.manifest.service.treasury.address;
+    lender = devnet.manifest.lenders[1] as unknown as typeof lender;
+    indexer = await env.index();
+    await waitForBlock(indexer, devnet.manifest.headBlock);
+  }, 240_000);
+
+  afterAll(() => env?.stop());
+
+  it("publishes the payment configuration for free, ignoring any payment header", async () => {
+    const res = await fetch(`${indexer.url}/api/x402/config`, { headers: { "x-payment": "not a payment" } });
+    expect(res.status).toBe(200);
+    const config = (await res.json()) as Record<string, any>;
+    expect(config).toMatchObject({ publicPayTo: treasury, chainId: 42220, network: "eip155:42220", settlement: { mode: "self", relayer: expect.any(String) } });
+    expect(config.tokens).toEqual([
+      { symbol: "USDT", address: devnet.manifest.tokens.USDT.address, decimals: 6, eip712: { name: "Tether USD", version: "1" } },
+      { symbol: "USDC", address: devnet.manifest.tokens.USDC.address, decimals: 6, eip712: { name: "USDC", version: "2" } },
+    ]);
+    const price = (route: string) => config.prices.find((p: { route: string }) => p.route === route);
+    expect(price("POST /api/lender/screen")).toMatchObject({ amountUnits: "10000", usd: 0.01, free: false });
+    expect(price("POST /api/agent/report")).toMatchObject({ amountUnits: "100000", usd: 0.1 });
+    expect(price("GET /api/agent/verify/{id}")).toMatchObject({ amountUnits: "0", free: true });
+    expect(price("GET /api/wallet/{address}/signals/{signal}").freeWhen).toMatch(/within the cache lifetime/);
+    const stats = await fetch(`${indexer.url}/api/stats`, { headers: { "payment-signature": "garbage" } });
+    expect(stats.status).toBe(200);
+  });
+
+  it("answers an unpaid call with 402: the v1 body and the v2 PAYMENT-REQUIRED header", async () => {
+    const wallet = devnet.manifest.personas.salaried!.address;
+    const res = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet }) });
+    expect(res.status).toBe(402);
+    const body = (await res.json()) as Record<string, any>;
+    expect(body).toMatchObject({ x402Version: 1, code: "payment_required", error: expect.stringMatching(/costs 0.01 USD/) });
+    expect(body.accepts[0]).toMatchObject({ scheme: "exact", network: "celo", maxAmountRequired: "10000", payTo: expect.stringMatching(new RegExp(treasury.slice(2), "i")), maxTimeoutSeconds: 300, extra: { name: "Tether USD", version: "1" } });
+    const v2 = decodePaymentRequiredHeader(res.headers.get("payment-required")!);
+    expect(v2.accepts.map((a) => [a.network, a.amount, a.asset.toLowerCase()])).toEqual([
+      ["eip155:42220", "10000", devnet.manifest.tokens.USDT.address],
+      ["eip155:42220", "10000", devnet.manifest.tokens.USDC.address],
+    ]);
+    expect(v2.resource.url).toMatch(/\/api\/lender\/screen$/);
+  });
+
+  it("is paid by the official x402 client on every paid route, each call moving exactly the price", async () => {
+    const pay = x402Fetch(lender.privateKey, Object.values(devnet.manifest.tokens));
+    const wallet = devnet.manifest.personas.merchant!.address;
+    const post = (path: string, body: unknown) => pay(`${indexer.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const calls: [string, () => Promise<Response>][] = [
+      // The single-signal read first: before any paid analysis of this wallet it costs 0.01.
+      ["signal", () => pay(`${indexer.url}/api/wallet/${wallet}/signals/verifiedMonthlyIncomeUsd`)],
+      ["screen", () => post("/api/lender/screen", { walletAddress: wallet, callerAddress: lender.address })],
+      ["analyze", () => post("/api/agent/analyze", { walletAddress: wallet, callerAddress: lender.address, fields: ["summary"] })],
+      ["analysis", () => pay(`${indexer.url}/api/wallet/${wallet}/analysis`)],
+      ["signals", () => pay(`${indexer.url}/api/wallet/${wallet}/signals`)],
+      ["history", () => pay(`${indexer.url}/api/wallet/${wallet}/history`)],
+    ];
+    for (const [name, call] of calls) {
+      const [treasuryBefore, lenderBefore] = [await treasuryUsdt(), await lenderUsdt()];
+      const res = await call();
+      expect(res.status, name).toBe(200);
+      const receipt = decodePaymentResponseHeader(res.headers.get("payment-response")!);
+      expect(receipt, name).toMatchObject({ success: true, network: "eip155:42220", transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      expect((await treasuryUsdt()) - treasuryBefore, name).toBe(10_000n);
+      expect(lenderBefore - (await lenderUsdt()), name).toBe(10_000n);
+      await res.json();
+    }
+
+    // Now that this lender has paid for analyses of the wallet, a single-signal read is free.
+    const before = await treasuryUsdt();
+    const free = await pay(`${indexer.url}/api/wallet/${wallet}/signals/drainSharePct`);
+    expect(free.status).toBe(200);
+    expect(((await free.json()) as { billing: unknown }).billing).toEqual({ chargedUnits: "0", freeRead: true });
+    expect(await treasuryUsdt()).toBe(before);
+  });
+
+  it("is paid with the spec's X-PAYMENT JSON built by hand with viem, and bills what it charged", async () => {
+    const wallet = devnet.manifest.personas.salaried!.address;
+    const token = devnet.manifest.tokens.USDC;
+    const signed = await signAuthorization(lender.privateKey, token, { to: treasury });
+    const usdcBefore = await tokenBalance(devnet.manifest.rpcUrl, token.address, treasury);
+    const res = await fetch(`${indexer.url}/api/lender/screen`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-payment": specHeader(signed, token.address) },
+      body: JSON.stringify({ walletAddress: wallet, callerAddress: lender.address }),
+    });
+    expect(res.status).toBe(200);
+    const result = lenderScreenResultSchema.parse(await res.json());
+    expect(result.x402Billing).toMatchObject({ chargedUsdt: "0.01", token: "USDC", chain: "eip155:42220", payer: lender.address.toLowerCase() });
+    expect(result.recommendation).toBe("approve");
+    expect((await tokenBalance(devnet.manifest.rpcUrl, token.address, treasury)) - usdcBefore).toBe(10_000n);
+    expect(decodePaymentResponseHeader(res.headers.get("x-payment-response")!).success).toBe(true);
+  });
+});
