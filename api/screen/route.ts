@@ -1,4 +1,4 @@
-import { Hono } from "hono";
+import { type Handler, Hono } from "hono";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { type InputEnv, jsonInput } from "../http/validate.ts";
@@ -21,17 +21,22 @@ export function screenRoutes({ db, target, assessor, payments }: ScreenDeps) {
       const input = c.get("input") as ScreenRequest;
       return { subject: input.walletAddress, caller: input.callerAddress, request: input };
     }),
-    async (c) => {
-      const { walletAddress } = c.get("input");
-      const assessment = await assessor.assess(walletAddress);
-      const report = await latestValidReport(db, walletAddress, assessment.asOf.timestamp);
-      const result = toLenderScreenResult(assessment, {
-        target,
-        baseUrl: new URL(c.req.url).origin,
-        report,
-        billing: x402Billing(c.get("billing")),
-      });
-      return c.json(lenderScreenResultSchema.parse(result));
-    },
+    screenHandler({ db, target, assessor }),
   );
+}
+
+/** The screen itself, after validation and payment (exported so benchmarks can time it unpaid). */
+export function screenHandler({ db, target, assessor }: Omit<ScreenDeps, "payments">): Handler<PaidEnv & InputEnv<ScreenRequest>> {
+  return async (c) => {
+    const { walletAddress } = c.get("input");
+    const assessment = await assessor.assess(walletAddress);
+    const report = await latestValidReport(db, walletAddress, assessment.asOf.timestamp);
+    const result = toLenderScreenResult(assessment, {
+      target,
+      baseUrl: new URL(c.req.url).origin,
+      report,
+      billing: x402Billing(c.get("billing")),
+    });
+    return c.json(lenderScreenResultSchema.parse(result));
+  };
 }

@@ -179,9 +179,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     ["signature of 64 bytes", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"ab".repeat(64)}` }) }), 400, "payment_malformed"],
     ["header too large", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), memo: "x".repeat(6000) }) }), 431, "payment_header_too_large"],
     ["random signature", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }) }), 402, "invalid_signature"],
-    ["signature with its last byte changed", async () => {
+    ["signature with a byte of r flipped", async () => {
       const o = await validSpecObject();
-      return { "x-payment": JSON.stringify({ ...o, signature: `${String(o.signature).slice(0, -2)}00` }) };
+      const sig = String(o.signature);
+      const flipped = (Number.parseInt(sig.slice(2, 4), 16) ^ 0xff).toString(16).padStart(2, "0");
+      return { "x-payment": JSON.stringify({ ...o, signature: `0x${flipped}${sig.slice(4)}` }) };
     }, 402, "invalid_signature"],
     ["signed by someone else", async () => spec({ from: lender.address.toLowerCase() as Hex }, USDT, lender2.privateKey), 402, "invalid_signature"],
     ["from the zero address", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: "0x0000000000000000000000000000000000000000" }) }), 402, "invalid_signature", { walletAddress: borrower }],
