@@ -17,6 +17,7 @@ import { payment } from "../api/store/schema.ts";
 import { openServiceStore } from "../api/store/store.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
+import { readEnv } from "../config/env.ts";
 import { PAYMENT_LIMITS, type PaymentSettings } from "../config/payments.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
@@ -70,7 +71,7 @@ try {
   };
   const payments = createPayments(settings, store.db);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
-  const target = { ...resolveIndexTarget({ ...process.env, DEVNET_MANIFEST: devnet.manifestPath, DATABASE_URL: undefined, PGLITE_DIR: undefined } as never), schema: slot.schema };
+  const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
 
   const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '0x0000000000000000000000000000000000000000' limit 100`);
   const wallets = rows.map((r) => r.address);

@@ -31,6 +31,8 @@ export function redactUrl(url: string): string {
  * contracts we are told to index. Each failure is one StartupError naming the problem.
  */
 export async function preflight(target: IndexTarget, timeoutMs = 5_000): Promise<void> {
+  // Payments must be settleable before any paid route is served: a configuration problem first.
+  resolvePaymentSettings(target);
   const url = target.rpcUrls[0]!;
   let chainIdHex: string;
   try {
@@ -50,6 +52,4 @@ export async function preflight(target: IndexTarget, timeoutMs = 5_000): Promise
       throw new StartupError(`No ${token.symbol} contract at ${token.address} on ${redactUrl(url)}.${hint}`);
     }
   }
-  // Payments must be settleable before any paid route is served.
-  resolvePaymentSettings(target);
 }
