@@ -18,12 +18,11 @@ import { openServiceStore } from "../api/store/store.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
-import { PAYMENT_LIMITS, type PaymentSettings } from "../config/payments.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
 import { startTestDevnet } from "../test/support/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../test/support/indexer.ts";
-import { signAuthorization, specHeader } from "../test/support/payments.ts";
+import { devnetPaymentSettings, signAuthorization, specHeader } from "../test/support/payments.ts";
 
 // npm run bench:payments -- [--wallets 300] [--requests 400] [--concurrency 8]
 // On the devnet indexed into Postgres: (1) what verifying a payment costs per request, without and
@@ -60,15 +59,7 @@ try {
   const { USDT, USDC } = devnet.manifest.tokens;
   const treasury = devnet.manifest.service.treasury.address;
   const lenders = devnet.manifest.lenders.map((l) => ({ address: l.address, key: l.privateKey as Hex }));
-  const settings: PaymentSettings = {
-    chainId: 42220,
-    network: "eip155:42220",
-    payTo: treasury,
-    tokens: [USDT, USDC],
-    ...PAYMENT_LIMITS,
-    settlement: { mode: "self", relayerKey: devnet.manifest.service.relayer.privateKey as Hex },
-    rpcUrl: devnet.manifest.rpcUrl,
-  };
+  const settings = devnetPaymentSettings(devnet.manifest);
   const payments = createPayments(settings, store.db);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };

@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { authorizationTypes } from "@x402/evm";
 import { join } from "node:path";
 import {
   type Account,
@@ -123,14 +124,7 @@ describe("DevStablecoin", () => {
   let usdt: Address;
   const usdtDomain = () => ({ name: "Tether USD", version: "1", chainId: 42220, verifyingContract: usdt }) as const;
 
-  const AUTHORIZATION_FIELDS = [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ] as const;
+  const AUTHORIZATION_FIELDS = authorizationTypes.TransferWithAuthorization;
   type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
 
   async function authorization(overrides: Partial<Authorization> = {}): Promise<Authorization> {

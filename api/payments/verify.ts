@@ -1,4 +1,5 @@
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { authorizationTypes } from "@x402/evm";
 import { type PublicClient, recoverTypedDataAddress } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
@@ -25,17 +26,6 @@ export type VerifyDeps = {
   facilitator: Facilitator;
   chain: Pick<PublicClient, "readContract">;
 };
-
-const TRANSFER_WITH_AUTHORIZATION = {
-  TransferWithAuthorization: [
-    { name: "from", type: "address" },
-    { name: "to", type: "address" },
-    { name: "value", type: "uint256" },
-    { name: "validAfter", type: "uint256" },
-    { name: "validBefore", type: "uint256" },
-    { name: "nonce", type: "bytes32" },
-  ],
-} as const;
 
 /**
  * The checks that need no chain, in the order a client most needs to hear about them. Returns the
@@ -144,7 +134,7 @@ async function tokenBySignature(attempt: PaymentAttempt, settings: PaymentSettin
   for (const token of settings.tokens) {
     const signer = await recoverTypedDataAddress({
       domain: { name: token.name, version: token.version, chainId: settings.chainId, verifyingContract: token.address },
-      types: TRANSFER_WITH_AUTHORIZATION,
+      types: authorizationTypes,
       primaryType: "TransferWithAuthorization",
       message: attempt.authorization,
       signature: attempt.signature,

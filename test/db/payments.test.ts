@@ -14,12 +14,12 @@ import { type ScreenRequest, screenRequestSchema } from "../../api/screen/schema
 import { payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { addressSchema } from "../../config/addresses.ts";
-import { PAYMENT_LIMITS, type PaymentSettings } from "../../config/payments.ts";
+import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
 import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
-import { nowSeconds, randomNonce, signAuthorization, specHeader, type Token, tokenBalance, v1Header, v2Header } from "../support/payments.ts";
+import { devnetPaymentSettings, nowSeconds, randomNonce, signAuthorization, specHeader, type Token, tokenBalance, v1Header, v2Header } from "../support/payments.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 import { z } from "zod";
 
@@ -102,15 +102,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     await slot.prepare();
     store = await openServiceStore(slot.store);
     proxy = await startRpcProxy(devnet.manifest.rpcUrl);
-    settings = {
-      chainId: 42220,
-      network: "eip155:42220",
-      payTo: treasury,
-      tokens: [USDT, USDC],
-      ...PAYMENT_LIMITS,
-      settlement: { mode: "self", relayerKey: devnet.manifest.service.relayer.privateKey as Hex },
-      rpcUrl: proxy.url,
-    };
+    settings = devnetPaymentSettings(devnet.manifest, proxy.url);
     payments = createPayments(settings, store.db);
     app = appWith(payments);
 

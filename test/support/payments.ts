@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
-import { ExactEvmScheme } from "@x402/evm";
+import { authorizationTypes, ExactEvmScheme } from "@x402/evm";
 import { createPublicClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Manifest } from "../../config/manifest.ts";
+import { PAYMENT_LIMITS, type PaymentSettings } from "../../config/payments.ts";
 
 /**
  * The official x402 client (v2, PAYMENT-SIGNATURE) paying with a viem account: configuration only.
@@ -45,16 +46,7 @@ export async function signAuthorization(privateKey: Hex, token: Pick<Token, "add
   };
   const signature = await account.signTypedData({
     domain: { name: token.name, version: token.version, chainId, verifyingContract: token.address },
-    types: {
-      TransferWithAuthorization: [
-        { name: "from", type: "address" },
-        { name: "to", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "validAfter", type: "uint256" },
-        { name: "validBefore", type: "uint256" },
-        { name: "nonce", type: "bytes32" },
-      ],
-    },
+    types: authorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: { ...authorization, from: account.address },
   });
@@ -90,4 +82,17 @@ export function v2Header(signed: { authorization: AuthorizationFields; signature
 export async function tokenBalance(rpcUrl: string, token: Hex, holder: Hex): Promise<bigint> {
   const client = createPublicClient({ transport: http(rpcUrl) });
   return client.readContract({ address: token, abi: devStablecoinAbi, functionName: "balanceOf", args: [holder] });
+}
+
+/** Payment settings for a devnet, as the service derives them from its manifest (self-settlement). */
+export function devnetPaymentSettings(manifest: Manifest, rpcUrl = manifest.rpcUrl): PaymentSettings {
+  return {
+    chainId: 42220,
+    network: "eip155:42220",
+    payTo: manifest.service.treasury.address,
+    tokens: [manifest.tokens.USDT, manifest.tokens.USDC],
+    ...PAYMENT_LIMITS,
+    settlement: { mode: "self", relayerKey: manifest.service.relayer.privateKey as Hex },
+    rpcUrl,
+  };
 }
