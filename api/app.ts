@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { analyzeRoutes } from "./analyze/route.ts";
+import { healthRoutes } from "./health/route.ts";
 import { errorBody, handleError } from "./http/errors.ts";
 import type { Payments } from "./payments/payments.ts";
 import { paymentConfigRoutes } from "./payments/route.ts";
@@ -17,6 +18,7 @@ export function createApp(deps: AppDeps) {
   const routeDeps = { ...deps, assessor };
   app.route("/api/stats", statsRoutes(deps));
   app.route("/api/x402", paymentConfigRoutes(deps.payments.settings, deps.payments.facilitator));
+  app.route("/api/health", healthRoutes(deps));
   app.route("/api/lender", screenRoutes(routeDeps));
   app.route("/api/wallet", walletRoutes(routeDeps));
   app.route("/api/agent", analyzeRoutes(routeDeps));

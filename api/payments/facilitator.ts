@@ -38,7 +38,7 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
   const local = new x402Facilitator().register(settings.network, new ExactEvmScheme(signer));
   return {
     mode: "self",
-    relayer: account.address,
+    relayer: account.address.toLowerCase() as `0x${string}`,
     verify: (payload, requirements) => local.verify(payload, requirements),
     settle: (payload, requirements) => local.settle(payload, requirements),
     getSupported: async () => local.getSupported() as Awaited<ReturnType<FacilitatorClient["getSupported"]>>,

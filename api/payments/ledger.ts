@@ -26,6 +26,11 @@ export class PaymentLedger {
   /** Takes the store as a promise: the API module is loaded synchronously, the store opens later. */
   constructor(private readonly store: Promise<ServiceDb> | ServiceDb) {}
 
+  /** A round trip to the store, for health checks. */
+  async ping(): Promise<void> {
+    await (await this.store).select({ nonce: payment.nonce }).from(payment).limit(1);
+  }
+
   async find(key: PaymentKey): Promise<PaymentRow | undefined> {
     const [row] = await (await this.store).select().from(payment).where(byKey(key)).limit(1);
     return row;

@@ -1,4 +1,4 @@
-import { createPublicClient, http } from "viem";
+import { createPublicClient, http, type PublicClient } from "viem";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { MAX_AGE_MS } from "../wallet/assess.ts";
@@ -6,7 +6,7 @@ import { createFacilitator, type Facilitator } from "./facilitator.ts";
 import type { PaymentDeps } from "./guard.ts";
 import { PaymentLedger } from "./ledger.ts";
 
-export type Payments = PaymentDeps & { facilitator: Facilitator };
+export type Payments = PaymentDeps & { facilitator: Facilitator; chain: PublicClient };
 
 /** Everything the payment guard needs, from the settings and the service store. */
 export function createPayments(settings: PaymentSettings, db: Promise<ServiceDb> | ServiceDb, facilitator: Facilitator = createFacilitator(settings)): Payments {

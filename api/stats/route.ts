@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
+import { withTimeout } from "../http/timeout.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { indexedHead, indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
@@ -17,10 +18,7 @@ export type StatsDeps = {
 async function chainHead(chain: StatsDeps["chain"]) {
   if (!chain) return null;
   try {
-    const block = await Promise.race([
-      chain.getBlock({ blockTag: "latest" }),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("timeout")), 2_000)),
-    ]);
+    const block = await withTimeout(chain.getBlock({ blockTag: "latest" }), 2_000);
     return { number: block.number, timestamp: block.timestamp };
   } catch {
     return null;

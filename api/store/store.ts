@@ -31,6 +31,9 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
     return { db: drizzlePglite(client, { schema }) as unknown as ServiceDb, kind: "pglite", close: () => client.close() };
   }
   const pool = new pg.Pool({ connectionString: location.connectionString, max: 10 });
+  // An idle connection the server closes (restart, failover) is replaced on next use; without a
+  // listener its error would crash the process.
+  pool.on("error", (error) => console.warn(`[store] idle connection lost: ${error.message}`));
   // Replicas may start together: a lock keeps their CREATE ... IF NOT EXISTS from racing.
   const client = await pool.connect();
   try {

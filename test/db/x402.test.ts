@@ -47,6 +47,20 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
     expect(stats.status).toBe(200);
   });
 
+  it("reports the health of its integrations for free: chain, index, service store, settlement", async () => {
+    const res = await fetch(`${indexer.url}/api/health/integrations`, { headers: { "x-payment": "{}" } });
+    expect(res.status).toBe(200);
+    const health = (await res.json()) as Record<string, any>;
+    expect(health.status).toBe("ok");
+    expect(health.integrations).toMatchObject({
+      rpc: { status: "ok", headBlock: expect.any(Number) },
+      indexer: { status: "ok", latestIndexedBlock: expect.any(Number) },
+      serviceStore: { status: "ok" },
+      settlement: { status: "ok", mode: "self", relayer: devnet.manifest.service.relayer.address },
+    });
+    expect(Number(health.integrations.settlement.relayerGasCelo)).toBeGreaterThan(0);
+  });
+
   it("answers an unpaid call with 402: the v1 body and the v2 PAYMENT-REQUIRED header", async () => {
     const wallet = devnet.manifest.personas.salaried!.address;
     const res = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet }) });
