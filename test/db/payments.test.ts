@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { decodePaymentResponseHeader } from "@x402/core/http";
 import { Hono } from "hono";
 import { createPublicClient, createWalletClient, type Hex, http } from "viem";
@@ -337,6 +339,43 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(await nonceUsed(USDT, lender.address, signed.authorization.nonce)).toBe(false);
     expect(await balances()).toEqual(before);
     expect((await ledgerRows()).find((r) => r.nonce === signed.authorization.nonce)).toMatchObject({ status: "failed" });
+  });
+
+  it("settles through a remote x402 facilitator named by URL", async () => {
+    // A real facilitator over HTTP (the x402 packages' own, with the relayer key), as a remote one would run.
+    const local = createFacilitator(settings);
+    const calls: string[] = [];
+    const server = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      calls.push(`${req.method} ${req.url}`);
+      const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
+      const answer =
+        req.url === "/verify" ? await local.verify(body.paymentPayload, body.paymentRequirements)
+        : req.url === "/settle" ? await local.settle(body.paymentPayload, body.paymentRequirements)
+        : await local.getSupported();
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const remote = { ...settings, settlement: { mode: "facilitator" as const, url } };
+      const viaRemote = appWith(createPayments(remote, store.db, createFacilitator(remote)));
+      const before = await balances();
+      const res = await screen(await spec(), undefined, viaRemote);
+      expect(res.status).toBe(200);
+      expect(decodePaymentResponseHeader(res.headers.get("payment-response")!).success).toBe(true);
+      expect(calls).toEqual(["POST /verify", "POST /settle"]);
+      expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
+
+      // A refusal from the remote facilitator is ours to explain: the same stable codes.
+      const bad = await screen({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }) }, undefined, viaRemote);
+      expect(bad.status).toBe(402);
+      expect(((await bad.json()) as { code: string }).code).toBe("invalid_signature");
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("makes a single-signal read free to a payer who screened that wallet, and only to them", async () => {
