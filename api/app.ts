@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { analyzeRoutes } from "./analyze/route.ts";
 import { healthRoutes } from "./health/route.ts";
 import { errorBody, handleError } from "./http/errors.ts";
+import { openApiRoutes } from "./openapi/route.ts";
 import type { Payments } from "./payments/payments.ts";
 import { paymentConfigRoutes } from "./payments/route.ts";
 import { screenRoutes } from "./screen/route.ts";
@@ -19,6 +20,7 @@ export function createApp(deps: AppDeps) {
   app.route("/api/stats", statsRoutes(deps));
   app.route("/api/x402", paymentConfigRoutes(deps.payments.settings, deps.payments.facilitator));
   app.route("/api/health", healthRoutes(deps));
+  app.route("/api", openApiRoutes());
   app.route("/api/lender", screenRoutes(routeDeps));
   app.route("/api/wallet", walletRoutes(routeDeps));
   app.route("/api/agent", analyzeRoutes(routeDeps));

@@ -39,6 +39,7 @@ export const PRICES = {
   config: { method: "GET", path: "/api/x402/config", microUsd: 0n, description: "Payment configuration" },
   health: { method: "GET", path: "/api/health/integrations", microUsd: 0n, description: "Health of integrations" },
   stats: { method: "GET", path: "/api/stats", microUsd: 0n, description: "Service statistics" },
+  openapi: { method: "GET", path: "/api/openapi.json", microUsd: 0n, description: "The OpenAPI 3.1 document of this API" },
 } as const satisfies Record<string, PriceEntry>;
 
 export type PricedRoute = keyof typeof PRICES;

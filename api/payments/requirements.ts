@@ -4,6 +4,7 @@ import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { priceInUnits, type PriceEntry } from "./prices.ts";
+import type { PaymentRequiredBody } from "./schema.ts";
 
 /** x402 v1 names networks; v2 uses CAIP-2 (`eip155:42220`). */
 export const V1_NETWORK = "celo" as Network;
@@ -50,8 +51,8 @@ export function paymentRequiredAnswer(settings: PaymentSettings, route: PriceEnt
     asset: r.asset,
     extra: r.extra,
   }));
-  const body = {
-    x402Version: 1 as const,
+  const body: PaymentRequiredBody = {
+    x402Version: 1,
     error: error.message,
     code: error.code,
     ...(error.details === undefined ? {} : { details: error.details }),

@@ -47,6 +47,18 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
     expect(stats.status).toBe(200);
   });
 
+  it("publishes an OpenAPI document generated from the validating schemas, with every price", async () => {
+    const doc = (await (await fetch(`${indexer.url}/api/openapi.json`)).json()) as Record<string, any>;
+    expect(doc.openapi).toBe("3.1.0");
+    const screen = doc.paths["/api/lender/screen"].post;
+    expect(screen["x-price"]).toEqual({ amountUnits: "10000", usd: 0.01 });
+    expect(screen.requestBody.content["application/json"].schema.required).toEqual(["walletAddress"]);
+    expect(screen.responses["200"].content["application/json"].schema.required).toEqual(expect.arrayContaining(["status", "trust", "x402Billing"]));
+    expect(screen.responses["402"].content["application/json"].schema.properties.accepts).toBeDefined();
+    expect(doc.paths["/api/wallet/{address}/signals/{signal}"].get["x-price"].freeWhen).toMatch(/10 minutes/);
+    expect(doc.paths["/api/stats"].get["x-price"].usd).toBe(0);
+  });
+
   it("reports the health of its integrations for free: chain, index, service store, settlement", async () => {
     const res = await fetch(`${indexer.url}/api/health/integrations`, { headers: { "x-payment": "{}" } });
     expect(res.status).toBe(200);

@@ -1,0 +1,26 @@
+import { z } from "zod";
+
+/** The 402 body: x402 v1 (`x402Version`, `error`, `accepts`) plus our stable `code`. */
+export const paymentRequiredBodySchema = z.object({
+  x402Version: z.literal(1),
+  error: z.string().describe("Why payment is required, in a sentence (a string, as x402 clients expect)"),
+  code: z.string().describe("Stable machine code, e.g. payment_required, invalid_signature, nonce_already_used"),
+  details: z.unknown().optional(),
+  accepts: z.array(
+    z.object({
+      scheme: z.string().describe("exact"),
+      network: z.string().describe('"celo" (x402 v1 naming); the v2 PAYMENT-REQUIRED header says eip155:42220'),
+      maxAmountRequired: z.string().describe("Price in the token's smallest unit"),
+      resource: z.string(),
+      description: z.string(),
+      mimeType: z.string(),
+      outputSchema: z.record(z.string(), z.unknown()),
+      payTo: z.string(),
+      maxTimeoutSeconds: z.number(),
+      asset: z.string(),
+      extra: z.record(z.string(), z.unknown()).describe("EIP-712 domain: name and version"),
+    }),
+  ),
+  freeWhen: z.string().optional().describe("Single-signal reads: when the call is free"),
+});
+export type PaymentRequiredBody = z.infer<typeof paymentRequiredBodySchema>;
