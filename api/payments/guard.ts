@@ -8,7 +8,7 @@ import { errorBody } from "../http/errors.ts";
 import { unitsToUsd } from "../money.ts";
 import { PaymentError } from "./errors.ts";
 import { decodePayment } from "./header.ts";
-import type { PaymentLedger, PaymentKey, StoredAnswer } from "./ledger.ts";
+import { isAbandoned, type PaymentKey, type PaymentLedger, type StoredAnswer } from "./ledger.ts";
 import { type PriceEntry, PRICES, type PricedRoute } from "./prices.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { checkPayment, type VerifyDeps, verifyPayment } from "./verify.ts";
@@ -73,11 +73,11 @@ export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Cont
         if (existing && (existing.fingerprint !== fingerprint || existing.signatureHash !== signatureHash)) {
           throw new PaymentError("payment_reused", "This payment authorization was already presented with another request; sign a new one for this request.");
         }
-        if (existing?.status === "pending") {
+        if (existing?.status === "pending" && !isAbandoned(existing)) {
           await waitWhilePending(ledger, key);
           continue;
         }
-        if (existing && existing.status !== "failed") return storedAnswer(c, existing, settings.network);
+        if (existing && existing.status !== "failed" && existing.status !== "pending") return storedAnswer(c, existing, settings.network);
         if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
 
         const verified = await verifyPayment(attempt, token, deps);
@@ -127,7 +127,11 @@ export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Cont
       );
       return;
     }
-    await ledger.settled(key, settlement.transaction, answer);
+    // The money has moved: the payer gets the data even if recording it fails (the row then stays
+    // pending and is visible to reconciliation by its transaction on chain).
+    await ledger.settled(key, settlement.transaction, answer).catch((error: Error) => {
+      console.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`);
+    });
     setPaymentResponse(c.res.headers, settlement);
   };
 }
@@ -150,7 +154,8 @@ async function waitWhilePending(ledger: PaymentLedger, key: PaymentKey) {
   const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
   while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
-    if ((await ledger.find(key))?.status !== "pending") return;
+    const row = await ledger.find(key);
+    if (!row || row.status !== "pending" || isAbandoned(row)) return;
   }
   throw new PaymentError("settlement_unavailable", "Another copy of this request is still settling this payment; retry with the same payment to get its answer.");
 }

@@ -1,4 +1,4 @@
-import { and, eq, gt, inArray } from "drizzle-orm";
+import { and, eq, gt, inArray, lt, or } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
 import { payment, type PaymentRow } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
@@ -15,6 +15,15 @@ export type NewPayment = PaymentKey & {
 };
 
 export type StoredAnswer = { status: number; type: string; body: string };
+
+/**
+ * A claim older than this with no outcome belongs to a request that died (a crashed replica): it may
+ * be claimed again. Verification runs first, so a payment that did settle is refused, not taken twice.
+ */
+export const ABANDONED_AFTER_MS = 120_000;
+
+export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now = Date.now()) =>
+  row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
 const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
 
@@ -38,7 +47,7 @@ export class PaymentLedger {
 
   /**
    * Claims the payment for this request: true when this request now owns it (a new row, or a row
-   * whose earlier attempt failed before any money moved, for the same request and signature).
+   * whose earlier attempt failed or was abandoned, for the same request and signature).
    */
   async claim(entry: NewPayment): Promise<boolean> {
     const inserted = await (await this.store)
@@ -50,7 +59,14 @@ export class PaymentLedger {
     const reclaimed = await (await this.store)
       .update(payment)
       .set({ status: "pending", failure: null, updatedAt: new Date() })
-      .where(and(byKey(entry), eq(payment.status, "failed"), eq(payment.fingerprint, entry.fingerprint), eq(payment.signatureHash, entry.signatureHash)))
+      .where(
+        and(
+          byKey(entry),
+          or(eq(payment.status, "failed"), and(eq(payment.status, "pending"), lt(payment.updatedAt, new Date(Date.now() - ABANDONED_AFTER_MS)))),
+          eq(payment.fingerprint, entry.fingerprint),
+          eq(payment.signatureHash, entry.signatureHash),
+        ),
+      )
       .returning({ nonce: payment.nonce });
     return reclaimed.length > 0;
   }

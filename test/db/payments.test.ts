@@ -1,6 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { decodePaymentResponseHeader } from "@x402/core/http";
+import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { createPublicClient, createWalletClient, type Hex, http } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -325,6 +326,21 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(retried.status).toBe(200);
     expect((await ledgerRows()).find((r) => r.nonce === nonce)).toMatchObject({ status: "settled" });
     expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
+  });
+
+  it("takes over a claim abandoned by a request that died before settling, and settles it once", async () => {
+    const noGas = createPayments(settings, store.db, createFacilitator({ ...settings, settlement: { mode: "self", relayerKey: generatePrivateKey() } }));
+    const headers = await spec();
+    const nonce = JSON.parse(headers["x-payment"]!).nonce as string;
+    expect((await screen(headers, undefined, appWith(noGas))).status).toBe(402);
+    // As a replica that crashed between its claim and settlement leaves it: pending, minutes old.
+    await store.db.update(payment).set({ status: "pending", updatedAt: new Date(Date.now() - 5 * 60_000) }).where(eq(payment.nonce, nonce));
+    const before = await balances();
+    const [a, b] = await Promise.all([screen(headers), screen(headers)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(await a.text()).toBe(await b.text());
+    expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
+    expect((await ledgerRows()).find((r) => r.nonce === nonce)).toMatchObject({ status: "settled" });
   });
 
   it("returns no data and records no settlement when the RPC goes down before settlement", async () => {
