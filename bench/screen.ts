@@ -3,6 +3,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import type { Address } from "../config/addresses.ts";
 import type { IndexDb } from "../api/db.ts";
+import { withTimeout } from "../api/http/timeout.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import * as schema from "../ponder.schema.ts";
@@ -24,6 +25,7 @@ const { values } = parseArgs({
   },
 });
 
+const RPC_TIMEOUT_MS = 60_000;
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
@@ -69,17 +71,23 @@ async function measure(label: string, options: { wallets: number; transfers: num
       const facts = rpcFactsReader(devnet.manifest.rpcUrl, [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address]);
       const asOf = (await new WalletAssessor({ db, target }).assess(wallets[0]!)).asOf.timestamp;
       const rpcTimes: number[] = [];
-      // Hub wallets (exchanges, companies) can exceed an RPC response limit: those are skipped.
+      // A scan still running after RPC_TIMEOUT_MS counts as that long (so the ratio is a lower
+      // bound) and ends the sampling, so abandoned scans cannot slow the next ones. Hub wallets
+      // can also exceed an RPC response limit: those are skipped.
+      let timedOut = 0;
       for (const w of wallets) {
         if (rpcTimes.length >= rpcSamples) break;
         const t0 = performance.now();
         try {
-          scoreWallet(await facts(w, asOf));
-        } catch {
-          continue;
+          scoreWallet(await withTimeout(facts(w, asOf), RPC_TIMEOUT_MS));
+        } catch (error) {
+          if (!/timeout/.test((error as Error).message)) continue;
+          timedOut++;
         }
         rpcTimes.push(performance.now() - t0);
+        if (timedOut) break;
       }
+      if (timedOut) log(`${label}: ${timedOut} eth_getLogs screens were cut off at ${RPC_TIMEOUT_MS / 1000} s (counted as ${RPC_TIMEOUT_MS / 1000} s)`);
       run.rpc = { p50: pct(rpcTimes, 50), p99: pct(rpcTimes, 99), n: rpcTimes.length };
       log(`${label}: eth_getLogs screening over ${rpcTimes.length} wallets: p50 ${fmt(run.rpc.p50)}, p99 ${fmt(run.rpc.p99)}`);
     }

@@ -11,7 +11,7 @@ import { decodePayment } from "./header.ts";
 import { isAbandoned, type PaymentKey, type PaymentLedger, type StoredAnswer } from "./ledger.ts";
 import { type PriceEntry, PRICES, type PricedRoute } from "./prices.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
-import { checkPayment, type VerifyDeps, verifyPayment } from "./verify.ts";
+import { checkPayment, type VerifiedPayment, type VerifyDeps, verifyPayment } from "./verify.ts";
 import type { PaymentRow } from "../store/schema.ts";
 
 /** What the handler may say about the payment that let it run. */
@@ -48,55 +48,57 @@ export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Cont
   const name = routeName(route);
   const { settings, ledger, facilitator } = deps;
 
+  const refuse = (c: Context, error: PaymentError) => {
+    if (error.status !== 402) return c.json(errorBody(error.code, error.message, error.details), error.status);
+    const answer = paymentRequiredAnswer(settings, route, c.req.url, error);
+    return c.json(answer.body, 402, answer.headers);
+  };
+
+  /** Before the handler: the payment this request may run on, or the answer it already bought. */
+  async function claim(c: Context): Promise<{ key: PaymentKey; verified: VerifiedPayment; waived: boolean } | { answer: Response }> {
+    const attempt = decodePayment({ xPayment: c.req.header("x-payment"), paymentSignature: c.req.header("payment-signature") }, settings.maxHeaderBytes);
+    if (!attempt) {
+      throw new PaymentError("payment_required", `${name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`);
+    }
+    const { subject, caller, request } = describe(c);
+    const token = await checkPayment(attempt, route, settings, caller, Math.floor(Date.now() / 1000));
+    const key = { token: token.address, payer: attempt.authorization.from, nonce: attempt.authorization.nonce };
+    const fingerprint = sha256(`${name}\n${c.req.path}\n${JSON.stringify(request)}`);
+    const signatureHash = sha256(attempt.signature.toLowerCase());
+
+    for (let round = 0; ; round++) {
+      const existing = await ledger.find(key);
+      if (existing && (existing.fingerprint !== fingerprint || existing.signatureHash !== signatureHash)) {
+        throw new PaymentError("payment_reused", "This payment authorization was already presented with another request; sign a new one for this request.");
+      }
+      if (existing?.status === "pending" && !isAbandoned(existing)) {
+        await waitWhilePending(ledger, key);
+        continue;
+      }
+      if (existing?.status === "settled" || existing?.status === "waived") return { answer: storedAnswer(c, existing, settings.network) };
+      if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
+
+      const verified = await verifyPayment(attempt, token, deps);
+      const waived =
+        route.freeAfterPaidAnalysis === true &&
+        subject !== undefined &&
+        (await ledger.paidFor(verified.payer, subject, ANALYSIS_ROUTES, new Date(Date.now() - deps.cacheLifetimeMs)));
+      const entry = { ...key, amount: verified.amount, route: name, subject: subject ?? null, fingerprint, signatureHash, encoding: attempt.encoding };
+      if (await ledger.claim(entry)) return { key, verified, waived };
+    }
+  }
+
   return async (c, next) => {
-    const refuse = (error: PaymentError) => {
-      if (error.status !== 402) return c.json(errorBody(error.code, error.message, error.details), error.status);
-      const answer = paymentRequiredAnswer(settings, route, c.req.url, error);
-      return c.json(answer.body, 402, answer.headers);
-    };
-
-    let key: PaymentKey;
-    let claim;
+    let claimed;
     try {
-      const attempt = decodePayment({ xPayment: c.req.header("x-payment"), paymentSignature: c.req.header("payment-signature") }, settings.maxHeaderBytes);
-      if (!attempt) {
-        throw new PaymentError("payment_required", `${name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`);
-      }
-      const { subject, caller, request } = describe(c);
-      const token = await checkPayment(attempt, route, settings, caller, Math.floor(Date.now() / 1000));
-      key = { token: token.address, payer: attempt.authorization.from, nonce: attempt.authorization.nonce };
-      const fingerprint = sha256(`${name}\n${c.req.path}\n${JSON.stringify(request)}`);
-      const signatureHash = sha256(attempt.signature.toLowerCase());
-
-      for (let round = 0; ; round++) {
-        const existing = await ledger.find(key);
-        if (existing && (existing.fingerprint !== fingerprint || existing.signatureHash !== signatureHash)) {
-          throw new PaymentError("payment_reused", "This payment authorization was already presented with another request; sign a new one for this request.");
-        }
-        if (existing?.status === "pending" && !isAbandoned(existing)) {
-          await waitWhilePending(ledger, key);
-          continue;
-        }
-        if (existing && existing.status !== "failed" && existing.status !== "pending") return storedAnswer(c, existing, settings.network);
-        if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
-
-        const verified = await verifyPayment(attempt, token, deps);
-        const waived =
-          route.freeAfterPaidAnalysis === true &&
-          subject !== undefined &&
-          (await ledger.paidFor(verified.payer, subject, ANALYSIS_ROUTES, new Date(Date.now() - deps.cacheLifetimeMs)));
-        const entry = { ...key, amount: verified.amount, route: name, subject: subject ?? null, fingerprint, signatureHash, encoding: attempt.encoding };
-        if (await ledger.claim(entry)) {
-          claim = { verified, waived };
-          break;
-        }
-      }
+      claimed = await claim(c);
     } catch (error) {
-      if (error instanceof PaymentError) return refuse(error);
+      if (error instanceof PaymentError) return refuse(c, error);
       throw error;
     }
+    if ("answer" in claimed) return claimed.answer;
+    const { key, verified, waived } = claimed;
 
-    const { verified, waived } = claim;
     c.set("billing", { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived });
     await next();
     if (c.error || c.res.status >= 400) {
@@ -114,12 +116,13 @@ export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Cont
       settlement = await facilitator.settle(verified.payload, verified.requirements);
     } catch (error) {
       await ledger.failed(key, `settlement error: ${(error as Error).message.split("\n")[0]}`);
-      c.res = refuse(new PaymentError("settlement_unavailable", "The payment could not be settled right now; nothing was charged and no data is returned. Retry with the same payment."));
+      c.res = refuse(c, new PaymentError("settlement_unavailable", "The payment could not be settled right now; nothing was charged and no data is returned. Retry with the same payment."));
       return;
     }
     if (!settlement.success) {
       await ledger.failed(key, settlement.errorReason ?? "settlement failed", settlement.transaction || undefined);
       c.res = refuse(
+        c,
         new PaymentError("settlement_failed", `The payment was verified but its settlement failed (${settlement.errorReason ?? "unknown reason"}); no data is returned.`, {
           reason: settlement.errorReason,
           transaction: settlement.transaction || null,
