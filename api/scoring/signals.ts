@@ -55,13 +55,20 @@ const medianBig = (values: bigint[]) => {
 };
 const sum = (values: bigint[]) => values.reduce((a, b) => a + b, 0n);
 
+/** Adds to a list in a map in place (a hub has tens of thousands of entries: no copying). */
+function append<K, V>(map: Map<K, V[]>, key: K, value: V) {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
 /**
  * Wallets funded (mostly) by this one, hop by hop: a wallet is self-funded when the funders that
  * gave it the majority of its money are this wallet or wallets it funded itself.
  */
 export function selfFundedWallets(facts: WalletFacts): Set<Address> {
   const funders = new Map<Address, { funder: Address; total: bigint }[]>();
-  for (const f of facts.funding) funders.set(f.wallet, [...(funders.get(f.wallet) ?? []), f]);
+  for (const f of facts.funding) append(funders, f.wallet, f);
   const verdict = new Map<Address, boolean>();
   const visit = (wallet: Address, path: Set<Address>): boolean => {
     if (wallet === facts.address) return true;
@@ -148,7 +155,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
 
   // Recurring income: regular payers, or a business paid by many customers every month.
   const byPayer = new Map<Address, { at: number; value: bigint }[]>();
-  for (const i of inflows) if (i.income > 0n && within(200)(i.t)) byPayer.set(i.t.counterparty, [...(byPayer.get(i.t.counterparty) ?? []), { at: i.t.at, value: i.income }]);
+  for (const i of inflows) if (i.income > 0n && within(200)(i.t)) append(byPayer, i.t.counterparty, { at: i.t.at, value: i.income });
   const recurring: RecurringPayer[] = [];
   for (const [payer, payments] of byPayer) {
     if (payer === ZERO) continue;

@@ -57,7 +57,7 @@ export class WalletAssessor {
     if (hit && hit.fingerprint === fingerprint && Date.now() - hit.at < MAX_AGE_MS) return { ...hit.value, cached: true };
 
     const asOf = head ? { block: Number(head.blockNumber), timestamp: Number(head.timestamp) } : { block: 0, timestamp: Math.floor(Date.now() / 1000) };
-    const facts = await loadWalletFacts(db, address, asOf.timestamp, { activity });
+    const facts = await loadWalletFacts(db, target.schema, address, asOf.timestamp, { activity });
     const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
     this.cache.delete(address);
     this.cache.set(address, { fingerprint, at: Date.now(), value });

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, sql, sum } from "ponder";
+import { and, desc, eq, gt, inArray, sql } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { ZERO_ADDRESS } from "../../config/addresses.ts";
 import { account, balance, flow, report, transfer } from "../../ponder.schema.ts";
@@ -7,6 +7,12 @@ import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scor
 
 /** How many hops back from a wallet's payers the funding trail is followed. */
 const FUNDING_HOPS = 6;
+/**
+ * A wallet with more incoming flows (funder x token x month) than this is a business or an
+ * exchange, not a relay of someone's own money: its funding is not traced. At 6M transfers one
+ * exchange has 21,000 funders, and reading them all cost more than the rest of a screen.
+ */
+export const MAX_TRACED_FLOWS = 1000;
 
 /** The wallet's activity fingerprint: it changes exactly when an indexed transfer touches it. */
 export async function walletActivity(db: IndexDb, address: Address) {
@@ -20,6 +26,7 @@ export async function walletActivity(db: IndexDb, address: Address) {
  */
 export async function loadWalletFacts(
   db: IndexDb,
+  schema: string,
   address: Address,
   asOf: number,
   options: { windowDays?: number; activity?: Awaited<ReturnType<typeof walletActivity>> } = {},
@@ -44,7 +51,7 @@ export async function loadWalletFacts(
   ].sort((a, b) => a.at - b.at);
   const [firstSeen, funding] = await Promise.all([
     firstSeenOf(db, drainCandidates(transfers)),
-    fundingTrail(db, address, [...new Set(received.map((t) => t.counterparty))]),
+    fundingTrail(db, schema, address, [...new Set(received.map((t) => t.counterparty))]),
   ]);
 
   return {
@@ -98,17 +105,25 @@ async function firstSeenOf(db: IndexDb, wallets: Address[]): Promise<WalletFacts
  * gave a wallet most of its money, so the walk stays small (customers funded by exchanges or mints
  * stop at the first hop) yet follows a chain of fresh wallets all the way back.
  */
-async function fundingTrail(db: IndexDb, address: Address, payers: Address[]): Promise<WalletFacts["funding"]> {
+async function fundingTrail(db: IndexDb, schema: string, address: Address, payers: Address[]): Promise<WalletFacts["funding"]> {
   const rows: WalletFacts["funding"] = [];
   const visited = new Set<Address>([address, ZERO_ADDRESS]);
   let frontier = payers.filter((p) => !visited.has(p));
   for (let hop = 0; hop < FUNDING_HOPS && frontier.length > 0; hop++) {
     frontier.forEach((w) => visited.add(w));
-    const funded = await db
-      .select({ wallet: flow.to, funder: flow.from, total: sum(flow.total).mapWith(BigInt) })
-      .from(flow)
-      .where(inArray(flow.to, frontier))
-      .groupBy(flow.to, flow.from);
+    // Each frontier wallet's incoming flows, read at most MAX_TRACED_FLOWS + 1 deep: a wallet
+    // with more is a hub and is left out without reading all of it.
+    const result = await db.execute(sql`
+      select wallet, funder, sum(total)::text as total from (
+        select w.wallet, f.funder, f.total, count(*) over (partition by w.wallet) as n
+        from unnest(array[${sql.join(frontier.map((a) => sql`${a}`), sql`, `)}]::text[]) as w(wallet)
+        cross join lateral (
+          select "from" as funder, total from ${sql.identifier(schema)}.flow where "to" = w.wallet limit ${MAX_TRACED_FLOWS + 1}
+        ) f
+      ) x
+      where n <= ${MAX_TRACED_FLOWS}
+      group by wallet, funder`);
+    const funded = (result.rows as { wallet: Address; funder: Address; total: string }[]).map((r) => ({ wallet: r.wallet, funder: r.funder, total: BigInt(r.total) }));
     rows.push(...funded);
     const totals = new Map<Address, bigint>();
     for (const f of funded) totals.set(f.wallet, (totals.get(f.wallet) ?? 0n) + f.total);

@@ -15,7 +15,7 @@ import { loadWalletFacts } from "./queries.ts";
 import { SIGNAL_NAMES, SIGNALS } from "./signal-catalog.ts";
 import { walletData } from "./wallet-data.ts";
 
-export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor; payments: PaymentDeps };
+export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor; payments: PaymentDeps };
 
 const walletParams = z.object({ address: addressSchema });
 const signalParams = z.object({ address: addressSchema, signal: z.string() });
@@ -80,7 +80,7 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
     .get("/:address/history", wallet, indexed, paid("history", payments, aboutWallet), async (c) => {
       const current = await assessor.assess(c.get("input").address);
       // Two years of transfers: each month end is scored on the year before it.
-      const facts = await loadWalletFacts(db, current.facts.address, current.asOf.timestamp, { windowDays: 2 * WINDOW_DAYS });
+      const facts = await loadWalletFacts(db, target.schema, current.facts.address, current.asOf.timestamp, { windowDays: 2 * WINDOW_DAYS });
       const now = new Date(current.asOf.timestamp * 1000);
       const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
       return c.json({
