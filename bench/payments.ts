@@ -56,7 +56,7 @@ const store = await openServiceStore(slot.store);
 try {
   await waitForBlock(indexer, devnet.manifest.headBlock, 600_000);
   log(`indexed ${devnet.manifest.population.transfers} transfers`);
-  const { USDT, USDC } = devnet.manifest.tokens;
+  const { USDT } = devnet.manifest.tokens;
   const treasury = devnet.manifest.service.treasury.address;
   const lenders = devnet.manifest.lenders.map((l) => ({ address: l.address, key: l.privateKey as Hex }));
   const settings = devnetPaymentSettings(devnet.manifest);

@@ -1,8 +1,17 @@
+import { defineChain } from "viem";
 import type { Address } from "./addresses.ts";
 
 /** Celo mainnet facts (see ../shared/design/REFERENCES.md). Index the tokens, not the 18-decimal fee adapters. */
 export const CELO_CHAIN_ID = 42220;
 export const CELO_NETWORK = `eip155:${CELO_CHAIN_ID}` as const;
+
+/**
+ * Chain 42220 as a viem chain with plain EVM formatting: transactions we send (settlements, devnet
+ * seeding) are ordinary ones, which both Celo and a local anvil accept.
+ */
+export function celoChain(rpcUrl: string, name = "Celo") {
+  return defineChain({ id: CELO_CHAIN_ID, name, nativeCurrency: { name: "CELO", symbol: "CELO", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+}
 
 export type TokenInfo = {
   symbol: "USDT" | "USDC";

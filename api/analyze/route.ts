@@ -38,11 +38,7 @@ const knownFields: MiddlewareHandler<InputEnv<AnalyzeRequest>> = async (c, next)
 
 /** POST /api/agent/analyze: scores, income label, loan range, a summary, the attestation and walletData. */
 export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
-  const payment = paid("analyze", payments, (c) => {
-    const input = c.get("input") as AnalyzeRequest;
-    return { subject: input.walletAddress, caller: input.callerAddress, request: input };
-  });
-  return new Hono<PaidEnv & InputEnv<AnalyzeRequest>>().post("/analyze", jsonInput(analyzeRequestSchema), knownFields, assessor.indexedOnly(), payment, async (c) => {
+  return new Hono<PaidEnv & InputEnv<AnalyzeRequest>>().post("/analyze", jsonInput(analyzeRequestSchema), knownFields, assessor.indexedOnly(), paid("analyze", payments), async (c) => {
     const body = c.get("input");
     const wanted = new Set<Field>((body.fields as Field[] | undefined) ?? ANALYZE_FIELDS);
     const a = await assessor.assess(body.walletAddress);

@@ -10,7 +10,7 @@ export type HealthDeps = {
   db: IndexDb;
   target: Pick<IndexTarget, "schema">;
   chain?: Pick<PublicClient, "getBlock">;
-  payments: Payments & { chain: Pick<PublicClient, "getBalance"> };
+  payments: Payments;
 };
 
 type Status = "ok" | "degraded" | "down";

@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
+import type { Address } from "../../config/addresses.ts";
 import { describeIssues } from "../../config/errors.ts";
 import { ApiError } from "./errors.ts";
 
@@ -18,6 +19,18 @@ export async function jsonBody<S extends z.ZodType>(c: Context, schema: S): Prom
 
 /** Where a validated request waits for the next middleware and the handler. */
 export type InputEnv<T> = { Variables: { input: T } };
+
+/**
+ * The wallet-facing part of any validated request: body routes name `walletAddress` (and the
+ * paying `callerAddress`), wallet routes take `address` from the path.
+ */
+export type WalletRequest = { walletAddress?: Address; address?: Address; callerAddress?: Address };
+
+/** The wallet a validated request is about. */
+export const requestWallet = (c: Context): Address | undefined => {
+  const input = c.get("input") as WalletRequest;
+  return input.walletAddress ?? input.address;
+};
 
 /** Validates the JSON body before anything else runs (so bad input is a 400, never a charge). */
 export function jsonInput<S extends z.ZodType>(schema: S): MiddlewareHandler<InputEnv<z.infer<S>>> {

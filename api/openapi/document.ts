@@ -3,6 +3,7 @@ import { analyzeRequestSchema } from "../analyze/route.ts";
 import { errorBodySchema } from "../http/errors.ts";
 import { unitsToUsd } from "../money.ts";
 import { type PriceEntry, PRICES, type PricedRoute } from "../payments/prices.ts";
+import { FREE_SIGNAL_READ_RULE } from "../payments/requirements.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
 import { lenderScreenResultSchema, screenRequestSchema } from "../screen/schema.ts";
 import { statsSchema } from "../stats/schema.ts";
@@ -52,7 +53,7 @@ export function openApiDocument(serverUrl: string) {
       "x-price": {
         amountUnits: route.microUsd.toString(),
         usd: unitsToUsd(route.microUsd),
-        ...(route.freeAfterPaidAnalysis ? { freeWhen: "a payer who paid for a screen or analysis of the wallet in the last 10 minutes" } : {}),
+        ...(route.freeAfterPaidAnalysis ? { freeWhen: FREE_SIGNAL_READ_RULE } : {}),
       },
       responses: {
         200: content(op.ok, "The answer" + (paid ? "; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement" : "")),

@@ -2,9 +2,9 @@ import { HTTPFacilitatorClient, type FacilitatorClient } from "@x402/core/http";
 import { x402Facilitator } from "@x402/core/facilitator";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { createWalletClient, defineChain, http, nonceManager, publicActions } from "viem";
+import { createWalletClient, http, nonceManager, publicActions } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { CELO_CHAIN_ID } from "../../config/celo.ts";
+import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 
@@ -22,13 +22,7 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
   }
   // The nonce manager hands out relayer nonces locally, so concurrent settlements do not collide.
   const account = privateKeyToAccount(settlement.relayerKey, { nonceManager });
-  const chain = defineChain({
-    id: CELO_CHAIN_ID,
-    name: "Celo",
-    nativeCurrency: { name: "CELO", symbol: "CELO", decimals: 18 },
-    rpcUrls: { default: { http: [settings.rpcUrl] } },
-  });
-  const client = createWalletClient({ account, chain, transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }), pollingInterval: 100 }).extend(
+  const client = createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }), pollingInterval: 100 }).extend(
     publicActions,
   );
   // viem's client is the signer the x402 packages expect; its typed-data overloads are only wider.

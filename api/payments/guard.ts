@@ -5,6 +5,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import { errorBody } from "../http/errors.ts";
+import { requestWallet, type WalletRequest } from "../http/validate.ts";
 import { unitsToUsd } from "../money.ts";
 import { PaymentError } from "./errors.ts";
 import { decodePayment } from "./header.ts";
@@ -24,9 +25,6 @@ export type PaymentDeps = VerifyDeps & {
   cacheLifetimeMs: number;
 };
 
-/** What the guard needs to know of the validated request. */
-export type PaymentSubject = { subject?: string; caller?: Address; request: unknown };
-
 /** Paid calls whose payer may then read single signals of the same wallet for free. */
 const ANALYSIS_ROUTES = [PRICES.screen, PRICES.analyze, PRICES.analysis, PRICES.signals].map(routeName);
 /** How long a copy of a request waits for the copy that is settling its payment. */
@@ -38,12 +36,13 @@ export function routeName(route: { method: string; path: string }) {
 
 /**
  * x402 payment for one priced route, put after the request is validated (bad input is a 400,
- * never a charge) and before the handler:
+ * never a charge) and before the handler. The validated request names the wallet the payment is
+ * about and, when given, the caller who must be the payer:
  * decode -> check -> verify (facilitator) -> claim in the ledger -> handler -> settle -> answer.
  * A handler that fails settles nothing; a failed settlement returns no data. A retry of a settled
  * request with the same payment gets the stored answer; the same payment on another request is refused.
  */
-export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Context) => PaymentSubject): MiddlewareHandler<PaidEnv> {
+export function paid(routeId: PricedRoute, deps: PaymentDeps): MiddlewareHandler<PaidEnv> {
   const route: PriceEntry = PRICES[routeId];
   const name = routeName(route);
   const { settings, ledger, facilitator } = deps;
@@ -60,7 +59,9 @@ export function paid(routeId: PricedRoute, deps: PaymentDeps, describe: (c: Cont
     if (!attempt) {
       throw new PaymentError("payment_required", `${name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`);
     }
-    const { subject, caller, request } = describe(c);
+    const request = c.get("input") as WalletRequest;
+    const subject = requestWallet(c);
+    const caller = request.callerAddress;
     const token = await checkPayment(attempt, route, settings, caller, Math.floor(Date.now() / 1000));
     const key = { token: token.address, payer: attempt.authorization.from, nonce: attempt.authorization.nonce };
     const fingerprint = sha256(`${name}\n${c.req.path}\n${JSON.stringify(request)}`);

@@ -17,10 +17,7 @@ export function screenRoutes({ db, target, assessor, payments }: ScreenDeps) {
     "/screen",
     jsonInput(screenRequestSchema),
     assessor.indexedOnly(),
-    paid("screen", payments, (c) => {
-      const input = c.get("input") as ScreenRequest;
-      return { subject: input.walletAddress, caller: input.callerAddress, request: input };
-    }),
+    paid("screen", payments),
     screenHandler({ db, target, assessor }),
   );
 }

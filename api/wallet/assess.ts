@@ -3,6 +3,7 @@ import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
+import { requestWallet } from "../http/validate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
 import { indexedHead } from "../stats/queries.ts";
@@ -42,8 +43,7 @@ export class WalletAssessor {
   /** Middleware: the request's wallet must be indexed, checked before any payment is asked for. */
   indexedOnly(): MiddlewareHandler {
     return async (c, next) => {
-      const input = c.get("input") as { walletAddress?: Address; address?: Address };
-      this.ensureIndexed((input.walletAddress ?? input.address)!);
+      this.ensureIndexed(requestWallet(c)!);
       await next();
     };
   }

@@ -1,4 +1,4 @@
-import { type Context, Hono, type MiddlewareHandler } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
@@ -21,12 +21,6 @@ const walletParams = z.object({ address: addressSchema });
 const signalParams = z.object({ address: addressSchema, signal: z.string() });
 type WalletParams = z.infer<typeof signalParams>;
 
-/** The wallet a GET route is about is the subject of its payment; there is no body to bind a caller. */
-const aboutWallet = (c: Context) => {
-  const input = c.get("input") as WalletParams;
-  return { subject: input.address, request: input };
-};
-
 /** Unknown signal names are a 404 before any payment is asked for. */
 const knownSignal: MiddlewareHandler<InputEnv<WalletParams>> = async (c, next) => {
   const name = c.get("input").signal;
@@ -47,11 +41,11 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
   const wallet = paramInput(walletParams, "invalid_address");
   const indexed = assessor.indexedOnly();
   return new Hono<PaidEnv & InputEnv<WalletParams>>()
-    .get("/:address/analysis", wallet, indexed, paid("analysis", payments, aboutWallet), async (c) => {
+    .get("/:address/analysis", wallet, indexed, paid("analysis", payments), async (c) => {
       const a = await assessor.assess(c.get("input").address);
       return c.json({ walletAddress: a.facts.address, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), cached: a.cached, walletData: await walletData(db, target, a) });
     })
-    .get("/:address/signals", wallet, indexed, paid("signals", payments, aboutWallet), async (c) => {
+    .get("/:address/signals", wallet, indexed, paid("signals", payments), async (c) => {
       const a = await assessor.assess(c.get("input").address);
       return c.json({
         walletAddress: a.facts.address,
@@ -61,7 +55,7 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
         signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name]!.read(a), description: SIGNALS[name]!.description })),
       });
     })
-    .get("/:address/signals/:signal", paramInput(signalParams, "invalid_address"), knownSignal, indexed, paid("signal", payments, aboutWallet), async (c) => {
+    .get("/:address/signals/:signal", paramInput(signalParams, "invalid_address"), knownSignal, indexed, paid("signal", payments), async (c) => {
       const { address, signal: name } = c.get("input");
       const signal = SIGNALS[name]!;
       const a = await assessor.assess(address);
@@ -77,7 +71,7 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
         billing: { chargedUnits: chargedUnits.toString(), freeRead: waived },
       });
     })
-    .get("/:address/history", wallet, indexed, paid("history", payments, aboutWallet), async (c) => {
+    .get("/:address/history", wallet, indexed, paid("history", payments), async (c) => {
       const current = await assessor.assess(c.get("input").address);
       // Two years of transfers: each month end is scored on the year before it.
       const facts = await loadWalletFacts(db, target.schema, current.facts.address, current.asOf.timestamp, { windowDays: 2 * WINDOW_DAYS });

@@ -51,10 +51,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     app.post(
       "/api/lender/screen",
       jsonInput(screenRequestSchema),
-      paid("screen", payments, (c) => {
-        const input = c.get("input") as ScreenRequest;
-        return { subject: input.walletAddress, caller: input.callerAddress, request: input };
-      }),
+      paid("screen", payments),
       async (c) => {
         handled++;
         const { walletAddress } = c.get("input");
@@ -67,7 +64,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     signalApp.get(
       "/api/wallet/:address/signals/:signal",
       paramInput(z.object({ address: addressSchema, signal: z.string() })),
-      paid("signal", payments, (c) => ({ subject: (c.get("input") as { address: string }).address, request: c.get("input") })),
+      paid("signal", payments),
       (c) => c.json({ value: 42, billing: x402Billing(c.get("billing")) }),
     );
     app.route("/", signalApp);
