@@ -53,6 +53,17 @@ export const flow = onchainTable(
 );
 
 /**
+ * Everything each wallet has ever received, across tokens: the figure the self-funding check
+ * compares a funder's share against. One small row per wallet (kept in Ponder's cache whole), so
+ * the second upsert per transfer costs far less than the flow row's.
+ */
+export const received = onchainTable("received", (t) => ({
+  address: t.hex().primaryKey(),
+  total: t.bigint().notNull(),
+  transfers: t.integer().notNull(),
+}));
+
+/**
  * The wallets of tracked-wallets mode (INDEX_MODE=tracked), written at setup; empty when every
  * transfer is indexed. The views below list only these wallets when it is not empty.
  */

@@ -9,3 +9,19 @@ import type * as schema from "../ponder.schema.ts";
  * connection, and a bare name resolves to that empty temp table.
  */
 export type IndexDb = ReadonlyDrizzle<typeof schema>;
+
+/** The client under the drizzle `db`: a node-postgres pool, or the PGlite instance. */
+type RawClient = {
+  query: (query: string | { name: string; text: string; values: unknown[] }, values?: unknown[]) => Promise<{ rows: unknown[] }>;
+};
+
+/**
+ * Runs raw SQL the builder cannot express (lateral joins, array parameters), prepared once per
+ * Postgres connection under `name` so it is planned once, not on every request (PGlite, in
+ * process, plans each call). Name tables with their schema, as above.
+ */
+export async function queryPrepared<T>(db: IndexDb, name: string, text: string, values: unknown[]): Promise<T[]> {
+  const client = (db as unknown as { $client: RawClient }).$client;
+  const result = "waitReady" in client ? await client.query(text, values) : await client.query({ name, text, values });
+  return result.rows as T[];
+}

@@ -1,5 +1,5 @@
 import type { Context } from "ponder:registry";
-import { flow } from "ponder:schema";
+import { flow, received } from "ponder:schema";
 import type { Address } from "../config/addresses.ts";
 import { monthOf } from "./month.ts";
 
@@ -20,4 +20,12 @@ export async function addToFlow(db: Context["db"], t: TransferFact): Promise<voi
     .insert(flow)
     .values({ from: t.from, to: t.to, token: t.token, month: monthOf(t.timestamp), total: t.value, transfers: 1, firstAt: t.timestamp, lastAt: t.timestamp })
     .onConflictDoUpdate((row) => ({ total: row.total + t.value, transfers: row.transfers + 1, lastAt: t.timestamp }));
+}
+
+/** Adds one transfer to its recipient's lifetime total. */
+export async function addToReceived(db: Context["db"], t: TransferFact): Promise<void> {
+  await db
+    .insert(received)
+    .values({ address: t.to, total: t.value, transfers: 1 })
+    .onConflictDoUpdate((row) => ({ total: row.total + t.value, transfers: row.transfers + 1 }));
 }

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { Address } from "../config/addresses.ts";
 import { DAY, type WalletFacts, type WalletTransfer } from "../api/scoring/facts.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
+import { FUNDING_HOPS, type OutflowReader, traceFunding } from "../api/wallet/funding.ts";
+import { monthOf } from "../src/month.ts";
 import { Random, actorAddress, usd } from "../devnet/scenario/random.ts";
 
 // The scoring model on synthetic wallets: properties that must hold for any history, not only for
@@ -13,29 +15,44 @@ const ZERO = "0x0000000000000000000000000000000000000000" as Address;
 
 type Move = { from: Address; to: Address; value: bigint; at: number };
 
+/**
+ * What the indexer's flow and received tables would answer about `moves`: each member's payments
+ * summed per payee, with everything that payee ever received.
+ */
+function outflowsIn(moves: Move[]): OutflowReader {
+  return async (members) =>
+    members.flatMap((member) => {
+      const paid = moves.filter((m) => m.from === member);
+      const flows = new Set(paid.map((m) => `${m.to}|${monthOf(m.at)}`)).size;
+      return [...new Set(paid.map((m) => m.to))].map((payee) => ({
+        member,
+        payee,
+        total: paid.filter((m) => m.to === payee).reduce((s, m) => s + m.value, 0n),
+        flows,
+        received: moves.filter((m) => m.to === payee).reduce((s, m) => s + m.value, 0n),
+      }));
+    });
+}
+
 /** WalletFacts of `wallet` as the indexer would report them, from a list of moves of money. */
-function factsOf(wallet: Address, moves: Move[]): WalletFacts {
+async function factsOf(wallet: Address, moves: Move[]): Promise<WalletFacts> {
   const own = moves.filter((m) => m.from === wallet || m.to === wallet).sort((a, b) => a.at - b.at);
   const transfers: WalletTransfer[] = [];
   for (const m of own) {
     if (m.from === wallet) transfers.push({ direction: "out", counterparty: m.to, token: USDT, value: m.value, at: m.at });
     if (m.to === wallet) transfers.push({ direction: "in", counterparty: m.from, token: USDT, value: m.value, at: m.at });
   }
+  const inWindow = transfers.filter((t) => t.at > ASOF - 365 * DAY);
   const firstAt = (w: Address) => Math.min(...moves.filter((m) => m.from === w || m.to === w).map((m) => m.at));
-  const funding = new Map<string, bigint>();
-  for (const m of moves) funding.set(`${m.to}|${m.from}`, (funding.get(`${m.to}|${m.from}`) ?? 0n) + m.value);
   const balance = transfers.reduce((b, t) => (t.direction === "in" ? b + t.value : b - t.value), 0n);
   return {
     address: wallet,
     asOf: ASOF,
     account: own.length ? { firstAt: own[0]!.at, lastAt: own.at(-1)!.at, transfersIn: transfers.filter((t) => t.direction === "in").length, transfersOut: transfers.filter((t) => t.direction === "out").length } : null,
     balances: [{ token: USDT, balance }],
-    transfers: transfers.filter((t) => t.at > ASOF - 365 * DAY),
+    transfers: inWindow,
     firstSeen: [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))].map((a) => ({ address: a, firstAt: firstAt(a) })),
-    funding: [...funding].map(([key, total]) => {
-      const [to, from] = key.split("|") as [Address, Address];
-      return { wallet: to, funder: from, total };
-    }),
+    funding: await traceFunding(wallet, outflowsIn(moves), async () => inWindow.filter((t) => t.direction === "in").map((t) => t.counterparty)),
   };
 }
 
@@ -88,33 +105,33 @@ function cycling(seed: number, wallet: Address, hops: number, months: number, am
 const SAMPLES = 150;
 
 describe("scoring properties", () => {
-  it("adding a regular salary never lowers any score", () => {
+  it("adding a regular salary never lowers any score", async () => {
     for (let seed = 1; seed <= SAMPLES; seed++) {
       const rng = new Random(seed);
       const wallet = actorAddress(seed, "wallet");
       const base = randomHistory(rng, wallet, seed);
       const paid = [...base, ...salary(seed, wallet, rng.int(1, 12), rng.int(800, 6_000))];
-      const before = scoreWallet(factsOf(wallet, base)).scores;
-      const after = scoreWallet(factsOf(wallet, paid)).scores;
+      const before = scoreWallet(await factsOf(wallet, base)).scores;
+      const after = scoreWallet(await factsOf(wallet, paid)).scores;
       expect(after.financialHealth, `seed ${seed} health`).toBeGreaterThanOrEqual(before.financialHealth);
       expect(after.reputation, `seed ${seed} reputation`).toBeGreaterThanOrEqual(before.reputation);
     }
   });
 
-  it("cycling a wallet's own money through fresh wallets raises its loan capacity by at most 10%", () => {
+  it("cycling a wallet's own money through fresh wallets raises its loan capacity by at most 10%", async () => {
     for (let seed = 1; seed <= SAMPLES; seed++) {
       const rng = new Random(seed * 7);
       const wallet = actorAddress(seed, "wallet");
       const base = [...randomHistory(rng, wallet, seed), ...(rng.chance(0.5) ? salary(seed, wallet, 12, rng.int(1_500, 5_000)) : [])];
       const cycled = [...base, ...cycling(seed, wallet, rng.int(1, 6), rng.int(1, 12), rng.int(100, 20_000))];
-      const before = scoreWallet(factsOf(wallet, base));
-      const after = scoreWallet(factsOf(wallet, cycled));
+      const before = scoreWallet(await factsOf(wallet, base));
+      const after = scoreWallet(await factsOf(wallet, cycled));
       expect(Number(after.loan.maxUnits), `seed ${seed}`).toBeLessThanOrEqual(Number(before.loan.maxUnits) * 1.1);
       expect(after.signals.inflowByKind.income, `seed ${seed} income`).toBe(before.signals.inflowByKind.income);
     }
   });
 
-  it("never counts dust, returned money or cycled money as income", () => {
+  it("never counts dust, returned money or cycled money as income", async () => {
     const wallet = actorAddress(1, "wallet");
     const friend = actorAddress(1, "friend");
     const shop = actorAddress(1, "shop");
@@ -128,7 +145,7 @@ describe("scoring properties", () => {
       ...Array.from({ length: 300 }, (_, i) => ({ from: actorAddress(1, `spam-${i % 40}`), to: wallet, value: 9n, at: ASOF - (i + 1) * 3600 })),
       ...cycling(1, wallet, 3, 6, 300),
     ];
-    const { signals } = scoreWallet(factsOf(wallet, moves));
+    const { signals } = scoreWallet(await factsOf(wallet, moves));
     expect(signals.inflowByKind.income).toBe(usd(500));
     expect(signals.inflowByKind.returned).toBe(usd(120));
     expect(signals.inflowByKind.cycled).toBe(usd(1_800));
@@ -136,18 +153,29 @@ describe("scoring properties", () => {
     expect(signals.selfFundedWallets).toBe(18);
   });
 
-  it("tells a thin file from bad behaviour", () => {
+  it("follows money forward through at most FUNDING_HOPS fresh wallets", async () => {
+    const wallet = actorAddress(4, "wallet");
+    const base = salary(4, wallet, 12, 2_000);
+    const within = scoreWallet(await factsOf(wallet, [...base, ...cycling(4, wallet, FUNDING_HOPS, 6, 1_000)])).signals;
+    expect(within.inflowByKind.cycled).toBe(usd(6_000));
+    expect(within.selfFundedWallets).toBe(6 * FUNDING_HOPS);
+    // One wallet more and the trail ends before the money comes back: documented in docs/scoring.md.
+    const beyond = scoreWallet(await factsOf(wallet, [...base, ...cycling(4, wallet, FUNDING_HOPS + 1, 6, 1_000)])).signals;
+    expect(beyond.inflowByKind.cycled).toBe(0n);
+  });
+
+  it("tells a thin file from bad behaviour", async () => {
     const wallet = actorAddress(2, "wallet");
-    const empty = scoreWallet(factsOf(wallet, []));
+    const empty = scoreWallet(await factsOf(wallet, []));
     expect(empty.recommendation).toBe("decline");
     expect(empty.thinFile.thinFile).toBe(true);
     expect(empty.rationale).toMatch(/not evidence of bad behaviour/);
     expect(empty.loan.maxUnits).toBe(0n);
   });
 
-  it("recognises monthly payroll as recurring income and names the payer and cadence", () => {
+  it("recognises monthly payroll as recurring income and names the payer and cadence", async () => {
     const wallet = actorAddress(3, "wallet");
-    const result = scoreWallet(factsOf(wallet, salary(3, wallet, 8, 2_500)));
+    const result = scoreWallet(await factsOf(wallet, salary(3, wallet, 8, 2_500)));
     expect(result.signals.recurring).toEqual([expect.objectContaining({ payer: actorAddress(3, "employer"), cadence: "monthly", payments: 6, medianUnits: usd(2_500) })]);
     expect(result.incomeLabel).toBe("recurring monthly");
   });

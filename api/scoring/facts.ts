@@ -17,10 +17,11 @@ export type WalletFacts = {
   /** First activity of each wallet this one paid in the window: tells fresh addresses apart. */
   firstSeen: { address: Address; firstAt: number }[];
   /**
-   * Who funded the wallets that paid this one, hop by hop back from its payers: enough to see
-   * money that left this wallet and came back through wallets it funded itself.
+   * Wallets this one paid, and those they paid in turn, with who funded them: each row is money a
+   * wallet received from one funder, over its whole history; funder null is the rest of its
+   * inflow, from everyone else together. Enough to tell wallets it funded itself.
    */
-  funding: { wallet: Address; funder: Address; total: bigint }[];
+  funding: { wallet: Address; funder: Address | null; total: bigint }[];
 };
 
 export type WalletTransfer = {

@@ -3,7 +3,7 @@ import type { WalletFacts } from "./facts.ts";
 import { deriveSignals, type Signals } from "./signals.ts";
 
 /** Bumped whenever a rule, weight or threshold changes; every result carries it. */
-export const MODEL_VERSION = "2026-11-21.1";
+export const MODEL_VERSION = "2026-11-21.2";
 
 export type Recommendation = "approve" | "review" | "decline";
 export type Confidence = "low" | "medium" | "high";

@@ -44,7 +44,18 @@ export type Signals = {
   selfFundedWallets: number;
 };
 
-const monthKey = (at: number) => new Date(at * 1000).toISOString().slice(0, 7);
+/** "YYYY-MM" of a time, memoised per day: a merchant's few hundred transfers share a few hundred days. */
+const monthsOfDays = new Map<number, string>();
+const monthKey = (at: number) => {
+  const day = Math.floor(at / DAY);
+  let month = monthsOfDays.get(day);
+  if (month === undefined) {
+    month = new Date(day * DAY * 1000).toISOString().slice(0, 7);
+    if (monthsOfDays.size > 10_000) monthsOfDays.clear();
+    monthsOfDays.set(day, month);
+  }
+  return month;
+};
 const median = (values: number[]) => {
   const s = [...values].sort((a, b) => a - b);
   return s.length ? (s[Math.floor((s.length - 1) / 2)]! + s[Math.ceil((s.length - 1) / 2)]!) / 2 : 0;
@@ -63,29 +74,27 @@ function append<K, V>(map: Map<K, V[]>, key: K, value: V) {
 }
 
 /**
- * Wallets funded (mostly) by this one, hop by hop: a wallet is self-funded when the funders that
- * gave it the majority of its money are this wallet or wallets it funded itself.
+ * Wallets funded (mostly) by this one: a wallet is self-funded when more than half of everything
+ * it received came from this wallet or from wallets already self-funded. Grown to a fixed point.
  */
 export function selfFundedWallets(facts: WalletFacts): Set<Address> {
-  const funders = new Map<Address, { funder: Address; total: bigint }[]>();
-  for (const f of facts.funding) append(funders, f.wallet, f);
-  const verdict = new Map<Address, boolean>();
-  const visit = (wallet: Address, path: Set<Address>): boolean => {
-    if (wallet === facts.address) return true;
-    if (verdict.has(wallet)) return verdict.get(wallet)!;
-    if (path.has(wallet)) return false;
-    path.add(wallet);
-    const received = funders.get(wallet) ?? [];
-    const total = sum(received.map((f) => f.total));
-    const ownFunding = sum(received.filter((f) => f.funder !== ZERO && visit(f.funder, path)).map((f) => f.total));
-    path.delete(wallet);
-    const result = total > 0n && ownFunding * 2n > total;
-    verdict.set(wallet, result);
-    return result;
-  };
-  const result = new Set<Address>();
-  for (const wallet of funders.keys()) if (wallet !== facts.address && visit(wallet, new Set())) result.add(wallet);
-  return result;
+  const funders = new Map<Address, WalletFacts["funding"]>();
+  for (const f of facts.funding) if (f.wallet !== facts.address) append(funders, f.wallet, f);
+  const own = new Set<Address>([facts.address]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [wallet, received] of funders) {
+      if (own.has(wallet)) continue;
+      const total = sum(received.map((f) => f.total));
+      const ownFunding = sum(received.filter((f) => f.funder !== null && own.has(f.funder)).map((f) => f.total));
+      if (total > 0n && ownFunding * 2n > total) {
+        own.add(wallet);
+        grew = true;
+      }
+    }
+  }
+  own.delete(facts.address);
+  return own;
 }
 
 /** Classifies each inflow: what counts as income, and why the rest does not. */
@@ -166,12 +175,14 @@ export function deriveSignals(facts: WalletFacts): Signals {
     recurring.push({ payer, cadence, payments: payments.length, medianUnits: mid, monthlyUnits: mid * perMonth });
   }
   const sixComplete = incomeByMonth.slice(-7, -1);
-  const payersPerMonth = sixComplete.map((m) => new Set(inflows.filter((i) => i.income > 0n && monthKey(i.t.at) === m.month).map((i) => i.t.counterparty)).size);
+  const incomeIn = new Map<string, typeof inflows>();
+  for (const i of inflows) if (i.income > 0n) append(incomeIn, monthKey(i.t.at), i);
+  const payersPerMonth = sixComplete.map((m) => new Set((incomeIn.get(m.month) ?? []).map((i) => i.t.counterparty)).size);
   if (payersPerMonth.filter((n) => n >= 20).length >= 5 && weeklyConsistency >= 0.75) {
     const recurringPayers = new Set(recurring.map((r) => r.payer));
-    const other = inflows.filter((i) => i.income > 0n && !recurringPayers.has(i.t.counterparty) && sixComplete.some((m) => m.month === monthKey(i.t.at)));
-    const monthly = medianBig(sixComplete.map((m) => sum(other.filter((i) => monthKey(i.t.at) === m.month).map((i) => i.income))));
-    recurring.push({ payer: ZERO as Address, cadence: "business", payments: other.length, medianUnits: monthly, monthlyUnits: monthly });
+    const otherByMonth = sixComplete.map((m) => (incomeIn.get(m.month) ?? []).filter((i) => !recurringPayers.has(i.t.counterparty)));
+    const monthly = medianBig(otherByMonth.map((other) => sum(other.map((i) => i.income))));
+    recurring.push({ payer: ZERO as Address, cadence: "business", payments: otherByMonth.flat().length, medianUnits: monthly, monthlyUnits: monthly });
   }
   const verifiedMonthlyIncomeUnits = sum(recurring.map((r) => r.monthlyUnits));
 

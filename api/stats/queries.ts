@@ -1,6 +1,6 @@
 import { count, sql, sum } from "ponder";
 import { account, transfer } from "../../ponder.schema.ts";
-import type { IndexDb } from "../db.ts";
+import { type IndexDb, queryPrepared } from "../db.ts";
 
 export type IndexedTotals = {
   wallets: number;
@@ -20,9 +20,11 @@ export async function indexedTotals(db: IndexDb): Promise<IndexedTotals> {
 }
 
 /** The last block the indexer has fully processed, from Ponder's own checkpoint row. */
-export async function indexedHead(db: IndexDb, schema: string): Promise<{ blockNumber: bigint; timestamp: bigint } | null> {
-  const result = await db.execute(sql`select latest_checkpoint from ${sql.identifier(schema)}._ponder_checkpoint limit 1`);
-  const checkpoint = (result.rows[0] as { latest_checkpoint?: string } | undefined)?.latest_checkpoint;
+export type IndexedHead = { blockNumber: bigint; timestamp: bigint };
+
+export async function indexedHead(db: IndexDb, schema: string): Promise<IndexedHead | null> {
+  const [row] = await queryPrepared<{ latest_checkpoint: string }>(db, `head:${schema}`, `select latest_checkpoint from "${schema}"._ponder_checkpoint limit 1`, []);
+  const checkpoint = row?.latest_checkpoint;
   if (!checkpoint) return null;
   // Ponder's checkpoint: 10 digits of block timestamp, 16 of chain id, 16 of block number, ...
   return { timestamp: BigInt(checkpoint.slice(0, 10)), blockNumber: BigInt(checkpoint.slice(26, 42)) };

@@ -6,8 +6,7 @@ import { ApiError } from "../http/errors.ts";
 import { requestWallet } from "../http/validate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
-import { indexedHead } from "../stats/queries.ts";
-import { loadWalletFacts, walletActivity } from "./queries.ts";
+import { loadWalletFacts, walletPosition } from "./queries.ts";
 
 export type Assessment = {
   facts: WalletFacts;
@@ -24,8 +23,8 @@ export const MAX_AGE_MS = 10 * 60_000;
 const MAX_ENTRIES = 10_000;
 
 /**
- * Scores wallets, caching each result until that wallet's indexed activity changes (its account
- * row: last activity and counts) or MAX_AGE_MS passes, whichever comes first.
+ * Scores wallets, caching each result until that wallet's indexed activity changes (its position:
+ * counts and last activity per token) or MAX_AGE_MS passes, whichever comes first.
  */
 export class WalletAssessor {
   private readonly cache = new Map<Address, { fingerprint: string; at: number; value: Omit<Assessment, "cached"> }>();
@@ -51,13 +50,15 @@ export class WalletAssessor {
   async assess(address: Address): Promise<Assessment> {
     const { db, target } = this.deps;
     this.ensureIndexed(address);
-    const [activity, head] = await Promise.all([walletActivity(db, address), indexedHead(db, target.schema)]);
-    const fingerprint = activity ? `${activity.lastAt}:${activity.transfersIn}:${activity.transfersOut}` : "none";
+    // A cached result needs only the wallet's position to be confirmed; without one, the position
+    // is read with everything else in a single round.
     const hit = this.cache.get(address);
-    if (hit && hit.fingerprint === fingerprint && Date.now() - hit.at < MAX_AGE_MS) return { ...hit.value, cached: true };
+    const known = hit && Date.now() - hit.at < MAX_AGE_MS ? await walletPosition(db, address) : undefined;
+    if (hit && known && hit.fingerprint === known.fingerprint) return { ...hit.value, cached: true };
 
-    const asOf = head ? { block: Number(head.blockNumber), timestamp: Number(head.timestamp) } : { block: 0, timestamp: Math.floor(Date.now() / 1000) };
-    const facts = await loadWalletFacts(db, target.schema, address, asOf.timestamp, { activity });
+    const { facts, head, position } = await loadWalletFacts(db, target.schema, address, { position: known });
+    const asOf = { block: head ? Number(head.blockNumber) : 0, timestamp: facts.asOf };
+    const { fingerprint } = position;
     const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
     this.cache.delete(address);
     this.cache.set(address, { fingerprint, at: Date.now(), value });

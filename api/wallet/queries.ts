@@ -1,73 +1,93 @@
-import { and, desc, eq, gt, inArray, sql } from "ponder";
+import { desc, eq, sql } from "ponder";
 import type { Address } from "../../config/addresses.ts";
-import { ZERO_ADDRESS } from "../../config/addresses.ts";
-import { account, balance, flow, report, transfer } from "../../ponder.schema.ts";
-import type { IndexDb } from "../db.ts";
+import { balance, report } from "../../ponder.schema.ts";
+import { type IndexDb, queryPrepared } from "../db.ts";
+import { type IndexedHead, indexedHead } from "../stats/queries.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+import { MAX_TRACED_FLOWS, type OutflowReader, traceFunding } from "./funding.ts";
 
-/** How many hops back from a wallet's payers the funding trail is followed. */
-const FUNDING_HOPS = 6;
-/**
- * A wallet with more incoming flows (funder x token x month) than this is a business or an
- * exchange, not a relay of someone's own money: its funding is not traced. At 6M transfers one
- * exchange has 21,000 funders, and reading them all cost more than the rest of a screen.
- */
-export const MAX_TRACED_FLOWS = 1000;
+/** The wallet's balances per token, prepared once per database client (planning the view costs more than running it). */
+function positionStatement(db: IndexDb) {
+  return db.select().from(balance).where(eq(balance.address, sql.placeholder("address"))).prepare("wallet_position");
+}
+const prepared = new WeakMap<IndexDb, ReturnType<typeof positionStatement>>();
+const positionOf = (db: IndexDb) => prepared.get(db) ?? prepared.set(db, positionStatement(db)).get(db)!;
 
-/** The wallet's activity fingerprint: it changes exactly when an indexed transfer touches it. */
-export async function walletActivity(db: IndexDb, address: Address) {
-  const [row] = await db.select().from(account).where(eq(account.address, address));
-  return row ?? null;
+/** A wallet's lifetime position: balance per token and activity across tokens. */
+export type WalletPosition = {
+  balances: WalletFacts["balances"];
+  account: WalletFacts["account"];
+  /** Changes exactly when an indexed transfer touches the wallet: the result cache's key. */
+  fingerprint: string;
+};
+
+export async function walletPosition(db: IndexDb, address: Address): Promise<WalletPosition> {
+  const rows = await positionOf(db).execute({ address });
+  return {
+    balances: rows.map((r) => ({ token: r.token, balance: r.balance })),
+    account: rows.length
+      ? {
+          firstAt: Math.min(...rows.map((r) => Number(r.firstAt))),
+          lastAt: Math.max(...rows.map((r) => Number(r.lastAt))),
+          transfersIn: rows.reduce((n, r) => n + r.transfersIn, 0),
+          transfersOut: rows.reduce((n, r) => n + r.transfersOut, 0),
+        }
+      : null,
+    fingerprint: rows.map((r) => `${r.token}:${r.transfersIn}:${r.transfersOut}:${r.lastAt}`).sort().join(",") || "none",
+  };
 }
 
 /**
- * Reads everything the scoring model needs about one wallet: a handful of indexed lookups on the
- * wallet's own rows (flows, its transfers of the last year), never a scan of the chain.
+ * The wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
+ * taken from the checkpoint inside the statement, so this read need not wait for the head's.
+ */
+async function windowTransfers(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletTransfer[]> {
+  const since = `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - $2`;
+  const rows = await queryPrepared<{ direction: "in" | "out"; counterparty: Address; token: Address; value: string; at: string }>(
+    db,
+    `window_transfers:${schema}`,
+    // Two index-only range scans in one round trip.
+    `select 'out' as direction, "to" as counterparty, token, value::text, timestamp::text as at
+       from "${schema}".transfer where "from" = $1 and timestamp > ${since}
+     union all
+     select 'in', "from", token, value::text, timestamp::text
+       from "${schema}".transfer where "to" = $1 and timestamp > ${since}`,
+    [address, windowDays * DAY],
+  );
+  return rows.map((r) => ({ direction: r.direction, counterparty: r.counterparty, token: r.token, value: BigInt(r.value), at: Number(r.at) })).sort((a, b) => a.at - b.at);
+}
+
+/**
+ * Reads everything the scoring model needs about one wallet as of the indexed head: a handful of
+ * indexed lookups on the wallet's own rows (position, its transfers of the last year, where its
+ * money went), never a scan of the chain. They run together in one round; only a wallet with
+ * possible drain sinks, or with money that may have come back to it, needs a second.
  */
 export async function loadWalletFacts(
   db: IndexDb,
   schema: string,
   address: Address,
-  asOf: number,
-  options: { windowDays?: number; activity?: Awaited<ReturnType<typeof walletActivity>> } = {},
-): Promise<WalletFacts> {
-  const since = BigInt(asOf - (options.windowDays ?? WINDOW_DAYS) * DAY);
-  // Independent lookups run together (Postgres serves them on separate connections).
-  const [activity, balances, sent, received] = await Promise.all([
-    options.activity !== undefined ? options.activity : walletActivity(db, address),
-    db.select({ token: balance.token, balance: balance.balance }).from(balance).where(eq(balance.address, address)),
-    db
-      .select({ counterparty: transfer.to, token: transfer.token, value: transfer.value, at: transfer.timestamp })
-      .from(transfer)
-      .where(and(eq(transfer.from, address), gt(transfer.timestamp, since))),
-    db
-      .select({ counterparty: transfer.from, token: transfer.token, value: transfer.value, at: transfer.timestamp })
-      .from(transfer)
-      .where(and(eq(transfer.to, address), gt(transfer.timestamp, since))),
+  options: { windowDays?: number; position?: WalletPosition } = {},
+): Promise<{ facts: WalletFacts; head: IndexedHead | null; position: WalletPosition }> {
+  const windowDays = options.windowDays ?? WINDOW_DAYS;
+  const window = windowTransfers(db, schema, address, windowDays);
+  const [position, head, transfers, funding] = await Promise.all([
+    options.position ?? walletPosition(db, address),
+    indexedHead(db, schema),
+    window,
+    traceFunding(address, outflowsOf(db, schema), async () => (await window).filter((t) => t.direction === "in").map((t) => t.counterparty)),
   ]);
-  const transfers: WalletTransfer[] = [
-    ...sent.map((t) => ({ ...t, direction: "out" as const, at: Number(t.at) })),
-    ...received.map((t) => ({ ...t, direction: "in" as const, at: Number(t.at) })),
-  ].sort((a, b) => a.at - b.at);
-  const [firstSeen, funding] = await Promise.all([
-    firstSeenOf(db, drainCandidates(transfers)),
-    fundingTrail(db, schema, address, [...new Set(received.map((t) => t.counterparty))]),
-  ]);
-
-  return {
+  const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
+  const facts: WalletFacts = {
     address,
     asOf,
-    account: activity && {
-      firstAt: Number(activity.firstAt),
-      lastAt: Number(activity.lastAt),
-      transfersIn: activity.transfersIn,
-      transfersOut: activity.transfersOut,
-    },
-    balances,
+    account: position.account,
+    balances: position.balances,
     transfers,
-    firstSeen,
+    firstSeen: await firstSeenOf(db, schema, [...new Set(drainCandidates(transfers))]),
     funding,
   };
+  return { facts, head, position };
 }
 
 /**
@@ -83,53 +103,42 @@ export function drainCandidates(transfers: WalletTransfer[]): Address[] {
     .map((t) => t.counterparty);
 }
 
-async function firstSeenOf(db: IndexDb, wallets: Address[]): Promise<WalletFacts["firstSeen"]> {
+/**
+ * First activity of each wallet, from the earliest entry of its transfer index on either side: two
+ * index probes per wallet, however busy it is (a drain candidate can be an exchange).
+ */
+async function firstSeenOf(db: IndexDb, schema: string, wallets: Address[]): Promise<WalletFacts["firstSeen"]> {
   if (wallets.length === 0) return [];
-  const rows = await db
-    .select({ address: flow.to, firstAt: sql<string>`min(${flow.firstAt})`.mapWith(Number) })
-    .from(flow)
-    .where(inArray(flow.to, wallets))
-    .groupBy(flow.to);
-  const sentFirst = await db
-    .select({ address: flow.from, firstAt: sql<string>`min(${flow.firstAt})`.mapWith(Number) })
-    .from(flow)
-    .where(inArray(flow.from, wallets))
-    .groupBy(flow.from);
-  const first = new Map<Address, number>();
-  for (const r of [...rows, ...sentFirst]) first.set(r.address, Math.min(first.get(r.address) ?? Infinity, r.firstAt));
-  return [...first].map(([address, firstAt]) => ({ address, firstAt }));
+  const rows = await queryPrepared<{ address: Address; first_at: string | null }>(
+    db,
+    `first_seen:${schema}`,
+    `select w.address, least(
+       (select min(timestamp) from "${schema}".transfer where "to" = w.address),
+       (select min(timestamp) from "${schema}".transfer where "from" = w.address))::text as first_at
+     from unnest($1::text[]) as w(address)`,
+    [wallets],
+  );
+  return rows.filter((r) => r.first_at !== null).map((r) => ({ address: r.address, firstAt: Number(r.first_at) }));
 }
 
-/**
- * Who funded the wallets that paid `address`, hop by hop: each hop follows only the funders that
- * gave a wallet most of its money, so the walk stays small (customers funded by exchanges or mints
- * stop at the first hop) yet follows a chain of fresh wallets all the way back.
- */
-async function fundingTrail(db: IndexDb, schema: string, address: Address, payers: Address[]): Promise<WalletFacts["funding"]> {
-  const rows: WalletFacts["funding"] = [];
-  const visited = new Set<Address>([address, ZERO_ADDRESS]);
-  let frontier = payers.filter((p) => !visited.has(p));
-  for (let hop = 0; hop < FUNDING_HOPS && frontier.length > 0; hop++) {
-    frontier.forEach((w) => visited.add(w));
-    // Each frontier wallet's incoming flows, read at most MAX_TRACED_FLOWS + 1 deep: a wallet
-    // with more is a hub and is left out without reading all of it.
-    const result = await db.execute(sql`
-      select wallet, funder, sum(total)::text as total from (
-        select w.wallet, f.funder, f.total, count(*) over (partition by w.wallet) as n
-        from unnest(array[${sql.join(frontier.map((a) => sql`${a}`), sql`, `)}]::text[]) as w(wallet)
-        cross join lateral (
-          select "from" as funder, total from ${sql.identifier(schema)}.flow where "to" = w.wallet limit ${MAX_TRACED_FLOWS + 1}
-        ) f
-      ) x
-      where n <= ${MAX_TRACED_FLOWS}
-      group by wallet, funder`);
-    const funded = (result.rows as { wallet: Address; funder: Address; total: string }[]).map((r) => ({ wallet: r.wallet, funder: r.funder, total: BigInt(r.total) }));
-    rows.push(...funded);
-    const totals = new Map<Address, bigint>();
-    for (const f of funded) totals.set(f.wallet, (totals.get(f.wallet) ?? 0n) + f.total);
-    frontier = [...new Set(funded.filter((f) => f.total * 2n > (totals.get(f.wallet) ?? 0n) && !visited.has(f.funder)).map((f) => f.funder))];
-  }
-  return rows;
+/** Members' outgoing flows, each read at most MAX_TRACED_FLOWS + 1 deep, with each payee's lifetime inflow. */
+function outflowsOf(db: IndexDb, schema: string): OutflowReader {
+  return async (members) => {
+    const rows = await queryPrepared<{ member: Address; payee: Address; total: string; flows: string; received: string }>(
+      db,
+      `outflows:${schema}`,
+      `select m.member, p.payee, p.total::text as total, p.flows, coalesce(r.total, 0)::text as received
+       from unnest($1::text[]) as m(member)
+       cross join lateral (
+         select "to" as payee, sum(total) as total, sum(count(*)) over () as flows
+         from (select "to", total from "${schema}".flow where "from" = m.member limit ${MAX_TRACED_FLOWS + 1}) x
+         group by "to"
+       ) p
+       left join "${schema}".received r on r.address = p.payee`,
+      [members],
+    );
+    return rows.map((r) => ({ member: r.member, payee: r.payee, total: BigInt(r.total), flows: Number(r.flows), received: BigInt(r.received) }));
+  };
 }
 
 export type ValidReport = typeof report.$inferSelect;

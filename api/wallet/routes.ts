@@ -74,7 +74,7 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
     .get("/:address/history", wallet, indexed, paid("history", payments), async (c) => {
       const current = await assessor.assess(c.get("input").address);
       // Two years of transfers: each month end is scored on the year before it.
-      const facts = await loadWalletFacts(db, target.schema, current.facts.address, current.asOf.timestamp, { windowDays: 2 * WINDOW_DAYS });
+      const { facts } = await loadWalletFacts(db, target.schema, current.facts.address, { windowDays: 2 * WINDOW_DAYS });
       const now = new Date(current.asOf.timestamp * 1000);
       const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
       return c.json({

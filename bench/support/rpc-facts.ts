@@ -1,7 +1,9 @@
 import { createPublicClient, http, parseAbiItem, type Address as ViemAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
+import { MAX_TRACED_FLOWS, type Outflow, traceFunding } from "../../api/wallet/funding.ts";
 import { drainCandidates } from "../../api/wallet/queries.ts";
+import { monthOf } from "../../src/month.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
@@ -10,7 +12,7 @@ const balanceOf = parseAbiItem("function balanceOf(address) view returns (uint25
 /**
  * The same WalletFacts the indexer's tables give, built the way the original service worked: live
  * scans of the chain per request (eth_getLogs for the wallet's transfers, block timestamps, then
- * scans of its payees and payers), for the benchmark's side-by-side.
+ * scans of its payees and of what they received), for the benchmark's side-by-side.
  */
 export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
   const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 200 } }) });
@@ -23,8 +25,11 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
     return found.map((l) => ({ token: l.address.toLowerCase() as Address, from: l.args.from!.toLowerCase() as Address, to: l.args.to!.toLowerCase() as Address, value: l.args.value!, at: times.get(l.blockNumber!)! }));
   };
 
-  return async function facts(address: Address, asOf: number): Promise<WalletFacts> {
-    const [sent, received] = await Promise.all([logs({ from: address }), logs({ to: address })]);
+  /** The wallet's own Transfer logs, both ways, with block times: the least any eth_getLogs screen reads. */
+  const ownTransfers = (address: Address) => Promise.all([logs({ from: address }), logs({ to: address })]);
+
+  async function facts(address: Address, asOf: number): Promise<WalletFacts> {
+    const [sent, received] = await ownTransfers(address);
     const all = [...sent.map((t) => ({ ...t, direction: "out" as const, counterparty: t.to })), ...received.map((t) => ({ ...t, direction: "in" as const, counterparty: t.from }))].sort((a, b) => a.at - b.at);
     const transfers: WalletTransfer[] = all.filter((t) => t.at > asOf - WINDOW_DAYS * DAY).map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
     const balances = await Promise.all(tokens.map(async (token) => ({ token, balance: await client.readContract({ address: token as ViemAddress, abi: [balanceOf], functionName: "balanceOf", args: [address as ViemAddress] }) })));
@@ -37,24 +42,28 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
       }),
     );
 
-    // Funding trail, hop by hop, as the indexer-backed query does it.
-    const funding: WalletFacts["funding"] = [];
-    const visited = new Set<Address>([address, "0x0000000000000000000000000000000000000000"]);
-    let frontier = [...new Set(transfers.filter((t) => t.direction === "in").map((t) => t.counterparty))].filter((p) => !visited.has(p));
-    for (let hop = 0; hop < 6 && frontier.length; hop++) {
-      frontier.forEach((w) => visited.add(w));
-      const next = new Set<Address>();
-      for (const wallet of frontier) {
-        const byFunder = new Map<Address, bigint>();
-        for (const t of await logs({ to: wallet })) byFunder.set(t.from, (byFunder.get(t.from) ?? 0n) + t.value);
-        const total = [...byFunder.values()].reduce((a, b) => a + b, 0n);
-        for (const [funder, sum] of byFunder) {
-          funding.push({ wallet, funder, total: sum });
-          if (sum * 2n > total && !visited.has(funder)) next.add(funder);
+    // The same forward walk as the SQL path, each hop from scans of the members' and payees' logs.
+    const funding = await traceFunding(
+      address,
+      async (members) => {
+        const out: Outflow[] = [];
+        for (const member of members) {
+          const paid = member === address ? sent : await logs({ from: member });
+          const flows = new Set(paid.map((t) => `${t.to}|${t.token}|${monthOf(t.at)}`)).size;
+          if (flows > MAX_TRACED_FLOWS) continue;
+          const byPayee = new Map<Address, bigint>();
+          for (const t of paid) byPayee.set(t.to, (byPayee.get(t.to) ?? 0n) + t.value);
+          await Promise.all(
+            [...byPayee].map(async ([payee, total]) => {
+              const inflow = (await logs({ to: payee })).reduce((sum, t) => sum + t.value, 0n);
+              out.push({ member, payee, total, flows, received: inflow });
+            }),
+          );
         }
-      }
-      frontier = [...next];
-    }
+        return out;
+      },
+      async () => transfers.filter((t) => t.direction === "in").map((t) => t.counterparty),
+    );
 
     return {
       address,
@@ -65,5 +74,7 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
       firstSeen,
       funding,
     };
-  };
+  }
+
+  return { facts, ownTransfers };
 }

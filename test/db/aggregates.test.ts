@@ -15,7 +15,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
   let transfers: ChainTransfer[];
   let wallets: string[];
   let statsBody: Stats;
-  let tables: { transfers: { n: string; total: string }; sampleTransfers: Record<string, unknown>[]; accounts: Row[]; balances: Row[]; months: Row[]; pairs: Row[] };
+  let tables: { transfers: { n: string; total: string }; sampleTransfers: Record<string, unknown>[]; accounts: Row[]; balances: Row[]; months: Row[]; pairs: Row[]; received: Row[] };
 
   beforeAll(async () => {
     env = await indexedDevnet({});
@@ -44,6 +44,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
       balances: await query(`select * from balance where address in (${list(wallets)}) order by address, token`),
       months: await query(`select * from account_month where address in (${list(wallets)}) order by address, token, month`),
       pairs: await query(`select * from counterparty where address in (${list(wallets)}) order by address, counterparty, token`),
+      received: await query(`select address, total, transfers from received where address in (${list(wallets)}) order by address`),
     }));
   }, 240_000);
 
@@ -76,6 +77,12 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
       expect(normalise(mine(months)), `months ${wallet}`).toEqual(normalise(expected.months));
       expect(normalise(mine(pairs)), `counterparties ${wallet}`).toEqual(normalise(expected.counterparties));
     }
+  });
+
+  it("keeps what each wallet ever received, across tokens, equal to its incoming Transfer logs", () => {
+    const expected = [...new Set(wallets)].flatMap((wallet) => expectedAggregates(wallet, transfers).received ?? []);
+    expect(expected.length).toBeGreaterThan(30);
+    expect(normalise(tables.received)).toEqual(normalise(expected.sort((a, b) => (a.address < b.address ? -1 : 1))));
   });
 
   it("holds each sampled wallet's running balance equal to balanceOf at head", async () => {

@@ -120,8 +120,10 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
   }
 
   const str = (v: bigint | number | null) => (v === null ? null : String(v));
+  const incoming = transfers.filter((t) => t.to === wallet);
   return {
     account,
+    received: incoming.length ? { address: wallet, total: s(incoming.reduce((sum, t) => sum + t.value, 0n)), transfers: s(incoming.length) } : null,
     balances: [...balances.values()].sort((a, b) => a.token!.localeCompare(b.token!)),
     months: [...months]
       .map(([key, m]) => {
