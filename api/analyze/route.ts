@@ -9,7 +9,7 @@ import { x402Billing } from "../payments/billing.ts";
 import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
-import { latestValidReport } from "../wallet/queries.ts";
+import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletData } from "../wallet/wallet-data.ts";
 import { summaryOf } from "./summary.ts";
 
@@ -41,7 +41,7 @@ export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
   return new Hono<PaidEnv & InputEnv<AnalyzeRequest>>().post("/analyze", jsonInput(analyzeRequestSchema), knownFields, assessor.indexedOnly(), paid("analyze", payments), async (c) => {
     const body = c.get("input");
     const wanted = new Set<Field>((body.fields as Field[] | undefined) ?? ANALYZE_FIELDS);
-    const a = await assessor.assess(body.walletAddress);
+    const [a, reports] = await Promise.all([assessor.assess(body.walletAddress), wanted.has("attestation") ? recentReports(db, body.walletAddress) : null]);
     const r = a.result;
     const out: Record<string, unknown> = {
       walletAddress: a.facts.address,
@@ -56,7 +56,7 @@ export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
     if (wanted.has("loanRange")) out.loanRange = { minUsd: unitsToUsd(r.loan.minUnits), maxUsd: unitsToUsd(r.loan.maxUnits), confidence: r.loan.confidence, currency: "USD" };
     if (wanted.has("summary")) out.summary = summaryOf(a.facts.address, r);
     if (wanted.has("attestation")) {
-      const report = await latestValidReport(db, a.facts.address, a.asOf.timestamp);
+      const report = validReport(reports ?? [], a.asOf.timestamp);
       out.attestation = report && {
         reportId: report.reportId,
         reportHash: report.reportHash,

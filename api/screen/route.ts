@@ -5,7 +5,7 @@ import { type InputEnv, jsonInput } from "../http/validate.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
-import { latestValidReport } from "../wallet/queries.ts";
+import { recentReports, validReport } from "../wallet/queries.ts";
 import { toLenderScreenResult } from "./response.ts";
 import { lenderScreenResultSchema, type ScreenRequest, screenRequestSchema } from "./schema.ts";
 
@@ -26,8 +26,9 @@ export function screenRoutes({ db, target, assessor, payments }: ScreenDeps) {
 export function screenHandler({ db, target, assessor }: Omit<ScreenDeps, "payments">): Handler<PaidEnv & InputEnv<ScreenRequest>> {
   return async (c) => {
     const { walletAddress } = c.get("input");
-    const assessment = await assessor.assess(walletAddress);
-    const report = await latestValidReport(db, walletAddress, assessment.asOf.timestamp);
+    // The passport lookup does not depend on the assessment: both run at once.
+    const [assessment, reports] = await Promise.all([assessor.assess(walletAddress), recentReports(db, walletAddress)]);
+    const report = validReport(reports, assessment.asOf.timestamp);
     const result = toLenderScreenResult(assessment, {
       target,
       baseUrl: new URL(c.req.url).origin,

@@ -143,8 +143,12 @@ function outflowsOf(db: IndexDb, schema: string): OutflowReader {
 
 export type ValidReport = typeof report.$inferSelect;
 
-/** The wallet's latest passport that is still valid: not revoked, not expired, not superseded. */
-export async function latestValidReport(db: IndexDb, wallet: Address, asOf: number): Promise<ValidReport | null> {
-  const rows = await db.select().from(report).where(eq(report.wallet, wallet)).orderBy(desc(report.publishedAt)).limit(20);
-  return rows.find((r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf)) ?? null;
+/** The wallet's latest passports, newest first: enough history to find the one still valid. */
+export function recentReports(db: IndexDb, wallet: Address): Promise<ValidReport[]> {
+  return db.select().from(report).where(eq(report.wallet, wallet)).orderBy(desc(report.publishedAt)).limit(20);
+}
+
+/** The latest of `reports` still valid at `asOf`: not revoked, not expired, not superseded. */
+export function validReport(reports: ValidReport[], asOf: number): ValidReport | null {
+  return reports.find((r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf)) ?? null;
 }
