@@ -1,5 +1,5 @@
 import type { Address } from "../../config/addresses.ts";
-import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
+import { DAY, DRAIN_HOURS, type WalletFacts, type WalletTransfer } from "./facts.ts";
 
 /** Inflows below one dollar are dust: spam, never income. */
 export const DUST_FLOOR_UNITS = 1_000_000n;
@@ -204,7 +204,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
   const inflowTimes = inflows.filter((i) => i.kind !== "dust").map((i) => i.t.at);
   const drained = sum(
     outflows
-      .filter((t) => paidCount.get(t.counterparty) === 1 && (firstSeen.get(t.counterparty) ?? 0) >= t.at && inflowTimes.some((at) => at <= t.at && t.at - at <= 2 * DAY))
+      .filter((t) => paidCount.get(t.counterparty) === 1 && (firstSeen.get(t.counterparty) ?? 0) >= t.at && inflowTimes.some((at) => at <= t.at && t.at - at <= DRAIN_HOURS * 3600))
       .map((t) => t.value),
   );
   const nonDustInflow = sum(inflows.filter((i) => i.kind !== "dust" && i.kind !== "self").map((i) => i.t.value));

@@ -3,7 +3,7 @@ import type { Address } from "../../config/addresses.ts";
 import { balance, report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { type IndexedHead, indexedHead } from "../stats/queries.ts";
-import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+import { DAY, DRAIN_HOURS, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
 import { MAX_TRACED_FLOWS, type OutflowReader, traceFunding } from "./funding.ts";
 
 /** The wallet's balances per token, prepared once per database client (planning the view costs more than running it). */
@@ -37,12 +37,16 @@ export async function walletPosition(db: IndexDb, address: Address): Promise<Wal
   };
 }
 
+/** SQL for the start of a window of `days` (a parameter) before the indexed head's time. */
+const windowStart = (schema: string, days: string) =>
+  `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - ${days}::numeric * ${DAY}`;
+
 /**
  * The wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
  * taken from the checkpoint inside the statement, so this read need not wait for the head's.
  */
 async function windowTransfers(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletTransfer[]> {
-  const since = `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - $2`;
+  const since = windowStart(schema, "$2");
   const rows = await queryPrepared<{ direction: "in" | "out"; counterparty: Address; token: Address; value: string; at: string }>(
     db,
     `window_transfers:${schema}`,
@@ -52,7 +56,7 @@ async function windowTransfers(db: IndexDb, schema: string, address: Address, wi
      union all
      select 'in', "from", token, value::text, timestamp::text
        from "${schema}".transfer where "to" = $1 and timestamp > ${since}`,
-    [address, windowDays * DAY],
+    [address, windowDays],
   );
   return rows.map((r) => ({ direction: r.direction, counterparty: r.counterparty, token: r.token, value: BigInt(r.value), at: Number(r.at) })).sort((a, b) => a.at - b.at);
 }
@@ -60,8 +64,8 @@ async function windowTransfers(db: IndexDb, schema: string, address: Address, wi
 /**
  * Reads everything the scoring model needs about one wallet as of the indexed head: a handful of
  * indexed lookups on the wallet's own rows (position, its transfers of the last year, where its
- * money went), never a scan of the chain. They run together in one round; only a wallet with
- * possible drain sinks, or with money that may have come back to it, needs a second.
+ * money went, when its possible drain sinks first appeared), never a scan of the chain. They run
+ * together in one round; only a wallet whose money may have come back to it needs a second.
  */
 export async function loadWalletFacts(
   db: IndexDb,
@@ -71,10 +75,11 @@ export async function loadWalletFacts(
 ): Promise<{ facts: WalletFacts; head: IndexedHead | null; position: WalletPosition }> {
   const windowDays = options.windowDays ?? WINDOW_DAYS;
   const window = windowTransfers(db, schema, address, windowDays);
-  const [position, head, transfers, funding] = await Promise.all([
+  const [position, head, transfers, firstSeen, funding] = await Promise.all([
     options.position ?? walletPosition(db, address),
     indexedHead(db, schema),
     window,
+    drainSinksFirstSeen(db, schema, address, windowDays),
     traceFunding(address, outflowsOf(db, schema), async () => (await window).filter((t) => t.direction === "in").map((t) => t.counterparty)),
   ]);
   const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
@@ -84,41 +89,51 @@ export async function loadWalletFacts(
     account: position.account,
     balances: position.balances,
     transfers,
-    firstSeen: await firstSeenOf(db, schema, [...new Set(drainCandidates(transfers))]),
+    firstSeen,
     funding,
   };
   return { facts, head, position };
 }
 
 /**
- * Payees that could be drain sinks: paid exactly once in the window, within 48 hours of an inflow.
- * Only these need their first activity looked up, so ordinary spending costs no extra reads.
+ * Payees that could be drain sinks: paid exactly once in the window, within 48 hours after an
+ * inflow. Only these need their first activity looked up, so ordinary spending costs no extra
+ * reads. `drainSinksFirstSeen` applies the same rule in SQL; this copy serves the benchmark's
+ * eth_getLogs path.
  */
 export function drainCandidates(transfers: WalletTransfer[]): Address[] {
   const paid = new Map<Address, number>();
   for (const t of transfers) if (t.direction === "out") paid.set(t.counterparty, (paid.get(t.counterparty) ?? 0) + 1);
   const inflows = transfers.filter((t) => t.direction === "in").map((t) => t.at);
   return transfers
-    .filter((t) => t.direction === "out" && paid.get(t.counterparty) === 1 && inflows.some((at) => at <= t.at && t.at - at <= 2 * DAY))
+    .filter((t) => t.direction === "out" && paid.get(t.counterparty) === 1 && inflows.some((at) => at <= t.at && t.at - at <= DRAIN_HOURS * 3600))
     .map((t) => t.counterparty);
 }
 
 /**
- * First activity of each wallet, from the earliest entry of its transfer index on either side: two
- * index probes per wallet, however busy it is (a drain candidate can be an exchange).
+ * First activity of each drain candidate (`drainCandidates`' rule), from the earliest entry of its
+ * transfer index on either side: two index probes per candidate, however busy it is (a candidate
+ * can be an exchange).
  */
-async function firstSeenOf(db: IndexDb, schema: string, wallets: Address[]): Promise<WalletFacts["firstSeen"]> {
-  if (wallets.length === 0) return [];
-  const rows = await queryPrepared<{ address: Address; first_at: string | null }>(
+async function drainSinksFirstSeen(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletFacts["firstSeen"]> {
+  const since = windowStart(schema, "$2");
+  const rows = await queryPrepared<{ address: Address; first_at: string }>(
     db,
     `first_seen:${schema}`,
-    `select w.address, least(
-       (select min(timestamp) from "${schema}".transfer where "to" = w.address),
-       (select min(timestamp) from "${schema}".transfer where "from" = w.address))::text as first_at
-     from unnest($1::text[]) as w(address)`,
-    [wallets],
+    `with once as (
+       select "to" as payee, min(timestamp) as paid_at from "${schema}".transfer
+       where "from" = $1 and timestamp > ${since} group by "to" having count(*) = 1
+     )
+     select o.payee as address, least(
+       (select min(timestamp) from "${schema}".transfer where "to" = o.payee),
+       (select min(timestamp) from "${schema}".transfer where "from" = o.payee))::text as first_at
+     from once o
+     where exists (
+       select 1 from "${schema}".transfer i
+       where i."to" = $1 and i.timestamp > ${since} and i.timestamp between o.paid_at - ${DRAIN_HOURS * 3600} and o.paid_at)`,
+    [address, windowDays],
   );
-  return rows.filter((r) => r.first_at !== null).map((r) => ({ address: r.address, firstAt: Number(r.first_at) }));
+  return rows.map((r) => ({ address: r.address, firstAt: Number(r.first_at) }));
 }
 
 /** Members' outgoing flows, each read at most MAX_TRACED_FLOWS + 1 deep, with each payee's lifetime inflow. */
