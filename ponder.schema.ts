@@ -60,7 +60,6 @@ export const flow = onchainTable(
 export const received = onchainTable("received", (t) => ({
   address: t.hex().primaryKey(),
   total: t.bigint().notNull(),
-  transfers: t.integer().notNull(),
 }));
 
 /**

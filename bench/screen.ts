@@ -129,9 +129,12 @@ async function measureRpc(label: string, chain: IndexedChain, wallets: Address[]
   for (const w of wallets.slice(0, FULL_RPC_SAMPLES)) {
     const t0 = performance.now();
     try {
-      scoreWallet(await withTimeout(rpc.facts(w, asOf), RPC_TIMEOUT_MS));
+      scoreWallet(await withTimeout(rpc.facts(w, asOf, AbortSignal.timeout(RPC_TIMEOUT_MS)), RPC_TIMEOUT_MS));
     } catch (error) {
-      if (!/timeout/.test((error as Error).message)) continue;
+      if (!/timeout/.test((error as Error).message)) {
+        log(`${label}: eth_getLogs screen of ${w} failed, not counted: ${(error as Error).message.split("\n")[0]}`);
+        continue;
+      }
       timedOut++;
     }
     full.push(performance.now() - t0);

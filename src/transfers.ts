@@ -26,6 +26,6 @@ export async function addToFlow(db: Context["db"], t: TransferFact): Promise<voi
 export async function addToReceived(db: Context["db"], t: TransferFact): Promise<void> {
   await db
     .insert(received)
-    .values({ address: t.to, total: t.value, transfers: 1 })
-    .onConflictDoUpdate((row) => ({ total: row.total + t.value, transfers: row.transfers + 1 }));
+    .values({ address: t.to, total: t.value })
+    .onConflictDoUpdate((row) => ({ total: row.total + t.value }));
 }

@@ -1,4 +1,4 @@
-import { createPublicClient, http, parseAbiItem, type Address as ViemAddress } from "viem";
+import { BaseError, createPublicClient, http, parseAbiItem, ResponseBodyTooLargeError, type Address as ViemAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
 import { MAX_TRACED_FLOWS, type Outflow, traceFunding } from "../../api/wallet/funding.ts";
@@ -8,6 +8,7 @@ import { devnetChain } from "../../devnet/chain.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 const balanceOf = parseAbiItem("function balanceOf(address) view returns (uint256)");
+type TransferLog = { address: ViemAddress; blockNumber: bigint | null; args: { from?: ViemAddress; to?: ViemAddress; value?: bigint } };
 
 /**
  * The same WalletFacts the indexer's tables give, built the way the original service worked: live
@@ -15,21 +16,36 @@ const balanceOf = parseAbiItem("function balanceOf(address) view returns (uint25
  * scans of its payees and of what they received), for the benchmark's side-by-side.
  */
 export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
-  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 200 } }) });
+  // Answers up to 64 MB (viem's default is 10 MB; one block can carry 11 MB of an exchange's deposits).
+  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 200 }, maxResponseBodySize: 64 * 1024 * 1024 }) });
   const times = new Map<bigint, number>();
 
-  const logs = async (args: { from?: Address; to?: Address }) => {
-    const found = await client.getLogs({ address: tokens as ViemAddress[], event: transferEvent, args: args as never, fromBlock: 0n, toBlock: "latest" });
+  // A scan over the whole chain, split in halves while the node's answer is too large for the
+  // client (an exchange has received over a million transfers), as any eth_getLogs client must.
+  // `signal` ends a scan that has been given up on, so it does not slow the next one.
+  const scan = async (args: { from?: Address; to?: Address }, fromBlock: bigint, toBlock: bigint, signal?: AbortSignal): Promise<TransferLog[]> => {
+    signal?.throwIfAborted();
+    try {
+      return await client.getLogs({ address: tokens as ViemAddress[], event: transferEvent, args: args as never, fromBlock, toBlock });
+    } catch (error) {
+      const tooLarge = error instanceof BaseError && error.walk((e) => e instanceof ResponseBodyTooLargeError);
+      if (!tooLarge || fromBlock === toBlock) throw error;
+      const middle = (fromBlock + toBlock) / 2n;
+      return [...(await scan(args, fromBlock, middle, signal)), ...(await scan(args, middle + 1n, toBlock, signal))];
+    }
+  };
+  const logs = async (args: { from?: Address; to?: Address }, signal?: AbortSignal) => {
+    const found = await scan(args, 0n, await client.getBlockNumber(), signal);
     const missing = [...new Set(found.map((l) => l.blockNumber!))].filter((b) => !times.has(b));
     await Promise.all(missing.map(async (b) => times.set(b, Number((await client.getBlock({ blockNumber: b })).timestamp))));
     return found.map((l) => ({ token: l.address.toLowerCase() as Address, from: l.args.from!.toLowerCase() as Address, to: l.args.to!.toLowerCase() as Address, value: l.args.value!, at: times.get(l.blockNumber!)! }));
   };
 
   /** The wallet's own Transfer logs, both ways, with block times: the least any eth_getLogs screen reads. */
-  const ownTransfers = (address: Address) => Promise.all([logs({ from: address }), logs({ to: address })]);
+  const ownTransfers = (address: Address, signal?: AbortSignal) => Promise.all([logs({ from: address }, signal), logs({ to: address }, signal)]);
 
-  async function facts(address: Address, asOf: number): Promise<WalletFacts> {
-    const [sent, received] = await ownTransfers(address);
+  async function facts(address: Address, asOf: number, signal?: AbortSignal): Promise<WalletFacts> {
+    const [sent, received] = await ownTransfers(address, signal);
     const all = [...sent.map((t) => ({ ...t, direction: "out" as const, counterparty: t.to })), ...received.map((t) => ({ ...t, direction: "in" as const, counterparty: t.from }))].sort((a, b) => a.at - b.at);
     const transfers: WalletTransfer[] = all.filter((t) => t.at > asOf - WINDOW_DAYS * DAY).map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
     const balances = await Promise.all(tokens.map(async (token) => ({ token, balance: await client.readContract({ address: token as ViemAddress, abi: [balanceOf], functionName: "balanceOf", args: [address as ViemAddress] }) })));
@@ -37,7 +53,7 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
     // Like the SQL path, only possible drain sinks need their first activity.
     const firstSeen = await Promise.all(
       drainCandidates(transfers).map(async (payee) => {
-        const [a, b] = await Promise.all([logs({ from: payee }), logs({ to: payee })]);
+        const [a, b] = await Promise.all([logs({ from: payee }, signal), logs({ to: payee }, signal)]);
         return { address: payee, firstAt: Math.min(...[...a, ...b].map((t) => t.at)) };
       }),
     );
@@ -48,14 +64,14 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
       async (members) => {
         const out: Outflow[] = [];
         for (const member of members) {
-          const paid = member === address ? sent : await logs({ from: member });
+          const paid = member === address ? sent : await logs({ from: member }, signal);
           const flows = new Set(paid.map((t) => `${t.to}|${t.token}|${monthOf(t.at)}`)).size;
           if (flows > MAX_TRACED_FLOWS) continue;
           const byPayee = new Map<Address, bigint>();
           for (const t of paid) byPayee.set(t.to, (byPayee.get(t.to) ?? 0n) + t.value);
           await Promise.all(
             [...byPayee].map(async ([payee, total]) => {
-              const inflow = (await logs({ to: payee })).reduce((sum, t) => sum + t.value, 0n);
+              const inflow = (await logs({ to: payee }, signal)).reduce((sum, t) => sum + t.value, 0n);
               out.push({ member, payee, total, flows, received: inflow });
             }),
           );
