@@ -54,8 +54,8 @@ export const flow = onchainTable(
 
 /**
  * Everything each wallet has ever received, across tokens: the figure the self-funding check
- * compares a funder's share against. One small row per wallet (kept in Ponder's cache whole), so
- * the second upsert per transfer costs far less than the flow row's.
+ * compares a funder's share against, one small row per wallet (docs/data-model.md says what this
+ * third write per transfer costs the backfill).
  */
 export const received = onchainTable("received", (t) => ({
   address: t.hex().primaryKey(),

@@ -15,7 +15,7 @@ async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfe
     value: event.args.value,
     timestamp: event.block.timestamp,
   };
-  // Three independent writes to three tables: issued together, they share the cache's turns.
+  // Three independent writes, one per table.
   await Promise.all([
     context.db.insert(transfer).values({
       id: event.id,

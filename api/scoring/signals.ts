@@ -1,4 +1,5 @@
 import type { Address } from "../../config/addresses.ts";
+import { monthOf } from "../../src/month.ts";
 import { DAY, DRAIN_HOURS, type WalletFacts, type WalletTransfer } from "./facts.ts";
 
 /** Inflows below one dollar are dust: spam, never income. */
@@ -50,7 +51,7 @@ const monthKey = (at: number) => {
   const day = Math.floor(at / DAY);
   let month = monthsOfDays.get(day);
   if (month === undefined) {
-    month = new Date(day * DAY * 1000).toISOString().slice(0, 7);
+    month = monthOf(day * DAY);
     if (monthsOfDays.size > 10_000) monthsOfDays.clear();
     monthsOfDays.set(day, month);
   }

@@ -1,4 +1,4 @@
-import { count, sql, sum } from "ponder";
+import { count, sum } from "ponder";
 import { account, transfer } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 

@@ -53,7 +53,7 @@ export class WalletAssessor {
     // A cached result needs only the wallet's position to be confirmed; without one, the position
     // is read with everything else in a single round.
     const hit = this.cache.get(address);
-    const known = hit && Date.now() - hit.at < MAX_AGE_MS ? await walletPosition(db, address) : undefined;
+    const known = hit && Date.now() - hit.at < MAX_AGE_MS ? await walletPosition(db, target.schema, address) : undefined;
     if (hit && known && hit.fingerprint === known.fingerprint) return { ...hit.value, cached: true };
 
     const { facts, head, position } = await loadWalletFacts(db, target.schema, address, { position: known });

@@ -1,17 +1,10 @@
-import { desc, eq, sql } from "ponder";
+import { desc, eq } from "ponder";
 import type { Address } from "../../config/addresses.ts";
-import { balance, report } from "../../ponder.schema.ts";
+import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { type IndexedHead, indexedHead } from "../stats/queries.ts";
 import { DAY, DRAIN_HOURS, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
 import { MAX_TRACED_FLOWS, type OutflowReader, traceFunding } from "./funding.ts";
-
-/** The wallet's balances per token, prepared once per database client (planning the view costs more than running it). */
-function positionStatement(db: IndexDb) {
-  return db.select().from(balance).where(eq(balance.address, sql.placeholder("address"))).prepare("wallet_position");
-}
-const prepared = new WeakMap<IndexDb, ReturnType<typeof positionStatement>>();
-const positionOf = (db: IndexDb) => prepared.get(db) ?? prepared.set(db, positionStatement(db)).get(db)!;
 
 /** A wallet's lifetime position: balance per token and activity across tokens. */
 export type WalletPosition = {
@@ -21,19 +14,24 @@ export type WalletPosition = {
   fingerprint: string;
 };
 
-export async function walletPosition(db: IndexDb, address: Address): Promise<WalletPosition> {
-  const rows = await positionOf(db).execute({ address });
+export async function walletPosition(db: IndexDb, schema: string, address: Address): Promise<WalletPosition> {
+  const rows = await queryPrepared<{ token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }>(
+    db,
+    `position:${schema}`,
+    `select token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = $1`,
+    [address],
+  );
   return {
-    balances: rows.map((r) => ({ token: r.token, balance: r.balance })),
+    balances: rows.map((r) => ({ token: r.token, balance: BigInt(r.balance) })),
     account: rows.length
       ? {
-          firstAt: Math.min(...rows.map((r) => Number(r.firstAt))),
-          lastAt: Math.max(...rows.map((r) => Number(r.lastAt))),
-          transfersIn: rows.reduce((n, r) => n + r.transfersIn, 0),
-          transfersOut: rows.reduce((n, r) => n + r.transfersOut, 0),
+          firstAt: Math.min(...rows.map((r) => Number(r.first_at))),
+          lastAt: Math.max(...rows.map((r) => Number(r.last_at))),
+          transfersIn: rows.reduce((n, r) => n + r.transfers_in, 0),
+          transfersOut: rows.reduce((n, r) => n + r.transfers_out, 0),
         }
       : null,
-    fingerprint: rows.map((r) => `${r.token}:${r.transfersIn}:${r.transfersOut}:${r.lastAt}`).sort().join(",") || "none",
+    fingerprint: rows.map((r) => `${r.token}:${r.transfers_in}:${r.transfers_out}:${r.last_at}`).sort().join(",") || "none",
   };
 }
 
@@ -76,7 +74,7 @@ export async function loadWalletFacts(
   const windowDays = options.windowDays ?? WINDOW_DAYS;
   const window = windowTransfers(db, schema, address, windowDays);
   const [position, head, transfers, firstSeen, funding] = await Promise.all([
-    options.position ?? walletPosition(db, address),
+    options.position ?? walletPosition(db, schema, address),
     indexedHead(db, schema),
     window,
     drainSinksFirstSeen(db, schema, address, windowDays),
