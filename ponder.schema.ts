@@ -1,4 +1,5 @@
 import { bigint, hex, index, integer, onchainTable, onchainView, primaryKey, sql, text } from "ponder";
+import { zeroAddress } from "viem";
 
 // Tables are written only by the indexing handlers in src/, so Ponder rolls them back on a reorg;
 // views derive from them and follow. Money is the token's smallest unit (numeric, never float).
@@ -80,7 +81,7 @@ const sides = sql`
          0 as transfers_in, transfers as transfers_out, first_at, last_at from ${flow}
   union all
   select "to", "from", token, month, total, 0::numeric(78,0), transfers, 0, first_at, last_at from ${flow}`;
-const notZero = sql`address <> '0x0000000000000000000000000000000000000000'
+const notZero = sql`address <> ${sql.raw(`'${zeroAddress}'`)}
   and (not exists (select 1 from ${trackedWallet}) or address in (select address from ${trackedWallet}))`;
 
 /** The counts and times every per-wallet view carries (fresh builders: drizzle names them per view). */

@@ -1,30 +1,54 @@
-import { Hono } from "hono";
-import { analyzeRoutes } from "./analyze/route.ts";
-import { healthRoutes } from "./health/route.ts";
-import { errorBody, handleError } from "./http/errors.ts";
-import { openApiRoutes } from "./openapi/route.ts";
-import type { Payments } from "./payments/payments.ts";
-import { paymentConfigRoutes } from "./payments/route.ts";
-import { screenRoutes } from "./screen/route.ts";
-import { type StatsDeps, statsRoutes } from "./stats/route.ts";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import type { PublicClient } from "viem";
+import type { IndexTarget } from "../config/target.ts";
+import type { IndexDb } from "./db.ts";
+import type { AppEnv } from "./http/env.ts";
+import { handleError } from "./http/errors.ts";
+import { limitBody, unrouted } from "./http/limits.ts";
+import { validationHook } from "./http/validation.ts";
+import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
+import { docsRoutes } from "./openapi/docs.ts";
+import type { PaymentCore } from "./payments/core.ts";
+import { ROUTES } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
-import { walletRoutes } from "./wallet/routes.ts";
 
-export type AppDeps = StatsDeps & { payments: Payments };
+export type AppDeps = {
+  db: IndexDb;
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
+  /** Reads the chain head for stats and health; never on a screening path. */
+  chain?: Pick<PublicClient, "getBlock">;
+  payments: PaymentCore;
+  /** Ponder's read-only GraphQL over the indexed tables, when hosted by Ponder. */
+  graphql?: MiddlewareHandler;
+};
 
 /** The HTTP service, independent of how it is hosted (Ponder's server in production, tests directly). */
 export function createApp(deps: AppDeps) {
-  const app = new Hono();
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
-  const routeDeps = { ...deps, assessor };
-  app.route("/api/stats", statsRoutes(deps));
-  app.route("/api/x402", paymentConfigRoutes(deps.payments.settings, deps.payments.facilitator));
-  app.route("/api/health", healthRoutes(deps));
-  app.route("/api", openApiRoutes());
-  app.route("/api/lender", screenRoutes(routeDeps));
-  app.route("/api/wallet", walletRoutes(routeDeps));
-  app.route("/api/agent", analyzeRoutes(routeDeps));
-  app.notFound((c) => c.json(errorBody("not_found", `No route ${c.req.method} ${c.req.path}.`), 404));
+  app.use(async (c, next) => {
+    c.set("payments", deps.payments);
+    c.set("assessor", assessor);
+    await next();
+  });
+  app.use("/api/*", limitBody);
+
+  const routes = ROUTES.map((r) => r.route);
+  for (const served of ROUTES) served.mount(app, { ...deps, assessor, routes, app });
+  app.get(OPENAPI_ALIAS, openApiHandler(app) as never);
+  app.route("/docs", docsRoutes());
+  app.openAPIRegistry.registerComponent("securitySchemes", "xPayment", {
+    type: "apiKey",
+    in: "header",
+    name: "X-PAYMENT",
+    description: "The service's payment JSON (from, to, value, validAfter, validBefore, nonce, signature, token), or x402 v1 base64",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "paymentSignature", { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 base64" });
+
+  if (deps.graphql) app.use("/graphql", deps.graphql);
+  // Last: whatever no route answered (Ponder's own /graphql, /status, /ready… are matched before this app).
+  app.all("*", unrouted([...routes, { method: "get", path: OPENAPI_ALIAS }]));
   app.onError(handleError);
   return app;
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { startTestDevnet } from "../test/support/devnet.ts";
-import { databaseSlot, startIndexer, type TestDatabase, waitFor } from "../test/support/indexer.ts";
+import { startTestDevnet } from "../harness/devnet.ts";
+import { databaseSlot, startIndexer, type TestDatabase, waitFor } from "../harness/indexer.ts";
 
 // npm run bench:index -- [--transfers 200000] [--wallets 2000] [--db pglite|postgres] [--rounds 1]
 // Backfill throughput and peak memory of this indexer (aggregates maintained per transfer) against

@@ -1,18 +1,18 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
-import { Hono } from "hono";
+import { OpenAPIHono } from "@hono/zod-openapi";
 import pg from "pg";
-import type { Hex } from "viem";
+import { type Hex, zeroAddress } from "viem";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
-import { type InputEnv, jsonInput } from "../api/http/validate.ts";
-import type { PaidEnv } from "../api/payments/guard.ts";
+import type { AppEnv } from "../api/http/env.ts";
+import { mount } from "../api/http/mount.ts";
+import { validationHook } from "../api/http/validation.ts";
 import { decodePayment } from "../api/payments/header.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { PRICES } from "../api/payments/prices.ts";
 import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
-import { screenHandler } from "../api/screen/route.ts";
-import { type ScreenRequest, screenRequestSchema } from "../api/screen/schema.ts";
+import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
 import { openServiceStore } from "../api/store/store.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
@@ -20,9 +20,9 @@ import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
-import { startTestDevnet } from "../test/support/devnet.ts";
-import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../test/support/indexer.ts";
-import { devnetPaymentSettings, signAuthorization, specHeader } from "../test/support/payments.ts";
+import { startTestDevnet } from "../harness/devnet.ts";
+import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
+import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 
 // npm run bench:payments -- [--wallets 300] [--requests 400] [--concurrency 8]
 // On the devnet indexed into Postgres: (1) what verifying a payment costs per request, without and
@@ -59,12 +59,12 @@ try {
   const { USDT } = devnet.manifest.tokens;
   const treasury = devnet.manifest.service.treasury.address;
   const lenders = devnet.manifest.lenders.map((l) => ({ address: l.address, key: l.privateKey as Hex }));
-  const settings = devnetPaymentSettings(devnet.manifest);
+  const settings = devnetPaymentSettings(devnet.manifestPath);
   const payments = createPayments(settings, store.db);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
 
-  const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '0x0000000000000000000000000000000000000000' limit 100`);
+  const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
   const wallets = rows.map((r) => r.address);
   const sign = async (i: number) => {
     const lender = lenders[i % lenders.length]!;
@@ -94,12 +94,18 @@ try {
   const paidApp = createApp({ db, target, payments });
   const assessor = new WalletAssessor({ db, target });
   const zero = { chargedUnits: 0n, token: USDT, payer: lenders[0]!.address, waived: true };
-  const unpaidApp = new Hono<PaidEnv & InputEnv<ScreenRequest>>().post(
-    "/api/lender/screen",
-    jsonInput(screenRequestSchema),
-    async (c, nextHandler) => {
-      c.set("billing", zero);
-      await nextHandler();
+  // The screen route's own declaration and validation, its payment middleware replaced by a free pass.
+  const unpaidApp = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+  mount(
+    unpaidApp,
+    {
+      ...screenRoute,
+      middleware: [
+        async (c, nextHandler) => {
+          c.set("billing", zero);
+          await nextHandler();
+        },
+      ],
     },
     screenHandler({ db, target, assessor }),
   );

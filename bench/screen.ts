@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
+import { zeroAddress } from "viem";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { readManifest } from "../config/manifest.ts";
@@ -10,8 +11,8 @@ import { withTimeout } from "../api/http/timeout.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import * as schema from "../ponder.schema.ts";
-import { startTestDevnet } from "../test/support/devnet.ts";
-import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../test/support/indexer.ts";
+import { startTestDevnet } from "../harness/devnet.ts";
+import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { rpcFactsReader } from "./support/rpc-facts.ts";
 
 // npm run bench:screen -- [--wallets 100000] [--transfers 5000000] [--small 50000] [--samples 2000] [--rpc-samples 30] [--indexed]
@@ -93,7 +94,7 @@ async function measure(label: string, chain: IndexedChain, rpcSamples: number): 
     const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
     const target = { schema: chain.schema, tracked: null };
     const { rows } = await pool.query<{ address: Address }>(`select address from (select distinct "to" as address from flow) a order by random() limit ${Number(values.samples)}`);
-    const wallets = rows.map((r) => r.address).filter((a) => a !== "0x0000000000000000000000000000000000000000");
+    const wallets = rows.map((r) => r.address).filter((a) => a !== zeroAddress);
 
     // Warm up, then time each screen with a cold result cache (a new assessor per call).
     for (const w of wallets.slice(0, 50)) await new WalletAssessor({ db, target }).assess(w);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { addressSchema } from "./addresses.ts";
 import { describeIssues, StartupError } from "./errors.ts";
 
 const csv = z
@@ -17,7 +18,7 @@ export const envSchema = z.object({
   /** First block indexed on live Celo. */
   CELO_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
   /** Our own reporter contract on live Celo, indexed beside the original OnchainReporter. */
-  REPORTER_ADDRESS: z.preprocess(blankAsUndefined, z.string().regex(/^0x[a-fA-F0-9]{40}$/).optional()),
+  REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
   DATABASE_URL: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Schema the indexer writes its tables to. Default: "reputation" on Celo, "devnet" on the devnet. */
@@ -37,7 +38,7 @@ export const envSchema = z.object({
   /** How often the indexer polls for new blocks. */
   POLLING_INTERVAL_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).default(1000)),
   /** x402: the treasury payments are made out to (publicPayTo). Devnet default: anvil dev account #5. */
-  X402_PAY_TO: z.preprocess(blankAsUndefined, z.string().regex(/^0x[a-fA-F0-9]{40}$/, "must be an address").optional()),
+  X402_PAY_TO: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** x402 self-settlement: the key that submits transferWithAuthorization (needs CELO for gas). Devnet default: anvil dev account #4. */
   X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
   /** x402: settle through this remote facilitator (POST /verify, /settle) instead of the relayer key. */

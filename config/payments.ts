@@ -1,5 +1,5 @@
 import type { Hex } from "viem";
-import { type Address, addressSchema } from "./addresses.ts";
+import type { Address } from "./addresses.ts";
 import { CELO_CHAIN_ID, CELO_NETWORK, type TokenInfo } from "./celo.ts";
 import { type Env, readEnv } from "./env.ts";
 import { StartupError } from "./errors.ts";
@@ -41,7 +41,7 @@ export const PAYMENT_LIMITS = {
 
 export function resolvePaymentSettings(target: Pick<IndexTarget, "network" | "tokens" | "rpcUrls">, env: Env = readEnv()): PaymentSettings {
   const devnet = target.network === "devnet" ? readManifest(env.DEVNET_MANIFEST).service : undefined;
-  const payTo = env.X402_PAY_TO ? addressSchema.parse(env.X402_PAY_TO) : devnet?.treasury.address;
+  const payTo = env.X402_PAY_TO ?? devnet?.treasury.address;
   if (!payTo) throw new StartupError("Set X402_PAY_TO to the treasury address payments are made out to.");
   let settlement: Settlement;
   if (env.X402_FACILITATOR_URL) settlement = { mode: "facilitator", url: env.X402_FACILITATOR_URL };

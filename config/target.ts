@@ -54,7 +54,7 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
 
   if (env.PONDER_RPC_URL_42220) {
     const reporters = [CELO_ONCHAIN_REPORTER];
-    if (env.REPORTER_ADDRESS) reporters.push(env.REPORTER_ADDRESS.toLowerCase() as Address);
+    if (env.REPORTER_ADDRESS) reporters.push(env.REPORTER_ADDRESS);
     return {
       network: "celo",
       rpcUrls: env.PONDER_RPC_URL_42220,

@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { zeroAddress } from "viem";
 import { type Manifest, manifestSchema } from "../config/manifest.ts";
 import { DEVNET_ROLES } from "./accounts.ts";
 import { type Anvil, startAnvil } from "./anvil.ts";
@@ -61,7 +62,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     }
     // Lenders get both stablecoins just before the present, so they can pay for calls.
     const funding: PlannedTransfer[] = lenders.flatMap((l) =>
-      (["USDT", "USDC"] as const).map((token) => ({ at: now - 60, token, from: "0x0000000000000000000000000000000000000000", to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer),
+      (["USDT", "USDC"] as const).map((token) => ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer),
     );
     await seeder.seed(funding);
     const headBlock = await seeder.end(now);

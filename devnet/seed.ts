@@ -1,6 +1,6 @@
-import { decodeFunctionResult, encodeFunctionData, type Hex, numberToHex } from "viem";
+import { decodeFunctionResult, encodeFunctionData, type Hex, numberToHex, zeroAddress } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
-import { ZERO_ADDRESS, type Address } from "../config/addresses.ts";
+import type { Address } from "../config/addresses.ts";
 import { rpc, rpcBatch } from "./rpc.ts";
 import type { PlannedTransfer, TokenSymbol } from "./scenario/plan.ts";
 
@@ -77,7 +77,7 @@ export class HistorySeeder {
 
   private resolve(p: PlannedTransfer): bigint {
     const fromKey = `${p.token}:${p.from}`;
-    const available = p.from === ZERO_ADDRESS ? null : (this.balances.get(fromKey) ?? 0n);
+    const available = p.from === zeroAddress ? null : (this.balances.get(fromKey) ?? 0n);
     let value: bigint;
     // A payment the wallet cannot cover is declined (skipped), as a card payment would be.
     if (typeof p.amount === "bigint") value = available === null || p.amount <= available ? p.amount : 0n;

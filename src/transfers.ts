@@ -1,7 +1,7 @@
 import type { Context } from "ponder:registry";
 import { flow, received } from "ponder:schema";
 import type { Address } from "../config/addresses.ts";
-import { monthOf } from "./month.ts";
+import { monthOf } from "../shared/month.ts";
 
 export type TransferFact = {
   token: Address;

@@ -1,9 +1,10 @@
+import { zeroAddress } from "viem";
 import { describe, expect, it } from "vitest";
 import type { Address } from "../config/addresses.ts";
 import { DAY, type WalletFacts, type WalletTransfer } from "../api/scoring/facts.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
 import { FUNDING_HOPS, type OutflowReader, traceFunding } from "../api/wallet/funding.ts";
-import { monthOf } from "../src/month.ts";
+import { monthOf } from "../shared/month.ts";
 import { Random, actorAddress, usd } from "../devnet/scenario/random.ts";
 
 // The scoring model on synthetic wallets: properties that must hold for any history, not only for
@@ -11,7 +12,7 @@ import { Random, actorAddress, usd } from "../devnet/scenario/random.ts";
 
 const ASOF = Date.UTC(2026, 10, 21) / 1000;
 const USDT = "0x00000000000000000000000000000000000000aa" as Address;
-const ZERO = "0x0000000000000000000000000000000000000000" as Address;
+const ZERO: Address = zeroAddress;
 
 type Move = { from: Address; to: Address; value: bigint; at: number };
 

@@ -1,54 +1,44 @@
-import { Hono, type MiddlewareHandler } from "hono";
-import { z } from "zod";
-import { addressSchema } from "../../config/addresses.ts";
+import type { RouteHandler } from "@hono/zod-openapi";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { ApiError } from "../http/errors.ts";
-import { type InputEnv, jsonInput } from "../http/validate.ts";
-import { x402Billing } from "../payments/billing.ts";
-import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
+import { declareRoute, jsonBody } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
+import { x402Billing } from "../payments/billing.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
+import { indexedWallet } from "../wallet/indexed.ts";
 import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletData } from "../wallet/wallet-data.ts";
+import { ANALYZE_FIELDS, type AnalyzeField, analyzeRequestSchema, type AnalyzeResult, analyzeResultSchema } from "./schema.ts";
 import { summaryOf } from "./summary.ts";
 
-/** What `fields` may name; without `fields` the answer has all of them. */
-export const ANALYZE_FIELDS = ["financialHealthScore", "reputationScore", "incomeLabel", "loanRange", "summary", "attestation", "walletData"] as const;
-type Field = (typeof ANALYZE_FIELDS)[number];
-
-export const analyzeRequestSchema = z.object({
-  walletAddress: addressSchema,
-  callerAddress: addressSchema.optional(),
-  fields: z.array(z.string()).min(1).optional(),
+export const analyzeRoute = declareRoute("analyze", {
+  method: "post",
+  path: "/api/agent/analyze",
+  tags: ["Agent"],
+  summary: "Analyse a wallet",
+  description: `Scores, income label, loan range, a summary, the attestation and walletData. \`fields\` narrows the answer to: ${ANALYZE_FIELDS.join(", ")}.`,
+  request: { body: jsonBody(analyzeRequestSchema, "The wallet, the paying wallet when it differs, and optionally the fields wanted") },
+  ok: analyzeResultSchema,
+  errors: { 400: ["unknown_field"], 404: ["wallet_not_indexed"] },
+  middleware: [indexedWallet],
 });
 
-type AnalyzeRequest = z.infer<typeof analyzeRequestSchema>;
+export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };
 
-export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor; payments: PaymentDeps };
-
-/** An unknown `fields` entry is a 400 listing the allowed ones, before any payment is asked for. */
-const knownFields: MiddlewareHandler<InputEnv<AnalyzeRequest>> = async (c, next) => {
-  const unknown = (c.get("input").fields ?? []).filter((f) => !(ANALYZE_FIELDS as readonly string[]).includes(f));
-  if (unknown.length) {
-    throw new ApiError(400, "unknown_field", `Unknown field(s): ${unknown.join(", ")}. Allowed: ${ANALYZE_FIELDS.join(", ")}.`, { allowed: ANALYZE_FIELDS });
-  }
-  await next();
-};
-
-/** POST /api/agent/analyze: scores, income label, loan range, a summary, the attestation and walletData. */
-export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
-  return new Hono<PaidEnv & InputEnv<AnalyzeRequest>>().post("/analyze", jsonInput(analyzeRequestSchema), knownFields, assessor.indexedOnly(), paid("analyze", payments), async (c) => {
-    const body = c.get("input");
-    const wanted = new Set<Field>((body.fields as Field[] | undefined) ?? ANALYZE_FIELDS);
+/** POST /api/agent/analyze, after validation and payment. */
+export function analyzeHandler({ db, target, assessor }: AnalyzeDeps): RouteHandler<typeof analyzeRoute, AppEnv> {
+  return async (c) => {
+    const body = c.req.valid("json");
+    const wanted = new Set<AnalyzeField>(body.fields ?? ANALYZE_FIELDS);
     const [a, reports] = await Promise.all([assessor.assess(body.walletAddress), wanted.has("attestation") ? recentReports(db, body.walletAddress) : null]);
     const r = a.result;
-    const out: Record<string, unknown> = {
+    const out: AnalyzeResult = {
       walletAddress: a.facts.address,
       modelVersion: r.modelVersion,
       dataAsOf: { block: a.asOf.block, time: iso(a.asOf.timestamp) },
       cached: a.cached,
-      x402Billing: x402Billing(c.get("billing")),
+      x402Billing: x402Billing(c.var.billing),
     };
     if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
     if (wanted.has("reputationScore")) out.reputationScore = r.scores.reputation;
@@ -69,6 +59,6 @@ export function analyzeRoutes({ db, target, assessor, payments }: AnalyzeDeps) {
       };
     }
     if (wanted.has("walletData")) out.walletData = await walletData(db, target, a);
-    return c.json(out);
-  });
+    return c.json(out, 200);
+  };
 }

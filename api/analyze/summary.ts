@@ -1,4 +1,4 @@
-import { formatUsd as money } from "../money.ts";
+import { formatWholeUsd as money } from "../money.ts";
 import type { ScoreResult } from "../scoring/model.ts";
 
 

@@ -1,20 +1,46 @@
-import { Hono } from "hono";
+import type { RouteHandler } from "@hono/zod-openapi";
 import { formatEther, type PublicClient } from "viem";
+import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
+import { declareRoute } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
-import type { Payments } from "../payments/payments.ts";
+import type { PaymentCore } from "../payments/core.ts";
 import { indexedHead } from "../stats/queries.ts";
+
+const statusSchema = z.enum(["ok", "degraded", "down"]);
+type Status = z.infer<typeof statusSchema>;
+const checkSchema = z.object({ status: statusSchema, latencyMs: z.number(), error: z.string().optional() }).loose();
+type Check = z.infer<typeof checkSchema>;
+
+export const healthSchema = z.object({
+  status: statusSchema.describe("down when any integration is down (answered with 503), degraded when one is degraded"),
+  checkedAt: z.iso.datetime(),
+  integrations: z.object({
+    rpc: checkSchema.describe("The chain: its head block"),
+    indexer: checkSchema.describe("The index: latest indexed block and lag behind the head"),
+    serviceStore: checkSchema.describe("The service store (payment ledger)"),
+    settlement: checkSchema.describe("Self-settlement: relayer gas; or the remote facilitator's support for Celo"),
+  }),
+});
+
+export const healthRoute = declareRoute("health", {
+  method: "get",
+  path: "/api/health/integrations",
+  tags: ["Service"],
+  summary: "Health of the chain, index, service store and settlement",
+  description: "Each integration's status and latency. Answers 503, with the same report, when one is down. Free.",
+  ok: healthSchema,
+  alsoAnswers: { 503: { description: "An integration is down (the same report)", schema: healthSchema } },
+});
 
 export type HealthDeps = {
   db: IndexDb;
   target: Pick<IndexTarget, "schema">;
   chain?: Pick<PublicClient, "getBlock">;
-  payments: Payments;
+  payments: PaymentCore;
 };
-
-type Status = "ok" | "degraded" | "down";
-type Check = { status: Status; latencyMs: number; error?: string } & Record<string, unknown>;
 
 /** Below this the relayer can still settle, but not for long: the operator should top it up. */
 const LOW_GAS_WEI = 10n ** 17n; // 0.1 CELO
@@ -31,9 +57,8 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
   }
 }
 
-/** GET /api/health/integrations: the chain, the index, the service store and settlement; free. */
-export function healthRoutes({ db, target, chain, payments }: HealthDeps) {
-  return new Hono().get("/integrations", async (c) => {
+export function healthHandler({ db, target, chain, payments }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
+  return async (c) => {
     const [rpc, store, settlement] = await Promise.all([
       check(async () => {
         if (!chain) throw new Error("no chain client configured");
@@ -64,6 +89,7 @@ export function healthRoutes({ db, target, chain, payments }: HealthDeps) {
     const integrations = { rpc, indexer, serviceStore: store, settlement };
     const statuses = Object.values(integrations).map((i) => i.status);
     const status: Status = statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok";
-    return c.json({ status, checkedAt: new Date().toISOString(), integrations }, status === "down" ? 503 : 200);
-  });
+    const report = { status, checkedAt: new Date().toISOString(), integrations };
+    return status === "down" ? c.json(report, 503) : c.json(report, 200);
+  };
 }

@@ -1,7 +1,40 @@
-import { Hono } from "hono";
-import { openApiDocument } from "./document.ts";
+import type { OpenAPIHono, RouteHandler } from "@hono/zod-openapi";
+import { z } from "zod";
+import { declareRoute } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
 
-/** GET /api/openapi.json: free. */
-export function openApiRoutes() {
-  return new Hono().get("/openapi.json", (c) => c.json(openApiDocument(new URL(c.req.url).origin)));
+export const openApiRoute = declareRoute("openapi", {
+  method: "get",
+  path: "/openapi.json",
+  tags: ["Service"],
+  summary: "This document",
+  description: "The OpenAPI 3.1 document of this API, generated from the route declarations (also at /api/openapi.json). Free.",
+  ok: z.record(z.string(), z.unknown()).describe("An OpenAPI 3.1 document"),
+});
+
+/** Older clients read the document here. */
+export const OPENAPI_ALIAS = "/api/openapi.json";
+
+/** The OpenAPI 3.1 document of `app`: every declared route, with prices and payment security schemes. */
+export function openApiDocument(app: OpenAPIHono<AppEnv>, serverUrl: string) {
+  return app.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Celo wallet screening and reputation",
+      version: "1",
+      description:
+        "Pay-per-call wallet screening for lenders on Celo. Paid routes take an x402 payment (an EIP-3009 authorization in USDT or USDC); " +
+        "unpaid, they answer 402 with the payment requirements. See GET /api/x402/config and docs/payments.md. Every error is {error:{code, message, details?}}.",
+    },
+    servers: [{ url: serverUrl }],
+  });
+}
+
+export function openApiHandler(app: OpenAPIHono<AppEnv>): RouteHandler<typeof openApiRoute, AppEnv> {
+  let cached: { origin: string; doc: Record<string, unknown> } | undefined;
+  return (c) => {
+    const origin = new URL(c.req.url).origin;
+    if (cached?.origin !== origin) cached = { origin, doc: openApiDocument(app, origin) as unknown as Record<string, unknown> };
+    return c.json(cached.doc, 200);
+  };
 }

@@ -1,9 +1,22 @@
-import { CELO_NETWORK } from "../../config/celo.ts";
+import { z } from "zod";
+import type { Address } from "../../config/addresses.ts";
+import { CELO_NETWORK, type TokenInfo } from "../../config/celo.ts";
 import { unitsToUsd } from "../money.ts";
-import type { Billing } from "./guard.ts";
 
-/** `x402Billing` of a result: what this call really charged ("0.00" for a waived read). */
-export function x402Billing(billing: Billing) {
+/** What the handler may say about the payment that let it run. */
+export type Billing = { chargedUnits: bigint; token: TokenInfo; payer: Address; waived: boolean };
+
+/** `x402Billing` of every paid answer: what this call really charged. */
+export const x402BillingSchema = z.object({
+  chargedUsdt: z.string().describe('The amount taken, in USD to the token\'s 6 decimals, at least 2 shown ("0.01", "0.015"; "0.00" for a free read)'),
+  chargedUnits: z.string().describe("The amount taken, in the token's smallest units"),
+  token: z.string(),
+  tokenAddress: z.string(),
+  chain: z.string(),
+  payer: z.string(),
+});
+
+export function x402Billing(billing: Billing): z.infer<typeof x402BillingSchema> {
   return {
     chargedUsdt: unitsToUsd(billing.chargedUnits, billing.token.decimals).toFixed(2),
     chargedUnits: billing.chargedUnits.toString(),

@@ -3,7 +3,8 @@ import { encodePaymentRequiredHeader } from "@x402/core/http";
 import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import { priceInUnits, type PriceEntry } from "./prices.ts";
+import type { PricedRoute } from "./core.ts";
+import { priceInUnits } from "./prices.ts";
 import type { PaymentRequiredBody } from "./schema.ts";
 
 /** x402 v1 names networks; v2 uses CAIP-2 (`eip155:42220`). */
@@ -22,7 +23,7 @@ export function requirementFor(settings: PaymentSettings, token: TokenInfo, amou
   };
 }
 
-export function requirementsFor(settings: PaymentSettings, route: PriceEntry): PaymentRequirements[] {
+export function requirementsFor(settings: PaymentSettings, route: Pick<PricedRoute, "microUsd">): PaymentRequirements[] {
   return settings.tokens.map((token) => requirementFor(settings, token, priceInUnits(route.microUsd, token.decimals)));
 }
 
@@ -30,7 +31,7 @@ export function requirementsFor(settings: PaymentSettings, route: PriceEntry): P
  * The 402 answer: the x402 v1 body (`accepts`, plus our stable `code`) and the v2
  * `PAYMENT-REQUIRED` header, so a client of either version can pay.
  */
-export function paymentRequiredAnswer(settings: PaymentSettings, route: PriceEntry, resourceUrl: string, error: { code: string; message: string; details?: unknown }) {
+export function paymentRequiredAnswer(settings: PaymentSettings, route: PricedRoute, resourceUrl: string, error: { code: string; message: string; details?: unknown }) {
   const accepts = requirementsFor(settings, route);
   const v2: PaymentRequired = {
     x402Version: 2,
@@ -57,10 +58,8 @@ export function paymentRequiredAnswer(settings: PaymentSettings, route: PriceEnt
     code: error.code,
     ...(error.details === undefined ? {} : { details: error.details }),
     accepts: v1Accepts,
-    ...(route.freeAfterPaidAnalysis ? { freeWhen: FREE_SIGNAL_READ_RULE } : {}),
+    ...(route.freeRead ? { freeWhen: route.freeRead.rule } : {}),
   };
   return { body, headers: { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(v2) } };
 }
 
-export const FREE_SIGNAL_READ_RULE =
-  "Free to a payer who paid for a screen, analysis or walletData of this wallet within the cache lifetime (10 minutes): send a payment header as usual; it is verified to identify you and not settled.";

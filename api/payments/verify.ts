@@ -8,7 +8,7 @@ import type { PaymentSettings } from "../../config/payments.ts";
 import { PaymentError } from "./errors.ts";
 import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";
-import { priceInUnits, type PriceEntry } from "./prices.ts";
+import { priceInUnits } from "./prices.ts";
 import { requirementFor, V1_NETWORK } from "./requirements.ts";
 
 /** A payment whose authorization checks out on chain and can be settled as it stands. */
@@ -31,7 +31,7 @@ export type VerifyDeps = {
  * The checks that need no chain, in the order a client most needs to hear about them. Returns the
  * token paid in. `caller` is the request's callerAddress, which must be the payer when given.
  */
-export async function checkPayment(attempt: PaymentAttempt, route: PriceEntry, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<TokenInfo> {
+export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigint, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<TokenInfo> {
   const auth = attempt.authorization;
   if (attempt.scheme !== undefined && attempt.scheme !== "exact") {
     throw new PaymentError("unsupported_scheme", `Scheme "${attempt.scheme}" is not accepted; pay with "exact" (EIP-3009).`);
@@ -49,7 +49,7 @@ export async function checkPayment(attempt: PaymentAttempt, route: PriceEntry, s
   if (!token) {
     throw new PaymentError("unsupported_token", `Token ${attempt.token} is not accepted; pay in ${settings.tokens.map((t) => `${t.symbol} (${t.address})`).join(" or ")}.`);
   }
-  const price = priceInUnits(route.microUsd, token.decimals);
+  const price = priceInUnits(priceMicroUsd, token.decimals);
   if (auth.value < price) {
     throw new PaymentError("insufficient_amount", `The authorization is for ${auth.value} units of ${token.symbol}; this route costs ${price}.`);
   }

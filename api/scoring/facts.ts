@@ -14,7 +14,7 @@ export type WalletFacts = {
   balances: { token: Address; balance: bigint }[];
   /** The wallet's transfers over the scoring window (WINDOW_DAYS), either way. */
   transfers: WalletTransfer[];
-  /** First activity of each possible drain sink (paid once in the window, within DRAIN_HOURS after an inflow): tells fresh addresses apart. */
+  /** First activity of the payee of each drain candidate (rules.ts `drainCandidates`): tells fresh addresses apart. */
   firstSeen: { address: Address; firstAt: number }[];
   /**
    * Wallets this one paid, and those they paid in turn, with who funded them: each row is money a
@@ -33,7 +33,5 @@ export type WalletTransfer = {
 };
 
 export const DAY = 86_400;
-/** A payment this soon after an inflow, to an address never seen before, may be a drain. */
-export const DRAIN_HOURS = 48;
 /** Income, spending and behaviour are read over the last year. */
 export const WINDOW_DAYS = 365;

@@ -1,4 +1,4 @@
-import { formatUsd } from "../money.ts";
+import { formatWholeUsd, unitsToUsd as usd } from "../money.ts";
 import type { WalletFacts } from "./facts.ts";
 import { deriveSignals, type Signals } from "./signals.ts";
 
@@ -25,9 +25,8 @@ export type ScoreResult = {
 };
 
 const USD = 1_000_000;
-const usd = (units: bigint) => Number(units) / USD;
 const clamp = (n: number) => Math.max(0, Math.min(100, Math.round(n)));
-const fmt = formatUsd;
+const fmt = formatWholeUsd;
 
 /** Financial health: income, savings, buffer, spending; drain and cycling cost points. */
 function healthFactors(s: Signals): Factor[] {

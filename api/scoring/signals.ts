@@ -1,10 +1,8 @@
+import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
-import { monthOf } from "../../src/month.ts";
-import { DAY, DRAIN_HOURS, type WalletFacts, type WalletTransfer } from "./facts.ts";
-
-/** Inflows below one dollar are dust: spam, never income. */
-export const DUST_FLOOR_UNITS = 1_000_000n;
-const ZERO = "0x0000000000000000000000000000000000000000";
+import { monthOf } from "../../shared/month.ts";
+import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
+import { drainCandidates, DUST_FLOOR_UNITS, isDrain, isSelfFunded } from "./rules.ts";
 
 export type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
 
@@ -88,7 +86,7 @@ export function selfFundedWallets(facts: WalletFacts): Set<Address> {
       if (own.has(wallet)) continue;
       const total = sum(received.map((f) => f.total));
       const ownFunding = sum(received.filter((f) => f.funder !== null && own.has(f.funder)).map((f) => f.total));
-      if (total > 0n && ownFunding * 2n > total) {
+      if (isSelfFunded(ownFunding, total)) {
         own.add(wallet);
         grew = true;
       }
@@ -152,7 +150,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
   const incomeMonths = new Map<string, bigint>();
   for (let k = 12; k >= 0; k--) {
     const d = new Date(asOf * 1000);
-    incomeMonths.set(new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - k, 1)).toISOString().slice(0, 7), 0n);
+    incomeMonths.set(monthOf(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - k, 1) / 1000), 0n);
   }
   for (const i of inflows) if (i.income > 0n && incomeMonths.has(monthKey(i.t.at))) incomeMonths.set(monthKey(i.t.at), incomeMonths.get(monthKey(i.t.at))! + i.income);
   const incomeByMonth = [...incomeMonths].map(([month, units]) => ({ month, units }));
@@ -168,7 +166,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
   for (const i of inflows) if (i.income > 0n && within(200)(i.t)) append(byPayer, i.t.counterparty, { at: i.t.at, value: i.income });
   const recurring: RecurringPayer[] = [];
   for (const [payer, payments] of byPayer) {
-    if (payer === ZERO) continue;
+    if (payer === zeroAddress) continue;
     const cadence = cadenceOf(payments, asOf);
     if (!cadence) continue;
     const mid = medianBig(payments.map((p) => p.value));
@@ -183,7 +181,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
     const recurringPayers = new Set(recurring.map((r) => r.payer));
     const otherByMonth = sixComplete.map((m) => (incomeIn.get(m.month) ?? []).filter((i) => !recurringPayers.has(i.t.counterparty)));
     const monthly = medianBig(otherByMonth.map((other) => sum(other.map((i) => i.income))));
-    recurring.push({ payer: ZERO as Address, cadence: "business", payments: otherByMonth.flat().length, medianUnits: monthly, monthlyUnits: monthly });
+    recurring.push({ payer: zeroAddress, cadence: "business", payments: otherByMonth.flat().length, medianUnits: monthly, monthlyUnits: monthly });
   }
   const verifiedMonthlyIncomeUnits = sum(recurring.map((r) => r.monthlyUnits));
 
@@ -198,14 +196,11 @@ export function deriveSignals(facts: WalletFacts): Signals {
   const topPayer = [...payerTotals.values()].reduce((a, b) => (a > b ? a : b), 0n);
 
   // Drain: inflow that leaves within 48 h for an address that appeared with this payment and
-  // never received from it again.
+  // never received from it again (rules.ts).
   const firstSeen = new Map(facts.firstSeen.map((f) => [f.address, f.firstAt]));
-  const paidCount = new Map<Address, number>();
-  for (const t of outflows) paidCount.set(t.counterparty, (paidCount.get(t.counterparty) ?? 0) + 1);
-  const inflowTimes = inflows.filter((i) => i.kind !== "dust").map((i) => i.t.at);
   const drained = sum(
-    outflows
-      .filter((t) => paidCount.get(t.counterparty) === 1 && (firstSeen.get(t.counterparty) ?? 0) >= t.at && inflowTimes.some((at) => at <= t.at && t.at - at <= DRAIN_HOURS * 3600))
+    drainCandidates(facts.address, facts.transfers)
+      .filter((t) => isDrain(t, firstSeen.get(t.counterparty)))
       .map((t) => t.value),
   );
   const nonDustInflow = sum(inflows.filter((i) => i.kind !== "dust" && i.kind !== "self").map((i) => i.t.value));
@@ -213,7 +208,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
   // History that counts: no dust, no transfers with itself or with wallets it funded itself.
   const genuine = facts.transfers.filter((t) => t.value >= DUST_FLOOR_UNITS && t.counterparty !== facts.address && !selfFunded.has(t.counterparty));
   const activeMonths = new Set(genuine.map((t) => monthKey(t.at)));
-  const counterpartiesInWindow = new Set(genuine.filter((t) => t.counterparty !== ZERO).map((t) => t.counterparty));
+  const counterpartiesInWindow = new Set(genuine.filter((t) => t.counterparty !== zeroAddress).map((t) => t.counterparty));
   const ratio = (a: bigint, b: bigint) => (b > 0n ? Number((a * 10_000n) / b) / 10_000 : 0);
 
   return {

@@ -1,10 +1,8 @@
 import type { IndexTarget } from "../../config/target.ts";
-import { isoFromSeconds as iso, usdCents as usd } from "../money.ts";
+import { formatUsdCents as money, isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
 import type { Assessment } from "../wallet/assess.ts";
 import type { ValidReport } from "../wallet/queries.ts";
 import type { LenderScreenResult } from "./schema.ts";
-
-const money = (units: bigint) => `$${usd(units).toLocaleString("en-US")}`;
 
 export type ScreenContext = {
   target: Pick<IndexTarget, "tokens" | "reporters">;

@@ -1,7 +1,8 @@
 import { z } from "zod";
-import { addressSchema } from "../../config/addresses.ts";
+import { addressSchema, addressString } from "../../config/addresses.ts";
+import { x402BillingSchema } from "../payments/billing.ts";
 
-const walletAddress = z.string().regex(/^0x[a-fA-F0-9]{40}$/);
+const walletAddress = addressString;
 
 export const screenRequestSchema = z.object({
   walletAddress: addressSchema.describe("The borrower's wallet"),
@@ -78,10 +79,7 @@ export const lenderScreenResultSchema = z
       .partial()
       .loose(),
     cached: z.boolean(),
-    x402Billing: z
-      .object({ chargedUsdt: z.string(), chargedUnits: z.string(), token: z.string(), tokenAddress: z.string(), chain: z.string(), payer: z.string() })
-      .partial()
-      .loose(),
+    x402Billing: x402BillingSchema.partial().loose(),
     modelVersion: z.string(),
     dataAsOf: z.object({ block: z.number(), time: z.iso.datetime() }),
     thinFile: z.object({ thinFile: z.boolean(), reason: z.string().nullable() }),

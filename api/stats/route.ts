@@ -1,11 +1,22 @@
-import { Hono } from "hono";
+import type { RouteHandler } from "@hono/zod-openapi";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
+import { declareRoute } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { indexedHead, indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
+
+export const statsRoute = declareRoute("stats", {
+  method: "get",
+  path: "/api/stats",
+  tags: ["Service"],
+  summary: "What the indexer holds and how far behind it is",
+  description: "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag. Free.",
+  ok: statsSchema,
+});
 
 export type StatsDeps = {
   db: IndexDb;
@@ -13,7 +24,6 @@ export type StatsDeps = {
   /** Reads the chain head; only the stats route talks to the RPC, never a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
 };
-
 
 async function chainHead(chain: StatsDeps["chain"]) {
   if (!chain) return null;
@@ -25,13 +35,12 @@ async function chainHead(chain: StatsDeps["chain"]) {
   }
 }
 
-export function statsRoutes({ db, target, chain }: StatsDeps) {
-  return new Hono().get("/", async (c) => {
+export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typeof statsRoute, AppEnv> {
+  return async (c) => {
     // Sequential on purpose: PGlite is a single connection.
     const totals = await indexedTotals(db);
     const indexed = await indexedHead(db, target.schema);
     const head = await chainHead(chain);
-    const bySymbol = new Map(target.tokens.map((t) => [t.address, t]));
     const stats: Stats = {
       network: target.network,
       chainId: 42220,
@@ -40,12 +49,7 @@ export function statsRoutes({ db, target, chain }: StatsDeps) {
       transfers: totals.transfers.reduce((n, t) => n + t.count, 0),
       tokens: target.tokens.map((token) => {
         const row = totals.transfers.find((t) => t.token === token.address);
-        return {
-          symbol: bySymbol.get(token.address)?.symbol ?? token.address,
-          address: token.address,
-          transfers: row?.count ?? 0,
-          volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals),
-        };
+        return { symbol: token.symbol, address: token.address, transfers: row?.count ?? 0, volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals) };
       }),
       latestIndexedBlock: indexed && { number: Number(indexed.blockNumber), timestamp: Number(indexed.timestamp), time: iso(indexed.timestamp) },
       chainHead: head && { number: Number(head.number), timestamp: Number(head.timestamp), time: iso(head.timestamp) },
@@ -58,6 +62,6 @@ export function statsRoutes({ db, target, chain }: StatsDeps) {
           : null,
       generatedAt: new Date().toISOString(),
     };
-    return c.json(statsSchema.parse(stats));
-  });
+    return c.json(statsSchema.parse(stats), 200);
+  };
 }

@@ -1,10 +1,18 @@
-import { index, integer, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { check, index, integer, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
  * the API). One Postgres schema of its own, or a PGlite directory of its own.
+ *
+ * This file is the source of the store's DDL: `npm run db:generate` (drizzle-kit) writes the
+ * migrations in ./migrations from it, and store.ts applies them at open. Change a table here,
+ * generate, commit the SQL; a test fails when the committed migrations lag behind this file.
+ * Constraint names are spelled out so that they match the stores created before migrations.
  */
 export const SERVICE_SCHEMA = "service";
+// Not exported on purpose: drizzle-kit would then emit CREATE SCHEMA, which fails because the
+// migrator creates the schema first (its journal lives there, see store.ts).
 const service = pgSchema(SERVICE_SCHEMA);
 
 export const PAYMENT_STATUSES = ["pending", "settled", "failed", "waived"] as const;
@@ -41,34 +49,11 @@ export const payment = service.table(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
     settledAt: timestamp("settled_at", { withTimezone: true }),
   },
-  (t) => [primaryKey({ columns: [t.token, t.payer, t.nonce] }), index("payment_payer_subject").on(t.payer, t.subject, t.settledAt)],
+  (t) => [
+    primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
+    index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
+    check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
+  ],
 );
 
 export type PaymentRow = typeof payment.$inferSelect;
-
-/** The DDL for the tables above (kept beside them; the ledger tests exercise every column). */
-export const SERVICE_DDL = `
-create schema if not exists ${SERVICE_SCHEMA};
-create table if not exists ${SERVICE_SCHEMA}.payment (
-  token text not null,
-  payer text not null,
-  nonce text not null,
-  amount numeric(78, 0) not null,
-  route text not null,
-  subject text,
-  fingerprint text not null,
-  signature_hash text not null,
-  encoding text not null,
-  status text not null check (status in ('pending', 'settled', 'failed', 'waived')),
-  failure text,
-  transaction text,
-  response_status integer,
-  response_type text,
-  response_body text,
-  created_at timestamptz not null default now(),
-  updated_at timestamptz not null default now(),
-  settled_at timestamptz,
-  primary key (token, payer, nonce)
-);
-create index if not exists payment_payer_subject on ${SERVICE_SCHEMA}.payment (payer, subject, settled_at);
-`;

@@ -1,9 +1,7 @@
-import type { MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
-import { requestWallet } from "../http/validate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
 import { loadWalletFacts, walletPosition } from "./queries.ts";
@@ -37,14 +35,6 @@ export class WalletAssessor {
     if (tracked && !tracked.has(address)) {
       throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
     }
-  }
-
-  /** Middleware: the request's wallet must be indexed, checked before any payment is asked for. */
-  indexedOnly(): MiddlewareHandler {
-    return async (c, next) => {
-      this.ensureIndexed(requestWallet(c)!);
-      await next();
-    };
   }
 
   async assess(address: Address): Promise<Assessment> {

@@ -1,6 +1,7 @@
+import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
-import { ZERO_ADDRESS } from "../../config/addresses.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
+import { isSelfFunded } from "../scoring/rules.ts";
 
 /** How many hops forward from a wallet its money is followed to find wallets it funded itself. */
 export const FUNDING_HOPS = 6;
@@ -17,7 +18,8 @@ export type OutflowReader = (members: Address[]) => Promise<Outflow[]>;
 
 /**
  * The wallets `address` funded itself, found forward: each hop reads what the wallets found so far
- * paid out, and a payee joins when more than half of everything it ever received came from them.
+ * paid out, and a payee joins when it is self-funded by them (rules.ts `isSelfFunded`: more than
+ * half of everything it ever received came from them).
  * Deeper hops are read only while some payer of `address` is still unexplained (`payers` is asked
  * for only then), because only money coming back can be cycled. Every payee looked at is reported with its funders among those
  * wallets and the rest of its inflow (funder null), so the model can redo the check from the facts.
@@ -31,18 +33,18 @@ export async function traceFunding(address: Address, outflows: OutflowReader, pa
   let members: Address[] = [address];
   for (let hop = 0; hop < FUNDING_HOPS && members.length > 0; hop++) {
     if (hop > 0) {
-      unexplained ??= new Set((await payers()).filter((p) => p !== address && p !== ZERO_ADDRESS && !own.has(p)));
+      unexplained ??= new Set((await payers()).filter((p) => p !== address && p !== zeroAddress && !own.has(p)));
       if (unexplained.size === 0) break;
     }
     const touched = new Set<Address>();
     for (const o of await outflows(members)) {
-      if (o.flows > MAX_TRACED_FLOWS || o.payee === address || o.payee === ZERO_ADDRESS) continue;
+      if (o.flows > MAX_TRACED_FLOWS || o.payee === address || o.payee === zeroAddress) continue;
       rows.push({ wallet: o.payee, funder: o.member, total: o.total });
       fromOwn.set(o.payee, (fromOwn.get(o.payee) ?? 0n) + o.total);
       receivedBy.set(o.payee, o.received);
       touched.add(o.payee);
     }
-    members = [...touched].filter((w) => !own.has(w) && fromOwn.get(w)! * 2n > receivedBy.get(w)!);
+    members = [...touched].filter((w) => !own.has(w) && isSelfFunded(fromOwn.get(w)!, receivedBy.get(w)!));
     for (const w of members) {
       own.add(w);
       unexplained?.delete(w);

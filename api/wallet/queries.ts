@@ -3,7 +3,8 @@ import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { type IndexedHead, indexedHead } from "../stats/queries.ts";
-import { DAY, DRAIN_HOURS, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
 import { MAX_TRACED_FLOWS, type OutflowReader, traceFunding } from "./funding.ts";
 
 /** A wallet's lifetime position: balance per token and activity across tokens. */
@@ -94,24 +95,12 @@ export async function loadWalletFacts(
 }
 
 /**
- * Payees that could be drain sinks: paid exactly once in the window, within 48 hours after an
- * inflow. Only these need their first activity looked up, so ordinary spending costs no extra
- * reads. `drainSinksFirstSeen` applies the same rule in SQL; this copy serves the benchmark's
- * eth_getLogs path.
- */
-export function drainCandidates(transfers: WalletTransfer[]): Address[] {
-  const paid = new Map<Address, number>();
-  for (const t of transfers) if (t.direction === "out") paid.set(t.counterparty, (paid.get(t.counterparty) ?? 0) + 1);
-  const inflows = transfers.filter((t) => t.direction === "in").map((t) => t.at);
-  return transfers
-    .filter((t) => t.direction === "out" && paid.get(t.counterparty) === 1 && inflows.some((at) => at <= t.at && t.at - at <= DRAIN_HOURS * 3600))
-    .map((t) => t.counterparty);
-}
-
-/**
- * First activity of each drain candidate (`drainCandidates`' rule), from the earliest entry of its
- * transfer index on either side: two index probes per candidate, however busy it is (a candidate
- * can be an exchange).
+ * First activity of the payee of each drain candidate: api/scoring/rules.ts `drainCandidates`, in
+ * SQL with its constants (paid exactly DRAIN_SINK_PAYMENTS times in the window, at most
+ * DRAIN_SECONDS after an inflow of at least DUST_FLOOR_UNITS or from the wallet itself). Only these
+ * payees need their first activity, so ordinary spending costs no extra reads. It is the earliest
+ * entry of the payee's transfer index on either side: two index probes per candidate, however busy
+ * it is (a candidate can be an exchange). test/db/drain-rule.test.ts holds the two equal.
  */
 async function drainSinksFirstSeen(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletFacts["firstSeen"]> {
   const since = windowStart(schema, "$2");
@@ -120,7 +109,7 @@ async function drainSinksFirstSeen(db: IndexDb, schema: string, address: Address
     `first_seen:${schema}`,
     `with once as (
        select "to" as payee, min(timestamp) as paid_at from "${schema}".transfer
-       where "from" = $1 and timestamp > ${since} group by "to" having count(*) = 1
+       where "from" = $1 and timestamp > ${since} group by "to" having count(*) = ${DRAIN_SINK_PAYMENTS}
      )
      select o.payee as address, least(
        (select min(timestamp) from "${schema}".transfer where "to" = o.payee),
@@ -128,7 +117,8 @@ async function drainSinksFirstSeen(db: IndexDb, schema: string, address: Address
      from once o
      where exists (
        select 1 from "${schema}".transfer i
-       where i."to" = $1 and i.timestamp > ${since} and i.timestamp between o.paid_at - ${DRAIN_HOURS * 3600} and o.paid_at)`,
+       where i."to" = $1 and i.timestamp > ${since} and i.timestamp between o.paid_at - ${DRAIN_SECONDS} and o.paid_at
+         and (i.value >= ${DUST_FLOOR_UNITS} or i."from" = $1))`,
     [address, windowDays],
   );
   return rows.map((r) => ({ address: r.address, firstAt: Number(r.first_at) }));

@@ -1,86 +1,154 @@
-import { Hono, type MiddlewareHandler } from "hono";
+import type { RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
-import { addressSchema } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { ApiError } from "../http/errors.ts";
-import { type InputEnv, paramInput } from "../http/validate.ts";
+import { declareRoute } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
 import { isoFromSeconds as iso } from "../money.ts";
-import { paid, type PaidEnv, type PaymentDeps } from "../payments/guard.ts";
+import { x402Billing } from "../payments/billing.ts";
+import { analyzeRoute } from "../analyze/route.ts";
+import { screenRoute } from "../screen/route.ts";
 import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
 import { scoreWallet } from "../scoring/model.ts";
 import { factsAt } from "../scoring/point-in-time.ts";
-import { MAX_AGE_MS, type WalletAssessor } from "./assess.ts";
+import { type Assessment, MAX_AGE_MS, type WalletAssessor } from "./assess.ts";
+import { indexedWallet } from "./indexed.ts";
 import { loadWalletFacts } from "./queries.ts";
-import { SIGNAL_NAMES, SIGNALS } from "./signal-catalog.ts";
+import { analysisSchema, historySchema, signalSchema, signalsSchema, walletParams } from "./schema.ts";
+import { resolveSignal, SIGNAL_ALIASES, SIGNAL_NAMES, SIGNAL_READ_NAMES, SIGNALS } from "./signal-catalog.ts";
 import { walletData } from "./wallet-data.ts";
 
-export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor; payments: PaymentDeps };
+const tags = ["Wallet"];
+const walletErrors = { 400: ["invalid_address"], 404: ["wallet_not_indexed"] } as const;
 
-const walletParams = z.object({ address: addressSchema });
-const signalParams = z.object({ address: addressSchema, signal: z.string() });
-type WalletParams = z.infer<typeof signalParams>;
+export const analysisRoute = declareRoute("analysis", {
+  method: "get",
+  path: "/api/wallet/{address}/analysis",
+  tags,
+  summary: "The wallet's full walletData",
+  description: "Balances, monthly series per token, top counterparties and the income breakdown the scores were computed from (docs/api.md).",
+  request: { params: walletParams },
+  ok: analysisSchema,
+  errors: walletErrors,
+  middleware: [indexedWallet],
+});
 
-/** Unknown signal names are a 404 before any payment is asked for. */
-const knownSignal: MiddlewareHandler<InputEnv<WalletParams>> = async (c, next) => {
-  const name = c.get("input").signal;
-  if (!SIGNALS[name]) throw new ApiError(404, "unknown_signal", `No signal named "${name}". Signals: ${SIGNAL_NAMES.join(", ")}.`, { signals: SIGNAL_NAMES });
-  await next();
-};
+export const signalsRoute = declareRoute("signals", {
+  method: "get",
+  path: "/api/wallet/{address}/signals",
+  tags,
+  summary: "Every named signal with its cache status",
+  request: { params: walletParams },
+  ok: signalsSchema,
+  errors: walletErrors,
+  middleware: [indexedWallet],
+});
 
-/** GET /api/wallet/{address}/…: the analysis, the named signals and the score history, each paid per call. */
-export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps) {
-  const dataAsOf = (a: { asOf: { block: number; timestamp: number } }) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp) });
-  const cacheStatus = (a: { cached: boolean; computedAt: number }) => ({
-    cached: a.cached,
-    cachedAt: new Date(a.computedAt).toISOString(),
-    expiresAt: new Date(a.computedAt + MAX_AGE_MS).toISOString(),
-    invalidatedBy: "any newly indexed transfer of this wallet",
-  });
+const aliasList = Object.entries(SIGNAL_ALIASES).map(([alias, name]) => `${alias} (${name})`).join(", ");
 
-  const wallet = paramInput(walletParams, "invalid_address");
-  const indexed = assessor.indexedOnly();
-  return new Hono<PaidEnv & InputEnv<WalletParams>>()
-    .get("/:address/analysis", wallet, indexed, paid("analysis", payments), async (c) => {
-      const a = await assessor.assess(c.get("input").address);
-      return c.json({ walletAddress: a.facts.address, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), cached: a.cached, walletData: await walletData(db, target, a) });
-    })
-    .get("/:address/signals", wallet, indexed, paid("signals", payments), async (c) => {
-      const a = await assessor.assess(c.get("input").address);
-      return c.json({
+export const signalRoute = declareRoute("signal", {
+  method: "get",
+  path: "/api/wallet/{address}/signals/{signal}",
+  tags,
+  summary: "One named signal",
+  description: `One signal of the wallet. The original service's names are accepted as aliases: ${aliasList}.`,
+  request: {
+    params: walletParams.extend({ signal: z.enum(SIGNAL_READ_NAMES).describe("Signal name (GET /api/wallet/{address}/signals lists them), or an alias") }),
+  },
+  ok: signalSchema,
+  errors: { 400: ["invalid_address"], 404: ["unknown_signal", "wallet_not_indexed"] },
+  middleware: [indexedWallet],
+  freeAfter: [screenRoute, analyzeRoute, analysisRoute, signalsRoute],
+});
+
+export const historyRoute = declareRoute("history", {
+  method: "get",
+  path: "/api/wallet/{address}/history",
+  tags,
+  summary: "Scores at each of the last 12 month ends",
+  description: "Each month end scored point in time, on the year of transfers before it.",
+  request: { params: walletParams },
+  ok: historySchema,
+  errors: walletErrors,
+  middleware: [indexedWallet],
+});
+
+export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor };
+
+const dataAsOf = (a: Assessment) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp) });
+const cacheStatus = (a: Assessment) => ({
+  cached: a.cached,
+  cachedAt: new Date(a.computedAt).toISOString(),
+  expiresAt: new Date(a.computedAt + MAX_AGE_MS).toISOString(),
+  invalidatedBy: "any newly indexed transfer of this wallet",
+});
+
+export const analysisHandler =
+  ({ db, target, assessor }: WalletRouteDeps): RouteHandler<typeof analysisRoute, AppEnv> =>
+  async (c) => {
+    const a = await assessor.assess(c.req.valid("param").address);
+    return c.json(
+      { walletAddress: a.facts.address, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), x402Billing: x402Billing(c.var.billing), cached: a.cached, walletData: await walletData(db, target, a) },
+      200,
+    );
+  };
+
+export const signalsHandler =
+  ({ assessor }: WalletRouteDeps): RouteHandler<typeof signalsRoute, AppEnv> =>
+  async (c) => {
+    const a = await assessor.assess(c.req.valid("param").address);
+    return c.json(
+      {
         walletAddress: a.facts.address,
         modelVersion: a.result.modelVersion,
         dataAsOf: dataAsOf(a),
+        x402Billing: x402Billing(c.var.billing),
         cache: cacheStatus(a),
-        signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name]!.read(a), description: SIGNALS[name]!.description })),
-      });
-    })
-    .get("/:address/signals/:signal", paramInput(signalParams, "invalid_address"), knownSignal, indexed, paid("signal", payments), async (c) => {
-      const { address, signal: name } = c.get("input");
-      const signal = SIGNALS[name]!;
-      const a = await assessor.assess(address);
-      const { chargedUnits, waived } = c.get("billing");
-      return c.json({
+        signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name].read(a), description: SIGNALS[name].description })),
+        aliases: SIGNAL_ALIASES,
+      },
+      200,
+    );
+  };
+
+export const signalHandler =
+  ({ assessor }: WalletRouteDeps): RouteHandler<typeof signalRoute, AppEnv> =>
+  async (c) => {
+    const { address, signal: asked } = c.req.valid("param");
+    const name = resolveSignal(asked);
+    const signal = SIGNALS[name];
+    const a = await assessor.assess(address);
+    const billing = c.var.billing;
+    return c.json(
+      {
         walletAddress: address,
         name,
         value: signal.read(a),
         description: signal.description,
         modelVersion: a.result.modelVersion,
         dataAsOf: dataAsOf(a),
+        x402Billing: x402Billing(billing),
         cache: cacheStatus(a),
-        billing: { chargedUnits: chargedUnits.toString(), freeRead: waived },
-      });
-    })
-    .get("/:address/history", wallet, indexed, paid("history", payments), async (c) => {
-      const current = await assessor.assess(c.get("input").address);
-      // Two years of transfers: each month end is scored on the year before it.
-      const { facts } = await loadWalletFacts(db, target.schema, current.facts.address, { windowDays: 2 * WINDOW_DAYS });
-      const now = new Date(current.asOf.timestamp * 1000);
-      const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
-      return c.json({
+        billing: { chargedUnits: billing.chargedUnits.toString(), freeRead: billing.waived },
+      },
+      200,
+    );
+  };
+
+export const historyHandler =
+  ({ db, target, assessor }: WalletRouteDeps): RouteHandler<typeof historyRoute, AppEnv> =>
+  async (c) => {
+    const current = await assessor.assess(c.req.valid("param").address);
+    // Two years of transfers: each month end is scored on the year before it.
+    const { facts } = await loadWalletFacts(db, target.schema, current.facts.address, { windowDays: 2 * WINDOW_DAYS });
+    const now = new Date(current.asOf.timestamp * 1000);
+    const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
+    return c.json(
+      {
         walletAddress: current.facts.address,
         modelVersion: current.result.modelVersion,
         dataAsOf: dataAsOf(current),
+        x402Billing: x402Billing(c.var.billing),
         history: months.map((t) => {
           const r = scoreWallet(factsAt(facts, t));
           return {
@@ -92,6 +160,7 @@ export function walletRoutes({ db, target, assessor, payments }: WalletRouteDeps
             thinFile: r.thinFile.thinFile,
           };
         }),
-      });
-    });
-}
+      },
+      200,
+    );
+  };

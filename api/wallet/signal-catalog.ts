@@ -1,10 +1,10 @@
-import { usdCents as usd } from "../money.ts";
+import { unitsToUsd, usdRoundedToCents as usd } from "../money.ts";
 import type { Assessment } from "./assess.ts";
 
-type Value = number | boolean | string | null | { payer: string; cadence: string; monthlyUsd: number }[];
+type Value = number | boolean | string | null | Record<string, unknown>[] | Record<string, unknown>;
 
 /** Every named reputation signal, read from one cached assessment (docs/scoring.md defines each). */
-export const SIGNALS: Record<string, { description: string; read: (a: Assessment) => Value }> = {
+export const SIGNALS = {
   financialHealth: { description: "Financial-health score, 0-100", read: (a) => a.result.scores.financialHealth },
   reputation: { description: "Reputation score, 0-100", read: (a) => a.result.scores.reputation },
   recommendation: { description: "approve, review or decline", read: (a) => a.result.recommendation },
@@ -27,6 +27,37 @@ export const SIGNALS: Record<string, { description: string; read: (a: Assessment
   drainSharePct: { description: "Share of inflow sent on to fresh one-time addresses within 48 hours", read: (a) => Math.round(a.result.signals.drainShare * 100) },
   cycledSharePct: { description: "Share of inflow that is its own money returned through wallets it funded", read: (a) => Math.round(a.result.signals.cycledShare * 100) },
   dustInflows: { description: "Inflows under $1 ignored as dust", read: (a) => a.result.signals.dustInflows },
-};
+  loanCapacity: {
+    description: "Suggested loan range in USD with its confidence",
+    read: (a) => ({ minUsd: unitsToUsd(a.result.loan.minUnits), maxUsd: unitsToUsd(a.result.loan.maxUnits), confidence: a.result.loan.confidence, currency: "USD" }),
+  },
+  assessment: {
+    description: "Scores, verdict, income label and loan range together",
+    read: (a) => ({
+      financialHealth: a.result.scores.financialHealth,
+      reputation: a.result.scores.reputation,
+      reputationCategory: a.result.scores.reputationCategory,
+      recommendation: a.result.recommendation,
+      rationale: a.result.rationale,
+      incomeLabel: a.result.incomeLabel,
+      loan: { minUsd: unitsToUsd(a.result.loan.minUnits), maxUsd: unitsToUsd(a.result.loan.maxUnits), confidence: a.result.loan.confidence },
+    }),
+  },
+} satisfies Record<string, { description: string; read: (a: Assessment) => Value }>;
 
-export const SIGNAL_NAMES = Object.keys(SIGNALS);
+export type SignalName = keyof typeof SIGNALS;
+export const SIGNAL_NAMES = Object.keys(SIGNALS) as SignalName[];
+
+/** The original service's signal names, which its users call: each reads one of ours. */
+export const SIGNAL_ALIASES = {
+  "monthly-income": "monthlyIncomeUsd",
+  "financial-health": "financialHealth",
+  "reputation-score": "reputation",
+  "loan-capacity": "loanCapacity",
+  assessment: "assessment",
+} as const satisfies Record<string, SignalName>;
+
+/** Every name a signal read accepts: ours, then the aliases. */
+export const SIGNAL_READ_NAMES = [...new Set([...SIGNAL_NAMES, ...Object.keys(SIGNAL_ALIASES)])] as [string, ...string[]];
+
+export const resolveSignal = (name: string): SignalName => (SIGNAL_ALIASES as Record<string, SignalName>)[name] ?? (name as SignalName);

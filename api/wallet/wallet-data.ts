@@ -2,8 +2,10 @@ import { desc, eq, gte, sql } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { accountMonth, counterparty } from "../../ponder.schema.ts";
+import { monthOf } from "../../shared/month.ts";
 import type { IndexDb } from "../db.ts";
-import { isoFromSeconds as iso, usdCents as usd } from "../money.ts";
+import { isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
+import { DAY } from "../scoring/facts.ts";
 import type { Assessment } from "./assess.ts";
 
 
@@ -14,7 +16,7 @@ import type { Assessment } from "./assess.ts";
 export async function walletData(db: IndexDb, target: Pick<IndexTarget, "tokens">, a: Assessment) {
   const address = a.facts.address as Address;
   const symbol = (token: string) => target.tokens.find((t) => t.address === token)?.symbol ?? token;
-  const firstMonth = new Date((a.asOf.timestamp - 550 * 86_400) * 1000).toISOString().slice(0, 7);
+  const firstMonth = monthOf(a.asOf.timestamp - 550 * DAY);
   const months = await db
     .select()
     .from(accountMonth)

@@ -1,9 +1,9 @@
 import { BaseError, createPublicClient, http, parseAbiItem, ResponseBodyTooLargeError, type Address as ViemAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
+import { drainCandidates } from "../../api/scoring/rules.ts";
 import { MAX_TRACED_FLOWS, type Outflow, traceFunding } from "../../api/wallet/funding.ts";
-import { drainCandidates } from "../../api/wallet/queries.ts";
-import { monthOf } from "../../src/month.ts";
+import { monthOf } from "../../shared/month.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
@@ -57,7 +57,7 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
 
     // Like the SQL path, only possible drain sinks need their first activity.
     const firstSeen = await Promise.all(
-      drainCandidates(transfers).map(async (payee) => {
+      drainCandidates(address, transfers).map(async ({ counterparty: payee }) => {
         const [a, b] = await Promise.all([logs({ from: payee }, signal), logs({ to: payee }, signal)]);
         return { address: payee, firstAt: Math.min(...[...a, ...b].map((t) => t.at)) };
       }),

@@ -1,3 +1,5 @@
+import { monthOf } from "../../shared/month.ts";
+
 export const DAY = 86_400;
 export const HOUR = 3_600;
 
@@ -14,10 +16,9 @@ export function historyMonths(now: number, months: number): Month[] {
     const back = months - 1 - i;
     const start = Date.UTC(today.getUTCFullYear(), today.getUTCMonth() - back, 1) / 1000;
     const next = Date.UTC(today.getUTCFullYear(), today.getUTCMonth() - back + 1, 1) / 1000;
-    const d = new Date(start * 1000);
     result.push({
       index: i,
-      key: `${d.getUTCFullYear()}-${String(d.getUTCMonth() + 1).padStart(2, "0")}`,
+      key: monthOf(start),
       start,
       end: Math.min(next, now),
     });

@@ -1,4 +1,5 @@
-import { ZERO_ADDRESS, type Address } from "../../config/addresses.ts";
+import { zeroAddress } from "viem";
+import type { Address } from "../../config/addresses.ts";
 import { DAY, HOUR, dayOf, type Month, randomMoment } from "./calendar.ts";
 import type { PersonaTruth, PlannedTransfer, TokenSymbol } from "./plan.ts";
 import { actorAddress, type Random, usd } from "./random.ts";
@@ -40,7 +41,7 @@ export function planPersonas(ctx: PersonaContext): { personas: Record<string, Pe
   return { personas, transfers };
 }
 
-const mint = (at: number, token: TokenSymbol, to: Address, amount: bigint): PlannedTransfer => ({ at, token, from: ZERO_ADDRESS, to, amount });
+const mint = (at: number, token: TokenSymbol, to: Address, amount: bigint): PlannedTransfer => ({ at, token, from: zeroAddress, to, amount });
 const pay = (at: number, token: TokenSymbol, from: Address, to: Address, amount: PlannedTransfer["amount"]): PlannedTransfer => ({ at, token, from, to, amount });
 
 /** `count` card-like payments to shops during the month, after `notBefore`. */

@@ -1,4 +1,5 @@
-import { ZERO_ADDRESS, type Address } from "../../config/addresses.ts";
+import { zeroAddress } from "viem";
+import type { Address } from "../../config/addresses.ts";
 import { DAY, HOUR, dayOf, type Month, randomMoment } from "./calendar.ts";
 import type { PlannedTransfer, TokenSymbol } from "./plan.ts";
 import { actorAddress, Random, usd } from "./random.ts";
@@ -100,9 +101,9 @@ export class Population {
     // Money enters the economy through companies' revenue and the exchange (mints stand for on-ramps).
     const payroll = new Map<number, number>();
     for (const m of this.members) if (m.employer !== undefined) payroll.set(m.employer, (payroll.get(m.employer) ?? 0) + m.salary!);
-    this.companies.forEach((c, i) => add(dayOf(month, 1, 0), c.token, ZERO_ADDRESS, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000)));
-    add(dayOf(month, 1, 0), "USDT", ZERO_ADDRESS, this.exchange, usd(50_000 + 400 * this.members.length));
-    add(dayOf(month, 1, 0), "USDC", ZERO_ADDRESS, this.exchange, usd(50_000 + 400 * this.members.length));
+    this.companies.forEach((c, i) => add(dayOf(month, 1, 0), c.token, zeroAddress, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000)));
+    add(dayOf(month, 1, 0), "USDT", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
+    add(dayOf(month, 1, 0), "USDC", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
 
     for (const m of this.members) {
       switch (m.kind) {

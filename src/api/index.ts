@@ -14,9 +14,7 @@ const store = openServiceStore(serviceStoreLocation(target.database));
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
 const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
 
-const app = createApp({ db, target, chain: publicClients.celo, payments });
-
-// A read-only GraphQL view of the indexed tables and views, for data teams.
-app.use("/graphql", graphql({ db, schema }));
+// GraphQL: a read-only view of the indexed tables and views, for data teams.
+const app = createApp({ db, target, chain: publicClients.celo, payments, graphql: graphql({ db, schema }) });
 
 export default app;

@@ -2,21 +2,24 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { decodePaymentResponseHeader } from "@x402/core/http";
 import { eq } from "drizzle-orm";
-import { Hono } from "hono";
-import { createPublicClient, createWalletClient, type Hex, http } from "viem";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { createPublicClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { handleError } from "../../api/http/errors.ts";
-import { type InputEnv, jsonInput, paramInput } from "../../api/http/validate.ts";
+import type { AppEnv } from "../../api/http/env.ts";
+import { mount } from "../../api/http/mount.ts";
+import { validationHook } from "../../api/http/validation.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
-import { paid, type PaidEnv } from "../../api/payments/guard.ts";
-import { createPayments, type Payments } from "../../api/payments/payments.ts";
-import { type ScreenRequest, screenRequestSchema } from "../../api/screen/schema.ts";
+import type { PaymentCore } from "../../api/payments/core.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { screenRoute } from "../../api/screen/route.ts";
 import { payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
-import { addressSchema } from "../../config/addresses.ts";
+import { WalletAssessor } from "../../api/wallet/assess.ts";
+import { signalRoute } from "../../api/wallet/routes.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
@@ -24,7 +27,6 @@ import { startTestDevnet } from "../support/devnet.ts";
 import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
 import { devnetPaymentSettings, nowSeconds, randomNonce, signAuthorization, specHeader, type Token, tokenBalance, v1Header, v2Header } from "../support/payments.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
-import { z } from "zod";
 
 // The payment guard on a real chain and a real store: every way a payment can be wrong, replays,
 // concurrency and settlement failures. The routes here are the real guard in front of a handler
@@ -45,35 +47,29 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   const rpcDownBorrower = "0x000000000000000000000000000000000000d0a1" as Hex;
   let handled = 0;
 
-  /** The guard in front of a screen handler and a single-signal handler, like the real routes. */
-  function appWith(payments: Payments) {
-    const app = new Hono<PaidEnv & InputEnv<ScreenRequest>>();
-    app.post(
-      "/api/lender/screen",
-      jsonInput(screenRequestSchema),
-      paid("screen", payments),
-      async (c) => {
-        handled++;
-        const { walletAddress } = c.get("input");
-        if (walletAddress === failingBorrower) throw new Error("handler failed");
-        if (walletAddress === rpcDownBorrower) proxy.down = true;
-        return c.json({ paidData: `screen of ${walletAddress}`, at: Date.now(), x402Billing: x402Billing(c.get("billing")) });
-      },
-    );
-    const signalApp = new Hono<PaidEnv & InputEnv<{ address: Hex; signal: string }>>();
-    signalApp.get(
-      "/api/wallet/:address/signals/:signal",
-      paramInput(z.object({ address: addressSchema, signal: z.string() })),
-      paid("signal", payments),
-      (c) => c.json({ value: 42, billing: x402Billing(c.get("billing")) }),
-    );
-    app.route("/", signalApp);
+  /** The real route declarations (validation, payment middleware) in front of handlers that count their calls. */
+  function appWith(payments: PaymentCore) {
+    const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+    const assessor = new WalletAssessor({ db: undefined as never, target: { schema: "unused", tracked: null } });
+    app.use(async (c, next) => {
+      c.set("payments", payments);
+      c.set("assessor", assessor);
+      await next();
+    });
+    mount(app, screenRoute, async (c) => {
+      handled++;
+      const { walletAddress } = c.req.valid("json");
+      if (walletAddress === failingBorrower) throw new Error("handler failed");
+      if (walletAddress === rpcDownBorrower) proxy.down = true;
+      return c.json({ paidData: `screen of ${walletAddress}`, at: Date.now(), x402Billing: x402Billing(c.var.billing) }) as never;
+    });
+    mount(app, signalRoute, (c) => c.json({ value: 42, billing: x402Billing(c.var.billing) }) as never);
     app.onError(handleError);
     return app;
   }
 
   let app: ReturnType<typeof appWith>;
-  let payments: Payments;
+  let payments: PaymentCore;
 
   const screen = (headers: Record<string, string>, body: unknown = { walletAddress: borrower, callerAddress: lender.address }, target = app) =>
     target.request("/api/lender/screen", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
@@ -102,7 +98,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     await slot.prepare();
     store = await openServiceStore(slot.store);
     proxy = await startRpcProxy(devnet.manifest.rpcUrl);
-    settings = devnetPaymentSettings(devnet.manifest, proxy.url);
+    settings = devnetPaymentSettings(devnet.manifestPath, proxy.url);
     payments = createPayments(settings, store.db);
     app = appWith(payments);
 
@@ -178,7 +174,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       return { "x-payment": JSON.stringify({ ...o, signature: `0x${flipped}${sig.slice(4)}` }) };
     }, 402, "invalid_signature"],
     ["signed by someone else", async () => spec({ from: lender.address.toLowerCase() as Hex }, USDT, lender2.privateKey), 402, "invalid_signature"],
-    ["from the zero address", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: "0x0000000000000000000000000000000000000000" }) }), 402, "invalid_signature", { walletAddress: borrower }],
+    ["from the zero address", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: zeroAddress }) }), 402, "invalid_signature", { walletAddress: borrower }],
     ["value changed after signing", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "10001" }) }), 402, "invalid_signature"],
     ["signed for another chain", async () => spec({}, USDT, undefined, 1), 402, "invalid_signature"],
     ["signed over USDT's domain, presented as USDC", async () => ({ "x-payment": specHeader(await sign({ to: treasury }, USDT), USDC.address) }), 402, "invalid_signature"],
@@ -394,7 +390,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   it("makes a single-signal read free to a payer who screened that wallet, and only to them", async () => {
     const wallet = "0x00000000000000000000000000000000005157a1" as Hex;
     const read = async (key: Hex) =>
-      app.request(`/api/wallet/${wallet}/signals/savings`, { headers: { "x-payment": specHeader(await sign({ to: treasury }, USDT, key), USDT.address) } });
+      app.request(`/api/wallet/${wallet}/signals/drainSharePct`, { headers: { "x-payment": specHeader(await sign({ to: treasury }, USDT, key), USDT.address) } });
 
     const before = await balances();
     const beforeFirst = await read(lender.privateKey);
@@ -409,11 +405,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(free.headers.get("payment-response")).toBeNull();
     expect(await balances()).toEqual(mid);
 
-    const other = await app.request(`/api/wallet/${wallet}/signals/savings`, {
+    const other = await app.request(`/api/wallet/${wallet}/signals/drainSharePct`, {
       headers: { "x-payment": specHeader(await sign({ to: treasury }, USDT, lender2.privateKey), USDT.address) },
     });
     expect(((await other.json()) as { billing: Record<string, string> }).billing.chargedUsdt).toBe("0.01");
-    const unpaid = await app.request(`/api/wallet/${wallet}/signals/savings`);
+    const unpaid = await app.request(`/api/wallet/${wallet}/signals/drainSharePct`);
     expect(unpaid.status).toBe(402);
     expect(((await unpaid.json()) as { freeWhen?: string }).freeWhen).toMatch(/screen/);
   });

@@ -1,3 +1,4 @@
+import { zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { devnetClients } from "../../devnet/chain.ts";
@@ -8,7 +9,7 @@ import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type DatabaseSlot, type Indexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 
-const ZERO = "0x0000000000000000000000000000000000000000";
+const ZERO = zeroAddress;
 
 // A reorg on anvil removes blocks that carried transfers; the indexer's aggregates must follow the
 // new canonical chain, as eth_getLogs reports it afterwards.

@@ -1,8 +1,6 @@
-import { createPublicClient, http, parseAbiItem, type Address } from "viem";
+import { createPublicClient, http, parseAbiItem, type Address, zeroAddress } from "viem";
 import { devnetChain } from "../../devnet/chain.ts";
-import { monthOf } from "../../src/month.ts";
-
-const ZERO = "0x0000000000000000000000000000000000000000";
+import { monthOf } from "../../shared/month.ts";
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 
 export type ChainTransfer = { token: string; from: string; to: string; value: bigint; block: bigint; timestamp: bigint; txHash: string; logIndex: number };
@@ -52,7 +50,7 @@ function sidesOf(wallet: string, transfers: ChainTransfer[]): Sides {
 
 /** Expected rows of every aggregate table for one wallet, as strings keyed like the SQL columns. */
 export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
-  if (wallet === ZERO) throw new Error("the zero address has no aggregates");
+  if (wallet === zeroAddress) throw new Error("the zero address has no aggregates");
   const sides = sidesOf(wallet, transfers);
   const s = (v: bigint | number) => String(v);
 

@@ -1,4 +1,7 @@
-/** UTC calendar month of a unix timestamp, as "YYYY-MM" (sorts as text). */
+/**
+ * UTC calendar month of a unix timestamp, as "YYYY-MM" (sorts as text): the one month key. The
+ * indexer files flow rows under it (src/transfers.ts); the API and the benchmarks group by it.
+ */
 export function monthOf(timestamp: bigint | number): string {
   const date = new Date(Number(timestamp) * 1000);
   return `${date.getUTCFullYear()}-${String(date.getUTCMonth() + 1).padStart(2, "0")}`;

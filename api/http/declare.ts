@@ -1,0 +1,121 @@
+import { createRoute, type RouteConfig } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { z } from "zod";
+import { unitsToUsd } from "../money.ts";
+import type { PricedRoute } from "../payments/core.ts";
+import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
+import { freeReadRule } from "../payments/free-read.ts";
+import { payment, type PaymentHooks } from "../payments/middleware.ts";
+import { type RouteId, PRICES } from "../payments/prices.ts";
+import { paymentRequiredBodySchema } from "../payments/schema.ts";
+import type { AppEnv } from "./env.ts";
+import { errorBodySchema } from "./errors.ts";
+import { BODY_LIMIT_BYTES } from "./limits.ts";
+
+type Method = "get" | "post";
+type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 431 | 500 | 503;
+
+/** A route as its module declares it: the route itself, plus what the declaration adds for every route. */
+type Also = Record<number, { description: string; schema: z.ZodType }>;
+type JsonResponse<S extends z.ZodType> = { description: string; content: { "application/json": { schema: S } } };
+
+/** The declared route's type: what handlers are checked against (request schemas and the answers they may give). */
+export type DeclaredRoute<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also> = Omit<RouteConfig, "request" | "responses"> & {
+  method: M;
+  path: P;
+  request: Req;
+  responses: { 200: JsonResponse<S> } & { [K in keyof A]: { description: string; content: { "application/json": { schema: A[K] extends { schema: infer T } ? T : never } } } };
+  getRoutingPath(): string;
+};
+
+type Declaration<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also> = {
+  method: M;
+  path: P;
+  summary: string;
+  description?: string;
+  tags: string[];
+  request?: Req;
+  /** The 200 answer. */
+  ok: S;
+  /** Error codes the route itself can give, by status (validation, payment and the rest are added here). */
+  errors?: Partial<Record<ErrorStatus, readonly string[]>>;
+  /** Checks run after validation and before payment (e.g. the indexed-wallet check). */
+  middleware?: MiddlewareHandler<AppEnv>[];
+  /** A paid call that is free to a payer who paid for one of these routes about the same wallet recently. */
+  freeAfter?: readonly { method: string; path: string; summary?: string }[];
+  payment?: PaymentHooks;
+  /** Other answers that are not errors (e.g. health's 503, which carries the same report). */
+  alsoAnswers?: A;
+};
+
+export const routeName = (route: { method: string; path: string }) => `${route.method.toUpperCase()} ${route.path}`;
+
+/** A JSON request body, as routes declare it. */
+export const jsonBody = <S extends z.ZodType>(schema: S, description: string) => ({
+  required: true as const,
+  description: `${description} (JSON, at most ${BODY_LIMIT_BYTES} bytes)`,
+  content: { "application/json": { schema } },
+});
+
+const errorResponse = (codes: readonly string[]) => ({
+  description: `Error codes: ${codes.join(", ")}`,
+  content: { "application/json": { schema: errorBodySchema.extend({ error: errorBodySchema.shape.error.extend({ code: z.enum(codes as [string, ...string[]]) }) }) } },
+});
+
+const paymentCodes = (status: number) => (Object.entries(PAYMENT_ERRORS) as [PaymentErrorCode, number][]).filter(([, s]) => s === status).map(([code]) => code);
+
+/**
+ * One route, declared once: method, path, request and response schemas, middleware, tags and
+ * docs. Validation, the handler's types and the OpenAPI operation (price, 402 answer, every error
+ * code) all come from it; its price comes from the price table under `id`.
+ */
+export function declareRoute<M extends Method, P extends string, Req extends RouteConfig["request"] = undefined, S extends z.ZodType = z.ZodType, A extends Also = {}>(
+  id: RouteId,
+  d: Declaration<M, P, Req, S, A>,
+): DeclaredRoute<M, P, Req, S, A> {
+  const microUsd = PRICES[id];
+  const paid = microUsd > 0n;
+  const freeRead = d.freeAfter && { after: d.freeAfter.map(routeName), rule: freeReadRule(d.freeAfter) };
+  const priced: PricedRoute = { name: routeName(d), description: d.description ?? d.summary, microUsd, ...(freeRead ? { freeRead } : {}) };
+
+  const codes: Partial<Record<ErrorStatus, string[]>> = {};
+  const add = (status: ErrorStatus, ...more: readonly string[]) => (codes[status] = [...new Set([...(codes[status] ?? []), ...more])]);
+  for (const [status, list] of Object.entries(d.errors ?? {})) add(Number(status) as ErrorStatus, ...list);
+  if (d.request?.body) {
+    add(400, "invalid_json", "invalid_request");
+    add(413, "body_too_large");
+    add(415, "unsupported_media_type");
+  }
+  if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
+  add(500, "internal_error");
+
+  return createRoute({
+    method: d.method,
+    path: d.path,
+    operationId: id,
+    summary: d.summary,
+    description: d.description ?? d.summary,
+    tags: d.tags,
+    request: d.request as Req,
+    "x-price": { amountUnits: microUsd.toString(), usd: unitsToUsd(microUsd), ...(freeRead ? { freeWhen: freeRead.rule } : {}) },
+    ...(paid ? { security: [{ xPayment: [] }, { paymentSignature: [] }] } : {}),
+    responses: {
+      200: {
+        description: paid ? "The answer; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement receipt" : "The answer",
+        content: { "application/json": { schema: d.ok } },
+      },
+      ...(paid
+        ? {
+            402: {
+              description: `Payment required or refused (codes: ${paymentCodes(402).join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements.`,
+              headers: z.object({ "PAYMENT-REQUIRED": z.string().describe("base64 JSON of the x402 v2 PaymentRequired: the accepted tokens, amounts and treasury") }),
+              content: { "application/json": { schema: paymentRequiredBodySchema } },
+            },
+          }
+        : {}),
+      ...Object.fromEntries(Object.entries(codes).map(([status, list]) => [status, errorResponse(list)])),
+      ...Object.fromEntries(Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [status, { description: a.description, content: { "application/json": { schema: a.schema } } }])),
+    },
+    middleware: [...(d.middleware ?? []), ...(paid ? [payment(priced, d.payment)] : [])],
+  } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A>;
+}

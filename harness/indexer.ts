@@ -1,0 +1,159 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import pg from "pg";
+import { serviceStoreLocation, type ServiceStoreLocation } from "../api/store/store.ts";
+import { devnetDatabaseUrl } from "../config/target.ts";
+import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
+import { freePort } from "../devnet/ports.ts";
+
+export type TestDatabase = "pglite" | "postgres";
+
+/** Which database this vitest project runs against (see vitest.config.ts). */
+export const testDatabase = (process.env.TEST_DATABASE ?? "pglite") as TestDatabase;
+export const POSTGRES_URL = process.env.TEST_POSTGRES_URL ?? "postgresql://postgres@127.0.0.1:5432/test";
+
+export type Query = <T = Record<string, unknown>>(sql: string) => Promise<T[]>;
+
+/**
+ * A database location of its own for one indexer: a fresh PGlite dir or a fresh Postgres schema.
+ * `read` queries its tables directly (search_path set to the schema). PGlite allows one process at
+ * a time, so on PGlite the indexer must be stopped first; Postgres can be read while it runs.
+ */
+export type DatabaseSlot = {
+  kind: TestDatabase;
+  env: Record<string, string>;
+  schema: string;
+  /** Creates what the indexer needs before it starts. */
+  prepare: () => Promise<void>;
+  read: <T>(fn: (query: Query) => Promise<T>) => Promise<T>;
+  drop: () => Promise<void>;
+  /** Where the API's service store (payment ledger) lives for this slot. */
+  store: ServiceStoreLocation;
+};
+
+export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
+  const schema = `t_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  if (kind === "pglite") {
+    const dir = mkdtempSync(join(tmpdir(), "pglite-"));
+    return {
+      kind,
+      env: { PGLITE_DIR: dir, DATABASE_SCHEMA: schema },
+      schema,
+      prepare: async () => {},
+      read: async (fn) => {
+        const db = new PGlite(dir);
+        try {
+          await db.exec(`set search_path to "${schema}"`);
+          return await fn(async (sql) => (await db.query(sql)).rows as never[]);
+        } finally {
+          await db.close();
+        }
+      },
+      drop: async () => {
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(`${dir}-service`, { recursive: true, force: true });
+      },
+      store: serviceStoreLocation({ kind: "pglite", directory: dir }),
+    };
+  }
+  // Ponder caches blocks per database by chain id, and every test devnet is chain 42220: each
+  // slot gets a database of its own (the `<name>_devnet` database the indexer derives).
+  const devnetDb = `${schema}_devnet`;
+  const withClient = async <T>(database: string | null, fn: (client: pg.Client) => Promise<T>) => {
+    const url = new URL(POSTGRES_URL);
+    if (database) url.pathname = `/${database}`;
+    const client = new pg.Client({ connectionString: url.toString() });
+    await client.connect();
+    try {
+      return await fn(client);
+    } finally {
+      await client.end();
+    }
+  };
+  const base = new URL(POSTGRES_URL);
+  base.pathname = `/${schema}`;
+  return {
+    kind,
+    env: { DATABASE_URL: base.toString(), DATABASE_SCHEMA: schema },
+    schema,
+    prepare: () => withClient(null, async (client) => void (await client.query(`create database "${devnetDb}"`))),
+    read: (fn) =>
+      withClient(devnetDb, async (client) => {
+        await client.query(`set search_path to "${schema}"`);
+        return fn(async (sql) => (await client.query(sql)).rows);
+      }),
+    drop: () => withClient(null, async (client) => void (await client.query(`drop database if exists "${devnetDb}" with (force)`))),
+    store: serviceStoreLocation({ kind: "postgres", connectionString: devnetDatabaseUrl(base.toString()) }),
+  };
+}
+
+export type Indexer = {
+  url: string;
+  child: ChildProcess;
+  output: () => string;
+  stop: () => Promise<void>;
+};
+
+/** Starts `ponder start` (indexer + API) in its own process group; stop() kills the group. */
+export async function startIndexer(env: Record<string, string>, options: { root?: string } = {}): Promise<Indexer> {
+  const port = await freePort();
+  const root = options.root ? ["--root", options.root] : [];
+  const child = spawn("ponder", ["start", ...root, "--port", String(port), "--log-format", "json"], {
+    env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", ...env },
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  killOnExit(child);
+  let output = "";
+  child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    child,
+    output: () => output,
+    stop: () => stopProcessGroup(child, 15_000),
+  };
+}
+
+/** Polls `probe` until it returns a value (not undefined), failing with the indexer's output. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, indexer?: Indexer, timeoutMs = 120_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (indexer && indexer.child.exitCode !== null) throw new Error(`indexer exited (${indexer.child.exitCode}) while waiting for ${what}:\n${indexer.output().slice(-3000)}`);
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what} (${String(lastError ?? "no error")})\n${indexer?.output().slice(-3000) ?? ""}`);
+}
+
+type StatsLike = { latestIndexedBlock: { number: number } | null; transfers: number };
+
+export async function stats(indexer: Indexer): Promise<StatsLike> {
+  const res = await fetch(`${indexer.url}/api/stats`);
+  if (!res.ok) throw new Error(`stats ${res.status}`);
+  return (await res.json()) as StatsLike;
+}
+
+/**
+ * Waits until the indexer has processed `block` (it may still be working through the last ones).
+ * Polls Ponder's own /status, which costs nothing, then returns /api/stats once.
+ */
+export async function waitForBlock(indexer: Indexer, block: number, timeoutMs?: number) {
+  await waitFor(`block ${block}`, async () => {
+    const res = await fetch(`${indexer.url}/status`);
+    if (!res.ok) return undefined;
+    const status = (await res.json()) as Record<string, { block?: { number: number } | null }>;
+    return (status.celo?.block?.number ?? 0) >= block ? true : undefined;
+  }, indexer, timeoutMs);
+  return stats(indexer);
+}

@@ -1,0 +1,196 @@
+import { PGlite } from "@electric-sql/pglite";
+import { sql } from "drizzle-orm";
+import { getTableConfig } from "drizzle-orm/pg-core";
+import { readMigrationFiles } from "drizzle-orm/migrator";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { payment } from "../../api/store/schema.ts";
+import { MIGRATIONS_FOLDER, openServiceStore, type ServiceStore, type ServiceStoreLocation } from "../../api/store/store.ts";
+import { databaseSlot, testDatabase, type DatabaseSlot } from "../support/indexer.ts";
+
+// The service store is built by the committed drizzle-kit migrations, applied at open (see also
+// test/service-store-migrations.test.ts, which keeps those migrations in step with schema.ts).
+
+const slots: DatabaseSlot[] = [];
+async function freshLocation(): Promise<ServiceStoreLocation> {
+  const slot = databaseSlot();
+  slots.push(slot);
+  await slot.prepare();
+  return slot.store;
+}
+afterAll(async () => {
+  for (const slot of slots) await slot.drop();
+});
+
+type Row = Record<string, unknown>;
+
+/** SQL on a store location without the store (PGlite: the store must be closed). */
+async function raw(location: ServiceStoreLocation, text: string): Promise<Row[]> {
+  if (location.kind === "pglite") {
+    const client = new PGlite(location.directory);
+    try {
+      return (await client.exec(text)).at(-1)?.rows ?? [];
+    } finally {
+      await client.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: location.connectionString });
+  await client.connect();
+  try {
+    const results = await client.query(text);
+    return (Array.isArray(results) ? results.at(-1) : results).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+const rows = async (store: ServiceStore, query: ReturnType<typeof sql>) => ((await store.db.execute(query)) as unknown as { rows: Row[] }).rows;
+
+/** The table as the catalog sees it: columns, constraints, indexes. */
+async function describeLedger(store: ServiceStore) {
+  const columns = await rows(
+    store,
+    sql`select a.attname as name, format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as "notNull",
+               pg_get_expr(d.adbin, d.adrelid) as "default"
+        from pg_attribute a left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+        where a.attrelid = 'service.payment'::regclass and a.attnum > 0 and not a.attisdropped order by a.attnum`,
+  );
+  const constraints = await rows(
+    store,
+    sql`select conname as name, contype as type, pg_get_constraintdef(oid) as definition
+        from pg_constraint where conrelid = 'service.payment'::regclass order by conname`,
+  );
+  const indexes = await rows(store, sql`select indexname as name, indexdef as definition from pg_indexes where schemaname = 'service' and tablename = 'payment' order by indexname`);
+  return { columns, constraints, indexes };
+}
+
+const applied = async (store: ServiceStore) => rows(store, sql`select hash, created_at from service.__drizzle_migrations order by id`);
+const migrations = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER });
+
+const entry = (nonce: string) => ({
+  token: "0x00000000000000000000000000000000000000aa",
+  payer: "0x00000000000000000000000000000000000000bb",
+  nonce,
+  amount: "10000",
+  route: "POST /api/lender/screen",
+  fingerprint: "f",
+  signatureHash: "s",
+  encoding: "x402",
+  status: "settled" as const,
+});
+
+/** The DDL the store was created with before migrations (a fixture: the shape of old stores). */
+const LEGACY_DDL = `
+create schema if not exists service;
+create table if not exists service.payment (
+  token text not null,
+  payer text not null,
+  nonce text not null,
+  amount numeric(78, 0) not null,
+  route text not null,
+  subject text,
+  fingerprint text not null,
+  signature_hash text not null,
+  encoding text not null,
+  status text not null check (status in ('pending', 'settled', 'failed', 'waived')),
+  failure text,
+  transaction text,
+  response_status integer,
+  response_type text,
+  response_body text,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now(),
+  settled_at timestamptz,
+  primary key (token, payer, nonce)
+);
+create index if not exists payment_payer_subject on service.payment (payer, subject, settled_at);
+`;
+
+describe(`service store migrations (${testDatabase})`, () => {
+  let fresh: Awaited<ReturnType<typeof describeLedger>> | undefined;
+
+  it("a fresh store gets the table schema.ts declares, and drizzle's journal in the service schema", async () => {
+    const store = await openServiceStore(await freshLocation());
+    try {
+      fresh = await describeLedger(store);
+      const config = getTableConfig(payment);
+      expect(fresh.columns.map((c) => [c.name, c.type, c.notNull, c.default !== null])).toEqual(
+        config.columns.map((c) => [c.name, c.getSQLType().replace(/, /g, ","), c.notNull, c.hasDefault]),
+      );
+      const pk = config.primaryKeys[0]!;
+      expect(fresh.constraints).toEqual([
+        { name: pk.getName(), type: "p", definition: `PRIMARY KEY (${pk.columns.map((c) => c.name).join(", ")})` },
+        { name: config.checks[0]!.name, type: "c", definition: expect.stringMatching(/^CHECK .*'pending'.*'settled'.*'failed'.*'waived'/) },
+      ]);
+      expect(fresh.indexes.map((i) => i.name)).toEqual([pk.getName(), ...config.indexes.map((i) => i.config.name)].sort());
+      expect((await applied(store)).map((m) => Number(m.created_at))).toEqual(migrations.map((m) => m.folderMillis));
+
+      await store.db.insert(payment).values(entry("0x01"));
+      await expect(store.db.execute(sql`insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status)
+        values ('t', 'p', 'n', 1, 'r', 'f', 's', 'e', 'bogus')`)).rejects.toThrow(/payment_status_check/);
+      await expect(store.db.insert(payment).values(entry("0x01"))).rejects.toThrow(/payment_pkey|duplicate key/);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("reopening applies nothing twice and keeps the rows", async () => {
+    const location = await freshLocation();
+    const first = await openServiceStore(location);
+    await first.db.insert(payment).values(entry("0x02"));
+    await first.close();
+    const again = await openServiceStore(location);
+    try {
+      expect(await applied(again)).toHaveLength(migrations.length);
+      expect(await again.db.select().from(payment)).toHaveLength(1);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it.runIf(testDatabase === "postgres")("replicas opening one fresh store together all succeed, and migrate it once", async () => {
+    const location = await freshLocation();
+    const opened = await Promise.allSettled(Array.from({ length: 4 }, () => openServiceStore(location)));
+    const stores = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
+    try {
+      expect(opened.flatMap((o) => (o.status === "rejected" ? [String(o.reason)] : []))).toEqual([]);
+      expect(await applied(stores[0]!)).toHaveLength(migrations.length);
+      await stores[1]!.db.insert(payment).values(entry("0x03"));
+      expect(await stores[2]!.db.select().from(payment)).toHaveLength(1);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it("a store created before migrations keeps its ledger rows and ends up as a fresh one", async () => {
+    const location = await freshLocation();
+    await raw(
+      location,
+      `${LEGACY_DDL}
+       insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status)
+       values ('0xaa', '0xbb', '0xold', 10000, 'POST /api/lender/screen', 'f', 's', 'x402', 'settled');`,
+    );
+    const store = await openServiceStore(location);
+    try {
+      expect((await store.db.select().from(payment)).map((r) => [r.nonce, r.amount, r.status])).toEqual([["0xold", "10000", "settled"]]);
+      fresh ??= await (async () => {
+        const other = await openServiceStore(await freshLocation());
+        return describeLedger(other).finally(() => other.close());
+      })();
+      expect(await describeLedger(store)).toEqual(fresh);
+      expect((await applied(store)).map((m) => m.hash)).toEqual(migrations.map((m) => m.hash));
+      await store.db.insert(payment).values(entry("0xnew"));
+      expect(await store.db.select().from(payment)).toHaveLength(2);
+    } finally {
+      await store.close();
+    }
+    // And the next open is an ordinary one.
+    const again = await openServiceStore(location);
+    try {
+      expect(await applied(again)).toHaveLength(migrations.length);
+      expect(await again.db.select().from(payment)).toHaveLength(2);
+    } finally {
+      await again.close();
+    }
+  });
+});
