@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Address } from "../../config/addresses.ts";
 import { CELO_NETWORK, type TokenInfo } from "../../config/celo.ts";
-import { unitsToUsd } from "../money.ts";
+import { exactUsd } from "../money.ts";
 
 /** What the handler may say about the payment that let it run. */
 export type Billing = { chargedUnits: bigint; token: TokenInfo; payer: Address; waived: boolean };
@@ -18,7 +18,7 @@ export const x402BillingSchema = z.object({
 
 export function x402Billing(billing: Billing): z.infer<typeof x402BillingSchema> {
   return {
-    chargedUsdt: unitsToUsd(billing.chargedUnits, billing.token.decimals).toFixed(2),
+    chargedUsdt: exactUsd(billing.chargedUnits, billing.token.decimals),
     chargedUnits: billing.chargedUnits.toString(),
     token: billing.token.symbol,
     tokenAddress: billing.token.address,

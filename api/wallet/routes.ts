@@ -5,6 +5,7 @@ import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { isoFromSeconds as iso } from "../money.ts";
+import { monthOf } from "../../shared/month.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { analyzeRoute } from "../analyze/route.ts";
 import { screenRoute } from "../screen/route.ts";
@@ -153,7 +154,7 @@ export const historyHandler =
           const r = scoreWallet(factsAt(facts, t));
           return {
             monthEnd: iso(t),
-            month: iso(t - DAY).slice(0, 7),
+            month: monthOf(t - DAY),
             financialHealth: r.scores.financialHealth,
             reputation: r.scores.reputation,
             recommendation: r.recommendation,
