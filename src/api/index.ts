@@ -2,6 +2,7 @@ import { db, publicClients } from "ponder:api";
 import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
+import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
@@ -13,6 +14,9 @@ const target = resolveIndexTarget();
 const store = openServiceStore(serviceStoreLocation(target.database));
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
 const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
+
+// Ponder creates its HTTP server after loading this module: oversized headers get a JSON 431 there too.
+answerClientErrorsAsJsonOnNewServers();
 
 // GraphQL: a read-only view of the indexed tables and views, for data teams.
 const app = createApp({ db, target, chain: publicClients.celo, payments, graphql: graphql({ db, schema }) });

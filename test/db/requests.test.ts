@@ -1,0 +1,200 @@
+import { readFileSync } from "node:fs";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import type { Hex } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../api/app.ts";
+import { errorBodySchema } from "../../api/http/errors.ts";
+import { BODY_LIMIT_BYTES } from "../../api/http/limits.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { ROUTES } from "../../api/routes.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { documentMismatch, type OpenApiDocument } from "../support/openapi.ts";
+import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
+
+type Call = { method: string; path: string; headers?: Record<string, string>; body?: string | ReadableStream };
+type Answer = { status: number; headers: Headers; body: any };
+
+// The service's contract as its document states it: every route documented and served, every
+// answer (good or bad) shaped as documented, one error model for whatever a client gets wrong.
+describe(`requests and the OpenAPI document (${testDatabase})`, () => {
+  let env: IndexedDevnet;
+  let devnet: TestDevnet;
+  let indexer: Indexer;
+  let doc: OpenApiDocument;
+  let lender: { address: Hex; privateKey: Hex };
+  let wallet: Hex;
+  let treasury: Hex;
+  const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
+
+  const send = async ({ method, path, headers = {}, body }: Call): Promise<Answer> => {
+    const res = await fetch(`${indexer.url}${path}`, { method, headers, body, ...(body instanceof ReadableStream ? { duplex: "half" } : {}) } as RequestInit);
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, body: text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+  };
+  const pay = async (value = 10_000n) => ({ "x-payment": specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value }), devnet.manifest.tokens.USDT.address) });
+  const json = { "content-type": "application/json" };
+
+  /** A valid request to each declared route (the route ids of the price table). */
+  const valid = (id: string): Call => {
+    const route = ROUTES.find((r) => r.route.operationId === id)!.route;
+    const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income");
+    const body = route.method === "post" ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address }) : undefined;
+    return { method: route.method.toUpperCase(), path, headers: body ? json : {}, body };
+  };
+
+  beforeAll(async () => {
+    env = await indexedDevnet({ wallets: 4, months: 12, seed: 31 });
+    devnet = env.devnet;
+    indexer = await env.index();
+    await waitForBlock(indexer, devnet.manifest.headBlock);
+    lender = devnet.manifest.lenders[1] as unknown as typeof lender;
+    wallet = devnet.manifest.personas.salaried!.address;
+    treasury = devnet.manifest.service.treasury.address;
+    doc = (await send({ method: "GET", path: "/openapi.json" })).body;
+  }, 240_000);
+
+  afterAll(() => env?.stop());
+
+  it("publishes a valid OpenAPI 3.1 document, the same at /openapi.json and /api/openapi.json", async () => {
+    const result = await new Validator().validate(structuredClone(doc));
+    expect(result.errors ?? null).toBeNull();
+    expect(result.valid).toBe(true);
+    expect((await send({ method: "GET", path: "/api/openapi.json" })).body).toEqual(doc);
+  });
+
+  it("documents every route the app serves, and serves every documented operation", async () => {
+    const app = createApp({
+      db: undefined as never,
+      target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [] },
+      payments: createPayments(devnetPaymentSettings(devnet.manifestPath), undefined as never),
+    });
+    const served = new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`));
+    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
+    // Pages and the document's old address are served but are not API operations.
+    const notOperations = ["GET /docs", "GET /docs/scalar.js", "GET /api/openapi.json"];
+    expect([...served].filter((r) => !notOperations.includes(r)).sort()).toEqual([...documented].sort());
+    for (const entry of ROUTES) expect(documented).toContain(`${entry.route.method.toUpperCase()} ${entry.route.path}`);
+
+    for (const operation of documented) {
+      const [method, path] = operation.split(" ") as [string, string];
+      const res = await send({ method, path: path.replace("{address}", wallet).replace("{signal}", "reputation") });
+      expect([404, 405].includes(res.status) && ["not_found", "method_not_allowed"].includes(res.body?.error?.code), operation).toBe(false);
+    }
+  });
+
+  it("answers every route as documented when called properly, paid routes with x402Billing", async () => {
+    for (const entry of ROUTES) {
+      const id = entry.route.operationId!;
+      const paid = entry.route.security !== undefined;
+      const call = valid(id);
+      const res = await send({ ...call, headers: { ...call.headers, ...(paid ? await pay() : {}) } });
+      expect(res.status, id).toBe(200);
+      expect(documentMismatch(doc, call.method, entry.route.path, 200, res.body), id).toBe("");
+      // The signal read comes after this payer's screen of the same wallet: free, and billed as such.
+      const charged = id === "signal" ? { chargedUsdt: "0.00", chargedUnits: "0" } : { chargedUsdt: "0.01", chargedUnits: "10000" };
+      if (paid) expect(res.body.x402Billing, id).toMatchObject({ ...charged, token: "USDT", payer: lender.address.toLowerCase() });
+    }
+  });
+
+  it("refuses one bad request of each kind on every route with its status and code, shaped as documented, charging nothing", async () => {
+    const before = await treasuryUsdt();
+    const cases: [name: string, call: Call, status: number, code: string][] = [];
+    const big = "x".repeat(BODY_LIMIT_BYTES + 1);
+    for (const entry of ROUTES) {
+      const { route } = entry;
+      const id = route.operationId!;
+      const ok = valid(id);
+      const paid = route.security !== undefined;
+      const other = route.method === "get" ? "DELETE" : "GET";
+      cases.push([`${id}: wrong method`, { ...ok, method: other, body: undefined }, 405, "method_not_allowed"]);
+      if (route.method === "post") {
+        cases.push([`${id}: malformed JSON`, { ...ok, body: "{not json" }, 400, "invalid_json"]);
+        cases.push([`${id}: not JSON`, { ...ok, headers: { "content-type": "text/plain" }, body: "walletAddress=0x1" }, 415, "unsupported_media_type"]);
+        cases.push([`${id}: wrong shape`, { ...ok, body: JSON.stringify({ walletAddress: "0x123" }) }, 400, "invalid_request"]);
+        cases.push([`${id}: body over the limit`, { ...ok, body: JSON.stringify({ walletAddress: wallet, pad: big }) }, 413, "body_too_large"]);
+      }
+      if (route.path.includes("{address}")) cases.push([`${id}: bad address`, { ...ok, path: ok.path.replace(wallet, "0x123") }, 400, "invalid_address"]);
+      if (paid) {
+        cases.push([`${id}: no payment`, ok, 402, "payment_required"]);
+        cases.push([`${id}: malformed payment`, { ...ok, headers: { ...ok.headers, "x-payment": "garbage" } }, 400, "payment_malformed"]);
+        cases.push([`${id}: payment header too large`, { ...ok, headers: { ...ok.headers, "x-payment": "x".repeat(5000) } }, 431, "payment_header_too_large"]);
+      }
+    }
+    // Names that are keys of every JS object: unknown signals, refused before any payment.
+    for (const name of ["constructor", "__proto__", "toString", "valueOf", "hasOwnProperty", "nope"]) {
+      cases.push([`signal ${name}`, { method: "GET", path: `/api/wallet/${wallet}/signals/${name}`, headers: await pay() }, 404, "unknown_signal"]);
+    }
+    cases.push(["analyze: unknown field", { ...valid("analyze"), body: JSON.stringify({ walletAddress: wallet, fields: ["summary", "nope"] }) }, 400, "unknown_field"]);
+
+    for (const [name, call, status, code] of cases) {
+      const res = await send(call);
+      const got = res.body?.error?.code ?? res.body?.code;
+      expect(`${name}: ${res.status} ${got}`).toBe(`${name}: ${status} ${code}`);
+      expect(res.headers.get("content-type"), name).toMatch(/^application\/json/);
+      const route = ROUTES.find((r) => name.startsWith(`${r.route.operationId}:`))?.route ?? { method: "get", path: "/api/wallet/{address}/signals/{signal}" };
+      // 405 belongs to the path, not to an operation: the error body, and Allow naming the method served.
+      if (status === 405) expect([res.headers.get("allow"), errorBodySchema.safeParse(res.body).success], name).toEqual([route.method.toUpperCase(), true]);
+      else expect(documentMismatch(doc, call.method, route.path, status, res.body), name).toBe("");
+    }
+    expect(await treasuryUsdt()).toBe(before);
+  });
+
+  it("answers what no route declares in the same JSON: unknown routes, oversized headers, a 50 MB body refused while it streams", async () => {
+    const unknown = await send({ method: "GET", path: "/api/nothing-here" });
+    expect(unknown.status).toBe(404);
+    expect(errorBodySchema.parse(unknown.body).error.code).toBe("not_found");
+    expect((await send({ method: "GET", path: "/" })).body.error.code).toBe("not_found");
+
+    const wrong = await send({ method: "PUT", path: "/api/lender/screen" });
+    expect([wrong.status, wrong.body.error.code, wrong.headers.get("allow")]).toEqual([405, "method_not_allowed", "POST"]);
+
+    const huge = await send({ method: "GET", path: "/api/stats", headers: { "x-padding": "y".repeat(20_000) } });
+    expect([huge.status, errorBodySchema.parse(huge.body).error.code]).toEqual([431, "header_too_large"]);
+
+    // A 50 MB body, streamed: refused once the limit is passed, long before it is all sent.
+    let sent = 0;
+    const chunk = new Uint8Array(64 * 1024).fill(32);
+    const stream = new ReadableStream({
+      pull(controller) {
+        if (sent >= 50 * 1024 * 1024) return controller.close();
+        sent += chunk.length;
+        controller.enqueue(chunk);
+      },
+    });
+    const streamed = await send({ method: "POST", path: "/api/lender/screen", headers: json, body: stream }).catch((error: Error) => ({ status: 0, body: error.message, headers: new Headers() }));
+    expect([streamed.status, streamed.body?.error?.code]).toEqual([413, "body_too_large"]);
+    expect(sent).toBeLessThan(5 * 1024 * 1024);
+  });
+
+  it("accepts the original service's signal names as aliases and lists them", async () => {
+    const alias = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/loan-capacity`, headers: await pay() });
+    expect(alias.status).toBe(200);
+    expect(alias.body).toMatchObject({ name: "loanCapacity", value: { minUsd: expect.any(Number), maxUsd: expect.any(Number), currency: "USD" } });
+    const income = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/monthly-income`, headers: await pay() });
+    const all = await send({ method: "GET", path: `/api/wallet/${wallet}/signals`, headers: await pay() });
+    expect(all.body.aliases).toEqual({ "monthly-income": "monthlyIncomeUsd", "financial-health": "financialHealth", "reputation-score": "reputation", "loan-capacity": "loanCapacity", assessment: "assessment" });
+    expect(income.body.value).toBe(all.body.signals.find((s: { name: string }) => s.name === "monthlyIncomeUsd").value);
+    const param = (doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as { parameters: { name: string; schema: { enum: string[] } }[] }).parameters.find((p) => p.name === "signal")!;
+    expect(param.schema.enum).toEqual(expect.arrayContaining(["monthly-income", "financial-health", "reputation-score", "loan-capacity", "assessment", "drainSharePct"]));
+  });
+
+  it("bills exactly what it took: an overpayment shows to the token's 6 decimals", async () => {
+    const before = await treasuryUsdt();
+    const res = await send({ ...valid("screen"), headers: { ...json, ...(await pay(15_000n)) } });
+    expect(res.status).toBe(200);
+    expect(res.body.x402Billing).toMatchObject({ chargedUsdt: "0.015", chargedUnits: "15000" });
+    expect((await treasuryUsdt()) - before).toBe(15_000n);
+  });
+
+  it("states the free-read rule in one sentence: 402 answers, the config, the document and docs/payments.md", async () => {
+    const config = (await send({ method: "GET", path: "/api/x402/config" })).body;
+    const rule = config.prices.find((p: { route: string }) => p.route === "GET /api/wallet/{address}/signals/{signal}").freeWhen as string;
+    expect(rule).toMatch(/^Free to a payer who paid for POST \/api\/lender\/screen/);
+    const unpaid = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/reputation` });
+    expect(unpaid.body.freeWhen).toBe(rule);
+    expect((doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as { "x-price": { freeWhen: string } })["x-price"].freeWhen).toBe(rule);
+    expect(readFileSync(new URL("../../docs/payments.md", import.meta.url), "utf8")).toContain(rule);
+  });
+});
