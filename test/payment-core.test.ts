@@ -120,7 +120,7 @@ describe("payment core", () => {
   it("returns no data when settlement fails or cannot be reached", async () => {
     const facilitator = new ScriptedFacilitator();
     const core = coreWith(facilitator);
-    facilitator.settleAnswer = async () => ({ success: false, errorReason: "insufficient_funds", transaction: "", network: "eip155:42220" });
+    facilitator.settleAnswer = async () => ({ success: false, errorReason: "invalid_exact_evm_insufficient_balance", transaction: "", network: "eip155:42220" });
     const headers = await header();
     const failed = await core.conclude(screen, request(headers), claimOf(await core.admit(screen, request(headers))), answer);
     expect(failed).toMatchObject({ reply: { status: 402 } });
@@ -131,8 +131,9 @@ describe("payment core", () => {
     };
     const down = await header();
     const unavailable = await core.conclude(screen, request(down), claimOf(await core.admit(screen, request(down))), answer);
-    expect(unavailable).toMatchObject({ reply: { status: 503 } });
-    expect(JSON.parse((unavailable as { reply: Reply }).reply.body)).toMatchObject({ error: { code: "settlement_unavailable" } });
+    // A settlement that may or may not have happened is the chain's to decide: retry with the same payment.
+    expect(unavailable).toMatchObject({ reply: { status: 503, headers: { "Retry-After": expect.any(String) } } });
+    expect(["settlement_pending", "settlement_unavailable"]).toContain(JSON.parse((unavailable as { reply: Reply }).reply.body).error.code);
   });
 
   it("refuses what the facilitator refuses, with the project's codes", async () => {

@@ -8,6 +8,7 @@ import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import { indexedHead } from "../stats/queries.ts";
+import { STALE_PENDING_MS } from "../payments/ledger.ts";
 
 const statusSchema = z.enum(["ok", "degraded", "down"]);
 type Status = z.infer<typeof statusSchema>;
@@ -21,6 +22,7 @@ export const healthSchema = z.object({
     rpc: checkSchema.describe("The chain: its head block"),
     indexer: checkSchema.describe("The index: latest indexed block and lag behind the head"),
     serviceStore: checkSchema.describe("The service store (payment ledger)"),
+    payments: checkSchema.describe(`Payments whose outcome is unknown: degraded when one has been pending over ${STALE_PENDING_MS / 60_000} minutes`),
     settlement: checkSchema.describe("Self-settlement: relayer gas; or the remote facilitator's support for Celo"),
   }),
 });
@@ -59,7 +61,7 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
 
 export function healthHandler({ db, target, chain, payments }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
   return async (c) => {
-    const [rpc, store, settlement] = await Promise.all([
+    const [rpc, store, settlement, unsettled] = await Promise.all([
       check(async () => {
         if (!chain) throw new Error("no chain client configured");
         const head = await chain.getBlock({ blockTag: "latest" });
@@ -79,6 +81,10 @@ export function healthHandler({ db, target, chain, payments }: HealthDeps): Rout
         const balance = await payments.chain.getBalance({ address: facilitator.relayer! });
         return { status: balance === 0n ? "down" : balance < LOW_GAS_WEI ? "degraded" : "ok", mode: "self", relayer: facilitator.relayer, relayerGasCelo: formatEther(balance) };
       }),
+      check(async () => {
+        const stale = await payments.ledger.stalePending(STALE_PENDING_MS);
+        return { status: stale.count > 0 ? "degraded" : "ok", stalePending: stale.count, oldestPendingSince: stale.oldest?.toISOString() ?? null };
+      }),
     ]);
     const indexer = await check(async () => {
       const indexed = await indexedHead(db, target.schema);
@@ -86,7 +92,7 @@ export function healthHandler({ db, target, chain, payments }: HealthDeps): Rout
       const lag = typeof rpc.headBlock === "number" ? BigInt(rpc.headBlock) - indexed.blockNumber : null;
       return { status: lag !== null && lag > LAG_DEGRADED_BLOCKS ? "degraded" : "ok", latestIndexedBlock: Number(indexed.blockNumber), lagBlocks: lag === null ? null : Number(lag) };
     });
-    const integrations = { rpc, indexer, serviceStore: store, settlement };
+    const integrations = { rpc, indexer, serviceStore: store, settlement, payments: unsettled };
     const statuses = Object.values(integrations).map((i) => i.status);
     const status: Status = statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok";
     const report = { status, checkedAt: new Date().toISOString(), integrations };

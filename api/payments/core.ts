@@ -8,9 +8,10 @@ import { errorBody } from "../http/errors.ts";
 import { unitsToUsd } from "../money.ts";
 import type { Billing } from "./billing.ts";
 import { PaymentError } from "./errors.ts";
-import type { Facilitator } from "./facilitator.ts";
+import type { Facilitator, Settler } from "./facilitator.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
-import { isAbandoned, type PaymentKey, type PaymentLedger, type StoredAnswer } from "./ledger.ts";
+import { isAbandoned, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
+import { keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { checkPayment, type VerifiedPayment, verifyPayment } from "./verify.ts";
 import type { PaymentRow } from "../store/schema.ts";
@@ -43,8 +44,11 @@ export type PaymentRequest = {
 /** An answer complete in itself: a refusal, or the answer a payment already bought. */
 export type Reply = { status: number; headers: Record<string, string>; body: string };
 
-/** A payment claimed for this request: the handler may run on it. */
-export type Claim = { key: PaymentKey; verified: VerifiedPayment; waived: boolean; billing: Billing };
+/**
+ * A payment claimed for this request: the handler may run on it. `paid` says the payment is
+ * already settled on chain (its answer was never stored): run the handler, do not settle again.
+ */
+export type Claim = { key: PaymentKey; verified: VerifiedPayment | null; waived: boolean; billing: Billing; paid?: { transaction: string } };
 
 /** How the handler ended: its answer, or a failure (an error status, or a throw). */
 export type HandlerOutcome = { answer: StoredAnswer } | { failed: string };
@@ -52,14 +56,26 @@ export type HandlerOutcome = { answer: StoredAnswer } | { failed: string };
 export type PaymentDeps = {
   settings: PaymentSettings;
   facilitator: Facilitator;
-  chain: Pick<PublicClient, "readContract" | "getBalance">;
+  chain: Pick<PublicClient, "readContract" | "getBalance"> & ReconcileChain;
   ledger: PaymentLedger;
   /** How long a paid analysis makes single-signal reads of that wallet free (the result cache lifetime). */
   cacheLifetimeMs: number;
+  /** How long a request waits for its settlement's receipt before answering settlement_pending (RECEIPT_WAIT_MS). */
+  receiptWaitMs?: number;
+  /** How long a retry waits for a settlement whose outcome is unknown before answering settlement_pending (SETTLING_WAIT_MS). */
+  settlingWaitMs?: number;
 };
 
 /** How long a copy of a request waits for the copy that is settling its payment. */
 const IN_FLIGHT_WAIT_MS = 90_000;
+/** A settlement's receipt is awaited this long; then the answer is 503 settlement_pending and the row stays `settling`. */
+export const RECEIPT_WAIT_MS = 10_000;
+/** A retry of a payment whose settlement outcome is unknown waits this long for the chain to tell. */
+export const SETTLING_WAIT_MS = 10_000;
+/** How long a SIGTERM waits for requests holding a claim (settlement included) before the process exits: core.drain(SHUTDOWN_DRAIN_MS). */
+export const SHUTDOWN_DRAIN_MS = 15_000;
+/** Retry-After (seconds) of settlement_pending and settlement_unavailable. */
+export const RETRY_AFTER_SECONDS = 5;
 
 /**
  * x402 payment for priced calls, framework-free:
@@ -74,6 +90,12 @@ export class PaymentCore {
   readonly facilitator: Facilitator;
   readonly chain: PaymentDeps["chain"];
   readonly ledger: PaymentLedger;
+
+  /** Settlements under way in this process, by payment. */
+  private readonly inflight = new Map<string, Promise<unknown>>();
+  /** Requests holding a claim (handler or settlement running): what drain() waits for. */
+  private claims = 0;
+  private draining = false;
 
   constructor(private readonly deps: PaymentDeps) {
     ({ settings: this.settings, facilitator: this.facilitator, chain: this.chain, ledger: this.ledger } = deps);
@@ -91,8 +113,26 @@ export class PaymentCore {
 
   /** After the handler: settle and record, then the receipt headers to add, or the reply that replaces the answer. */
   async conclude(route: PricedRoute, request: Pick<PaymentRequest, "url">, claim: Claim, outcome: HandlerOutcome): Promise<{ headers: Record<string, string> } | { reply: Reply }> {
-    const { ledger, facilitator } = this.deps;
-    const { key, verified, waived } = claim;
+    const id = keyId(claim.key);
+    const settling = this.concludeClaim(route, request, claim, outcome);
+    this.inflight.set(id, settling);
+    try {
+      return await settling;
+    } finally {
+      if (this.inflight.get(id) === settling) this.inflight.delete(id);
+      this.claims--;
+    }
+  }
+
+  private async concludeClaim(route: PricedRoute, request: Pick<PaymentRequest, "url">, claim: Claim, outcome: HandlerOutcome): Promise<{ headers: Record<string, string> } | { reply: Reply }> {
+    const { ledger } = this.deps;
+    const { key, waived } = claim;
+    if (claim.paid) {
+      // Already charged on chain: the answer is the payer's, produced again; nothing is settled.
+      if ("failed" in outcome) return { headers: {} };
+      await ledger.answered(key, outcome.answer);
+      return { headers: receiptHeaders(claim.paid.transaction, this.settings.network, claim.billing.payer) };
+    }
     if ("failed" in outcome) {
       await ledger.failed(key, `${outcome.failed}; nothing settled`);
       return { headers: {} };
@@ -101,28 +141,109 @@ export class PaymentCore {
       await ledger.waived(key, outcome.answer);
       return { headers: {} };
     }
+    const verified = claim.verified!;
+    const settled = this.facilitator.settler
+      ? await this.settleSelf(this.facilitator.settler, key, verified, outcome.answer)
+      : await this.settleRemote(key, verified, outcome.answer);
+    if ("transaction" in settled) return { headers: receiptHeaders(settled.transaction, this.settings.network, verified.payer) };
+    return { reply: this.refusal(route, request.url, settled.refused) };
+  }
+
+  /**
+   * Self-settlement: the signed transaction's hash (with the answer) is recorded, then it is sent,
+   * then its receipt is awaited. No receipt in time leaves the row `settling`: the chain decides later.
+   */
+  private async settleSelf(settler: Settler, key: PaymentKey, verified: VerifiedPayment, answer: StoredAnswer): Promise<{ transaction: string } | { refused: PaymentError }> {
+    const { ledger } = this.deps;
+    let submitted;
+    try {
+      submitted = await settler.submit(verified.payload, verified.requirements, async (signed) => {
+        if (!(await ledger.settling(key, answer, signed))) throw new Error("the ledger row is no longer this request's");
+      });
+    } catch (error) {
+      // The ledger could not record the transaction: it was not sent.
+      await ledger.failed(key, `settlement not sent: ${firstLine(error)}`).catch(() => undefined);
+      return { refused: unavailable() };
+    }
+    if (!submitted.sent) {
+      await ledger.failed(key, submitted.reason);
+      return { refused: submitted.unavailable ? unavailable() : settlementFailed(submitted.reason) };
+    }
+    const hash = submitted.signed.transaction;
+    const receipt = await settler.receipt(hash, this.deps.receiptWaitMs ?? RECEIPT_WAIT_MS);
+    if (receipt?.status === "success") {
+      await ledger.settled(key, hash, answer).catch((error: Error) => console.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
+      return { transaction: hash };
+    }
+    // Reverted, or no receipt yet: the chain's state decides (the nonce may have been used by another transaction).
+    return this.decideFromChain(key);
+  }
+
+  /** A remote facilitator settles in one call; if it fails without a verdict, the chain decides. */
+  private async settleRemote(key: PaymentKey, verified: VerifiedPayment, answer: StoredAnswer): Promise<{ transaction: string } | { refused: PaymentError }> {
+    const { ledger } = this.deps;
+    if (!(await ledger.settling(key, answer))) return { refused: pending() };
     let settlement: SettleResponse;
     try {
-      settlement = await facilitator.settle(verified.payload, verified.requirements);
-    } catch (error) {
-      await ledger.failed(key, `settlement error: ${(error as Error).message.split("\n")[0]}`);
-      const refused = new PaymentError("settlement_unavailable", "The payment could not be settled right now; nothing was charged and no data is returned. Retry with the same payment.");
-      return { reply: this.refusal(route, request.url, refused) };
+      settlement = await this.facilitator.settle(verified.payload, verified.requirements);
+    } catch {
+      return this.decideFromChain(key);
     }
-    if (!settlement.success) {
-      await ledger.failed(key, settlement.errorReason ?? "settlement failed", settlement.transaction || undefined);
-      const refused = new PaymentError("settlement_failed", `The payment was verified but its settlement failed (${settlement.errorReason ?? "unknown reason"}); no data is returned.`, {
-        reason: settlement.errorReason,
-        transaction: settlement.transaction || null,
-      });
-      return { reply: this.refusal(route, request.url, refused) };
+    if (settlement.success) {
+      await ledger.settled(key, settlement.transaction, answer).catch((error: Error) => console.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`));
+      return { transaction: settlement.transaction };
     }
-    // The money has moved: the payer gets the data even if recording it fails (the row then stays
-    // pending and is visible to reconciliation by its transaction on chain).
-    await ledger.settled(key, settlement.transaction, outcome.answer).catch((error: Error) => {
-      console.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`);
-    });
-    return { headers: receiptHeaders(settlement.transaction, this.settings.network, settlement.payer ?? verified.payer) };
+    const reason = settlement.errorReason ?? "settlement failed";
+    if (settlement.transaction) await ledger.settling(key, null, { transaction: settlement.transaction });
+    const decided = await this.decideFromChain(key, /^invalid_/.test(reason) && !settlement.transaction ? reason : undefined);
+    return decided;
+  }
+
+  /**
+   * The outcome of a settlement that did not end in a receipt of success, from the chain's state.
+   * `refusedBeforeSending`: the facilitator refused it before any transaction (nothing can move).
+   */
+  private async decideFromChain(key: PaymentKey, refusedBeforeSending?: string): Promise<{ transaction: string } | { refused: PaymentError }> {
+    const row = await this.ledger.find(key);
+    if (!row) return { refused: pending() };
+    const outcome = await reconcileRow(row, this.reconcileDeps());
+    if (outcome === "pending") {
+      if (refusedBeforeSending) {
+        await this.ledger.failed(key, refusedBeforeSending);
+        return { refused: settlementFailed(refusedBeforeSending) };
+      }
+      await this.ledger.touch(key).catch(() => undefined);
+      return { refused: pending() };
+    }
+    if (outcome.status === "settled") return { transaction: outcome.transaction };
+    return { refused: settlementFailed(outcome.failure, outcome.transaction) };
+  }
+
+  private reconcileDeps() {
+    return { chain: this.deps.chain, ledger: this.ledger, payTo: this.settings.payTo, settler: this.facilitator.settler };
+  }
+
+  /**
+   * Settles from the chain every row whose outcome is unknown: `settling` rows idle for
+   * `settlingIdleMs` (0 at start: rows left by a crash) and abandoned claims. Rows this process is
+   * settling right now are left to their request.
+   */
+  async reconcileUnresolved(settlingIdleMs: number): Promise<{ checked: number; resolved: number; outcomes: (Resolution | "pending")[] }> {
+    const rows = (await this.ledger.unresolved(settlingIdleMs)).filter((row) => !this.inflight.has(keyId(keyOf(row))));
+    const outcomes: (Resolution | "pending")[] = [];
+    for (const row of rows) outcomes.push(await reconcileRow(row, this.reconcileDeps()));
+    return { checked: rows.length, resolved: outcomes.filter((o) => o !== "pending").length, outcomes };
+  }
+
+  /**
+   * Graceful shutdown: takes no new payment and waits up to `timeoutMs` for the requests holding a
+   * claim (handler and settlement) to finish. Rows still settling then are reconciled at next start.
+   */
+  async drain(timeoutMs: number): Promise<{ drained: boolean; inFlight: number }> {
+    this.draining = true;
+    const deadline = Date.now() + timeoutMs;
+    while (this.claims > 0 && Date.now() < deadline) await sleep(50);
+    return { drained: this.claims === 0, inFlight: this.claims };
   }
 
   private async claim(route: PricedRoute, request: PaymentRequest): Promise<{ claim: Claim } | { reply: Reply }> {
@@ -145,16 +266,75 @@ export class PaymentCore {
         await waitWhilePending(ledger, key);
         continue;
       }
+      if (existing?.status === "settling") {
+        await this.awaitSettlement(existing);
+        continue;
+      }
+      if (existing?.status === "settled" && existing.responseBody === null) {
+        // Charged, but the answer was never recorded (a crash between settlement and record): run the handler again, settle nothing.
+        const billing = { chargedUnits: BigInt(existing.amount), token, payer: key.payer, waived: false };
+        this.claims++;
+        return { claim: { key, verified: null, waived: false, billing, paid: { transaction: existing.transaction! } } };
+      }
       if (existing?.status === "settled" || existing?.status === "waived") return { reply: this.replay(existing) };
+      if (existing?.status === "expired") throw new PaymentError("authorization_expired", "This authorization expired without being used: it was never charged. Sign a new one.");
+      if (existing?.status === "used_elsewhere") {
+        throw new PaymentError("nonce_already_used", `This authorization was used or cancelled on chain by a transaction that did not pay for this request (${existing.failure}); it was not charged here. Sign a new one.`);
+      }
       if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
+      if (this.draining) throw new PaymentError("settlement_unavailable", "The service is shutting down; nothing was charged. Retry with the same payment.");
 
-      const verified = await verifyPayment(attempt, token, this.deps);
+      let verified: VerifiedPayment;
+      try {
+        verified = await verifyPayment(attempt, token, this.deps);
+      } catch (error) {
+        // The nonce is spent but we hold a row for it: the chain says by whom (ours is never "already used").
+        // (Another copy of this request may have claimed and settled it meanwhile: read the row again.)
+        const row = error instanceof PaymentError && error.code === "nonce_already_used" ? await ledger.find(key) : undefined;
+        if (row && row.fingerprint === fingerprint && row.signatureHash === signatureHash) {
+          if (row.status === "failed" || row.status === "pending") {
+            const outcome = await reconcileRow(row, this.reconcileDeps());
+            if (outcome === "pending" && row.status === "failed") throw pending();
+          }
+          continue;
+        }
+        throw error;
+      }
       const waived = await this.isFreeRead(route, verified.payer, request.subject);
-      const entry = { ...key, amount: verified.amount, route: route.name, subject: request.subject ?? null, fingerprint, signatureHash, encoding: attempt.encoding };
+      const entry = {
+        ...key,
+        amount: verified.amount,
+        route: route.name,
+        subject: request.subject ?? null,
+        fingerprint,
+        signatureHash,
+        encoding: attempt.encoding,
+        validBefore: attempt.authorization.validBefore,
+      };
       if (await ledger.claim(entry)) {
         const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
+        this.claims++;
         return { claim: { key, verified, waived, billing } };
       }
+    }
+  }
+
+  /**
+   * A retry of a payment whose settlement outcome is unknown: wait for the request settling it in
+   * this process, or read the outcome from the chain, up to SETTLING_WAIT_MS; then settlement_pending.
+   */
+  private async awaitSettlement(row: PaymentRow): Promise<void> {
+    const key = keyOf(row);
+    const deadline = Date.now() + (this.deps.settlingWaitMs ?? SETTLING_WAIT_MS);
+    for (;;) {
+      const local = this.inflight.get(keyId(key));
+      if (local) await Promise.race([local.catch(() => undefined), sleep(Math.max(0, deadline - Date.now()))]);
+      else if ((await reconcileRow(row, this.reconcileDeps())) !== "pending") return;
+      const now = await this.ledger.find(key);
+      if (!now || now.status !== "settling") return;
+      if (Date.now() >= deadline) throw pending();
+      await sleep(250);
+      row = now;
     }
   }
 
@@ -165,6 +345,8 @@ export class PaymentCore {
 
   /** The refusal for `error`: a 402 with the payment requirements, or the error body with its status. */
   refusal(route: PricedRoute, url: string, error: PaymentError): Reply {
+    // 503s also name their code at the top level, where 402 answers have it: a client reads both alike.
+    if (error.status === 503) return jsonReply(503, { ...errorBody(error.code, error.message, error.details), code: error.code }, { "Retry-After": String(RETRY_AFTER_SECONDS) });
     if (error.status !== 402) return jsonReply(error.status, errorBody(error.code, error.message, error.details));
     const answer = paymentRequiredAnswer(this.settings, route, url, error);
     return jsonReply(402, answer.body, answer.headers);
@@ -197,7 +379,25 @@ async function waitWhilePending(ledger: PaymentLedger, key: PaymentKey) {
     const row = await ledger.find(key);
     if (!row || row.status !== "pending" || isAbandoned(row)) return;
   }
-  throw new PaymentError("settlement_unavailable", "Another copy of this request is still settling this payment; retry with the same payment to get its answer.");
+  throw pending();
 }
+
+const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
+
+/** The outcome of this payment's settlement is not known yet: the client's way back is a retry with the same payment. */
+const pending = () =>
+  new PaymentError(
+    "settlement_pending",
+    "This payment's settlement is under way and its outcome is not known yet. Retry with the same payment (same request) to get the answer it paid for; it will not be charged twice.",
+  );
+const unavailable = () =>
+  new PaymentError("settlement_unavailable", "The payment could not be settled right now (the chain did not answer); nothing was charged and no data is returned. Retry with the same payment.");
+const settlementFailed = (reason: string, transaction?: string) =>
+  new PaymentError("settlement_failed", `The payment was verified but its settlement failed (${reason}); nothing was charged and no data is returned.`, {
+    reason,
+    transaction: transaction ?? null,
+  });
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");

@@ -25,6 +25,7 @@ export const PAYMENT_ERRORS = {
   payment_reused: 409,
   settlement_failed: 402,
   settlement_unavailable: 503,
+  settlement_pending: 503,
 } as const satisfies Record<string, ContentfulStatusCode>;
 
 export type PaymentErrorCode = keyof typeof PAYMENT_ERRORS;

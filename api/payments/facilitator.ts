@@ -1,27 +1,73 @@
 import { HTTPFacilitatorClient, type FacilitatorClient } from "@x402/core/http";
 import { x402Facilitator } from "@x402/core/facilitator";
-import { toFacilitatorEvmSigner } from "@x402/evm";
+import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
+import { authorizationTypes, eip3009ABI, toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { createWalletClient, http, nonceManager, publicActions } from "viem";
+import {
+  BaseError,
+  createPublicClient,
+  createWalletClient,
+  encodeFunctionData,
+  getAddress,
+  type Hex,
+  HttpRequestError,
+  http,
+  keccak256,
+  parseErc6492Signature,
+  parseSignature,
+  publicActions,
+  type PublicClient,
+  recoverTypedDataAddress,
+  type TransactionReceipt,
+  TimeoutError,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 
-export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}` };
+/** A settlement transaction signed and about to be broadcast: what the ledger records first. */
+export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
 
 /**
- * Verification and settlement, done by the x402 packages: either our own x402Facilitator with the
- * `exact` EVM scheme and a relayer key (self-settlement), or a remote facilitator over HTTP.
+ * Self-settlement in two steps, so that the transaction hash is recorded before anything waits:
+ * `submit` signs transferWithAuthorization with the relayer, hands it to `record` (the ledger),
+ * then broadcasts it; `receipt` waits for it, and never decides anything from a timeout.
+ */
+export type Settler = {
+  relayer: Hex;
+  submit: (payload: PaymentPayload, requirements: PaymentRequirements, record: (signed: SignedSettlement) => Promise<void>) => Promise<SubmitResult>;
+  receipt: (hash: Hex, timeoutMs: number) => Promise<TransactionReceipt | undefined>;
+  /** Sends an already signed transaction again (a dropped one would otherwise leave a nonce gap). */
+  rebroadcast: (raw: Hex) => Promise<void>;
+};
+
+export type SubmitResult =
+  /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
+  | { sent: true; signed: SignedSettlement; uncertain?: string }
+  /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
+  | { sent: false; reason: string; unavailable: boolean };
+
+export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}`; settler?: Settler };
+
+/** How long the verification's chain probe may take before the RPC counts as down. */
+const PROBE_TIMEOUT_MS = 3_000;
+
+/**
+ * Verification by the x402 packages (our own x402Facilitator with the `exact` EVM scheme, or a
+ * remote facilitator over HTTP). Self-settlement is ours (see Settler): the x402 package's settle()
+ * sends and waits in one step and turns a receipt timeout into a failure, which a payment whose
+ * transaction is mined later cannot afford.
  */
 export function createFacilitator(settings: Pick<PaymentSettings, "network" | "settlement" | "rpcUrl">): Facilitator {
   const { settlement } = settings;
+  const probeClient = createPublicClient({ chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: PROBE_TIMEOUT_MS }) });
   if (settlement.mode === "facilitator") {
     const remote = new HTTPFacilitatorClient({ url: settlement.url, timeoutMs: 30_000 });
-    return Object.assign(remote, { mode: "facilitator" as const });
+    const verify = remote.verify.bind(remote);
+    return Object.assign(remote, { mode: "facilitator" as const, verify: (p: PaymentPayload, r: PaymentRequirements) => checkedVerify(verify(p, r), p, r, probeClient) });
   }
-  // The nonce manager hands out relayer nonces locally, so concurrent settlements do not collide.
-  const account = privateKeyToAccount(settlement.relayerKey, { nonceManager });
+  const account = privateKeyToAccount(settlement.relayerKey);
   const client = createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }), pollingInterval: 100 }).extend(
     publicActions,
   );
@@ -30,13 +76,160 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     confirmationTimeoutMs: 60_000,
   });
   const local = new x402Facilitator().register(settings.network, new ExactEvmScheme(signer));
+  const settler = relayerSettler(client as unknown as RelayerClient, account);
   return {
     mode: "self",
-    relayer: account.address.toLowerCase() as `0x${string}`,
-    verify: (payload, requirements) => local.verify(payload, requirements),
+    relayer: settler.relayer,
+    settler,
+    verify: (payload, requirements) => checkedVerify(local.verify(payload, requirements), payload, requirements, probeClient),
+    // Kept for callers that want the x402 package's one-step settle (a remote facilitator served from this one).
     settle: (payload, requirements) => local.settle(payload, requirements),
     getSupported: async () => local.getSupported() as Awaited<ReturnType<FacilitatorClient["getSupported"]>>,
   };
+}
+
+type RelayerClient = PublicClient & {
+  prepareTransactionRequest: (args: Record<string, unknown>) => Promise<Record<string, unknown>>;
+  sendRawTransaction: (args: { serializedTransaction: Hex }) => Promise<Hex>;
+};
+
+/**
+ * Relayer nonces: one send at a time (a mutex), from a local counter that starts from the chain's
+ * pending count and is read again after any failure or receipt timeout. A transaction the node
+ * dropped is then replaced by the next send (same nonce), so no gap blocks later ones, and a nonce
+ * is never handed out twice while its transaction may still be mined.
+ */
+function relayerSettler(client: RelayerClient, account: ReturnType<typeof privateKeyToAccount>): Settler {
+  const relayer = account.address.toLowerCase() as Hex;
+  let nextNonce: number | undefined;
+  let lock: Promise<unknown> = Promise.resolve();
+  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = lock.then(fn, fn);
+    lock = run.catch(() => undefined);
+    return run;
+  };
+
+  return {
+    relayer,
+    async submit(payload, requirements, record) {
+      const data = transferCalldata(payload);
+      const token = getAddress(requirements.asset);
+      // Gas and fees outside the lock: the lock only covers nonce, signing, recording and sending.
+      let prepared: Record<string, unknown>;
+      try {
+        prepared = await client.prepareTransactionRequest({ account, to: token, data, chain: client.chain, parameters: ["chainId", "fees", "gas", "type"] });
+      } catch (error) {
+        return { sent: false, reason: firstLine(error), unavailable: isTransportError(error) };
+      }
+      return exclusive(async (): Promise<SubmitResult> => {
+        for (let attempt = 0; ; attempt++) {
+          let nonce: number;
+          try {
+            nonce = nextNonce ?? (await client.getTransactionCount({ address: account.address, blockTag: "pending" }));
+          } catch (error) {
+            return { sent: false, reason: firstLine(error), unavailable: true };
+          }
+          const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<typeof account.signTransaction>[0]);
+          const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
+          await record(signed); // throws: nothing was sent
+          try {
+            await client.sendRawTransaction({ serializedTransaction: rawTransaction });
+            nextNonce = nonce + 1;
+            return { sent: true, signed };
+          } catch (error) {
+            nextNonce = undefined;
+            const message = fullMessage(error);
+            // The node may have taken it before the answer was lost: the chain decides.
+            if (isTransportError(error) || /already known|known transaction|already imported/i.test(message)) return { sent: true, signed, uncertain: firstLine(error) };
+            // Another sender used this nonce (a restart, a second process with the key): this
+            // transaction can never be mined; sign again with the chain's count.
+            if (/nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(message) && attempt < 3) continue;
+            return { sent: false, reason: firstLine(error), unavailable: false };
+          }
+        }
+      });
+    },
+    async receipt(hash, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        try {
+          return await client.getTransactionReceipt({ hash });
+        } catch {
+          // not mined yet, or the RPC did not answer: wait, the transaction is recorded
+        }
+        if (Date.now() >= deadline) {
+          nextNonce = undefined; // a dropped transaction must not leave a gap
+          return undefined;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async rebroadcast(raw) {
+      await client.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
+    },
+  };
+}
+
+/** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
+function transferCalldata(payload: PaymentPayload): Hex {
+  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
+  const inner = parseErc6492Signature(signature).signature;
+  const args = [getAddress(a.from!), getAddress(a.to!), BigInt(a.value!), BigInt(a.validAfter!), BigInt(a.validBefore!), a.nonce as Hex] as const;
+  if (inner.length === 132) {
+    const sig = parseSignature(inner);
+    return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s] });
+  }
+  return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
+}
+
+/** The request never got an answer from the node (down, hung, refused): as opposed to the node refusing it. */
+export function isTransportError(error: unknown): boolean {
+  if (error instanceof BaseError) return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
+  return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
+}
+
+const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
+const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
+
+/** Refusals that a failed chain read can cause (the x402 package fails closed when getCode or a simulation errors). */
+const CHAIN_DEPENDENT = new Set([
+  "invalid_exact_evm_signature",
+  "invalid_exact_evm_transaction_simulation_failed",
+  "invalid_exact_evm_eip3009_not_supported",
+]);
+
+/**
+ * The facilitator's verdict, checked against the chain: a refusal caused by an RPC that did not
+ * answer becomes a thrown error (503 settlement_unavailable), never invalid_signature; a failed
+ * simulation is explained by the chain's clock when the authorization's window is not open there.
+ */
+async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentPayload, requirements: PaymentRequirements, chain: PublicClient): Promise<VerifyResponse> {
+  const result = await verdict;
+  if (result.isValid || !CHAIN_DEPENDENT.has(result.invalidReason ?? "")) return result;
+  let block;
+  try {
+    block = await chain.getBlock({ blockTag: "latest" });
+  } catch (error) {
+    throw new Error(`the chain RPC did not answer (${firstLine(error)})`);
+  }
+  const a = (payload.payload as { authorization: Record<string, string> }).authorization;
+  if (result.invalidReason === "invalid_exact_evm_signature") {
+    // An EOA signature is checked locally: if it is good, the refusal came from a failed chain read.
+    const signature = (payload.payload as { signature: Hex }).signature;
+    const extra = requirements.extra as { name?: string; version?: string } | undefined;
+    const signer = await recoverTypedDataAddress({
+      domain: { name: extra?.name, version: extra?.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) },
+      types: authorizationTypes,
+      primaryType: "TransferWithAuthorization",
+      message: { from: getAddress(a.from!), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex },
+      signature,
+    }).catch(() => undefined);
+    if (signer && signer.toLowerCase() === a.from!.toLowerCase()) throw new Error("the signature is valid but the chain could not confirm it (RPC error)");
+    return result;
+  }
+  if (BigInt(a.validAfter!) >= block.timestamp) return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_after" };
+  if (BigInt(a.validBefore!) <= block.timestamp) return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_before" };
+  return result;
 }
 
 /** Our stable error codes for the x402 packages' verification reasons. */

@@ -2,17 +2,23 @@ import { createPublicClient, http } from "viem";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { MAX_AGE_MS } from "../wallet/assess.ts";
-import { PaymentCore } from "./core.ts";
+import { PaymentCore, type PaymentDeps } from "./core.ts";
 import { createFacilitator, type Facilitator } from "./facilitator.ts";
 import { PaymentLedger } from "./ledger.ts";
 
 /** The payment core for these settings, its ledger in the service store. */
-export function createPayments(settings: PaymentSettings, db: Promise<ServiceDb> | ServiceDb, facilitator: Facilitator = createFacilitator(settings)): PaymentCore {
+export function createPayments(
+  settings: PaymentSettings,
+  db: Promise<ServiceDb> | ServiceDb,
+  facilitator: Facilitator = createFacilitator(settings),
+  timing: Pick<PaymentDeps, "receiptWaitMs" | "settlingWaitMs"> = {},
+): PaymentCore {
   return new PaymentCore({
     settings,
     facilitator,
     chain: createPublicClient({ transport: http(settings.rpcUrl, { retryCount: 1, timeout: 10_000 }) }),
     ledger: new PaymentLedger(db),
     cacheLifetimeMs: MAX_AGE_MS,
+    ...timing,
   });
 }

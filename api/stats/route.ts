@@ -41,6 +41,7 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
     const totals = await indexedTotals(db);
     const indexed = await indexedHead(db, target.schema);
     const head = await chainHead(chain);
+    const payments = await c.var.payments.ledger.outcomeCounts().catch(() => null);
     const stats: Stats = {
       network: target.network,
       chainId: 42220,
@@ -60,6 +61,7 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
               seconds: Math.max(0, Number(head.timestamp - indexed.timestamp)),
             }
           : null,
+      payments,
       generatedAt: new Date().toISOString(),
     };
     return c.json(statsSchema.parse(stats), 200);

@@ -27,6 +27,19 @@ export const statsSchema = z.object({
   latestIndexedBlock: blockRef.nullable(),
   chainHead: blockRef.nullable().describe("Null when the RPC does not answer"),
   lag: z.object({ blocks: z.number().int(), seconds: z.number().int() }).nullable(),
+  payments: z
+    .object({
+      pending: z.number().int(),
+      settling: z.number().int(),
+      settled: z.number().int(),
+      failed: z.number().int(),
+      waived: z.number().int(),
+      expired: z.number().int(),
+      used_elsewhere: z.number().int(),
+      reconciled: z.number().int().describe("Rows whose outcome was decided from the chain's state (reconciliation)"),
+    })
+    .nullable()
+    .describe("Payments in the ledger by outcome (docs/payments.md); null when the service store does not answer"),
   generatedAt: z.iso.datetime(),
 });
 export type Stats = z.infer<typeof statsSchema>;

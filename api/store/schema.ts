@@ -15,7 +15,14 @@ export const SERVICE_SCHEMA = "service";
 // migrator creates the schema first (its journal lives there, see store.ts).
 const service = pgSchema(SERVICE_SCHEMA);
 
-export const PAYMENT_STATUSES = ["pending", "settled", "failed", "waived"] as const;
+/**
+ * pending: claimed, the handler runs. settling: a settlement was submitted (its transaction hash,
+ * when known, is recorded before waiting for it), outcome not yet known. settled: the money moved.
+ * failed: nothing was charged (the authorization is unspent). waived: a free read. expired: the
+ * authorization expired unused (never charged). used_elsewhere: the nonce was used or cancelled on
+ * chain without paying the treasury (not our charge).
+ */
+export const PAYMENT_STATUSES = ["pending", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 /**
@@ -48,10 +55,20 @@ export const payment = service.table(
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
     settledAt: timestamp("settled_at", { withTimezone: true }),
+    // Added by migration 0001 (settlement record): declared last, as ALTER TABLE appends them.
+    /** The authorization's validBefore (unix seconds): after it, an unused authorization can never be charged. */
+    validBefore: numeric("valid_before", { precision: 78, scale: 0 }),
+    /** Self-settlement: the relayer that signed `transaction`, its account nonce, and the signed transaction (to rebroadcast it). */
+    settler: text("settler"),
+    settlerNonce: integer("settler_nonce"),
+    rawTransaction: text("raw_transaction"),
+    /** Set when the outcome was decided by reconciliation with the chain rather than by the request that settled it. */
+    reconciledAt: timestamp("reconciled_at", { withTimezone: true }),
   },
   (t) => [
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
+    index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
 );

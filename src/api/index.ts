@@ -3,7 +3,9 @@ import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
+import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
+import { startReconciler } from "../../api/payments/reconcile.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
@@ -14,6 +16,16 @@ const target = resolveIndexTarget();
 const store = openServiceStore(serviceStoreLocation(target.database));
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
 const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
+
+// Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
+// chain: once at start, then on a schedule. On SIGTERM, claimed payments finish settling first.
+const reconciler = startReconciler(payments);
+process.once("SIGTERM", () => {
+  reconciler.stop();
+  void payments.drain(SHUTDOWN_DRAIN_MS).then(({ drained, inFlight }) => {
+    if (!drained) console.warn(`[payments] exiting with ${inFlight} requests still settling; they are reconciled at the next start`);
+  });
+});
 
 // Ponder creates its HTTP server after loading this module: oversized headers get a JSON 431 there too.
 answerClientErrorsAsJsonOnNewServers();

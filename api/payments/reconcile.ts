@@ -1,0 +1,121 @@
+import type { PublicClient } from "viem";
+import { TransactionReceiptNotFoundError } from "viem";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import type { Address } from "../../config/addresses.ts";
+import type { PaymentRow } from "../store/schema.ts";
+import type { Settler } from "./facilitator.ts";
+import type { PaymentKey, PaymentLedger, Resolution } from "./ledger.ts";
+
+/** What reconciliation reads from the chain. */
+export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;
+
+export type ReconcileDeps = { chain: ReconcileChain; ledger: PaymentLedger; payTo: Address; settler?: Settler };
+
+/** A `settling` row not touched for this long is not in flight anywhere (settlers wait at most RECEIPT_WAIT_MS): the background reconciler takes it. */
+export const SETTLING_IDLE_MS = 15_000;
+/** How often the background reconciler looks for rows whose outcome is unknown. */
+export const RECONCILE_INTERVAL_MS = 30_000;
+/** Block time assumed when bounding the event search (Celo: 1 s; the search also covers 30 min before the claim). */
+const SEARCH_MARGIN_BLOCKS = 1_800n;
+
+export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): PaymentKey => ({ token: row.token as Address, payer: row.payer as Address, nonce: row.nonce });
+
+/**
+ * The outcome of a payment, read from the chain's own state, never from a timeout:
+ *  1. our settlement transaction's receipt (success: settled);
+ *  2. else the token's authorizationState(payer, nonce) at the latest block; when used, the
+ *     AuthorizationUsed event names the transaction: settled if it paid the treasury (ours or
+ *     anyone's), used_elsewhere if not (or AuthorizationCanceled: the payer cancelled it);
+ *  3. unused: failed if our transaction reverted or can never be mined (its relayer nonce was taken
+ *     by another transaction), expired once the chain's time reached validBefore, else still pending.
+ * Chain errors are thrown: no outcome is decided without an answer from the chain.
+ */
+export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "chain" | "payTo" | "settler">): Promise<Resolution | "pending"> {
+  const { chain } = deps;
+  const token = row.token as Address;
+  const payer = row.payer as Address;
+  const nonce = row.nonce as `0x${string}`;
+  let ourReverted = false;
+  if (row.transaction) {
+    const receipt = await chain.getTransactionReceipt({ hash: row.transaction as `0x${string}` }).catch((error: unknown) => {
+      if (error instanceof TransactionReceiptNotFoundError) return undefined;
+      throw error;
+    });
+    if (receipt?.status === "success") return { status: "settled", transaction: row.transaction };
+    if (receipt?.status === "reverted") ourReverted = true;
+  }
+  const block = await chain.getBlock({ blockTag: "latest" });
+  const used = await chain.readContract({ address: token, abi: devStablecoinAbi, functionName: "authorizationState", args: [payer, nonce], blockNumber: block.number });
+  if (used) {
+    const span = BigInt(Math.ceil((Date.now() - row.createdAt.getTime()) / 1000)) + SEARCH_MARGIN_BLOCKS;
+    const range = { fromBlock: block.number > span ? block.number - span : 0n, toBlock: block.number };
+    const [event] = await chain.getContractEvents({ address: token, abi: devStablecoinAbi, eventName: "AuthorizationUsed", args: { authorizer: payer, nonce }, ...range });
+    if (event) {
+      const tx = event.transactionHash;
+      const receipt = await chain.getTransactionReceipt({ hash: tx });
+      const paid = receipt.logs.some(
+        (log) =>
+          log.address.toLowerCase() === token &&
+          log.topics[0] === TRANSFER_TOPIC &&
+          topicAddress(log.topics[1]) === payer &&
+          topicAddress(log.topics[2]) === deps.payTo.toLowerCase() &&
+          BigInt(log.data) >= BigInt(row.amount),
+      );
+      if (paid) {
+        const ours = row.transaction?.toLowerCase() === tx.toLowerCase();
+        return { status: "settled", transaction: tx, note: ours ? undefined : `settled by transaction ${tx} sent by ${receipt.from}, not by our settlement` };
+      }
+      return { status: "used_elsewhere", failure: `the nonce was used by transaction ${tx} without paying the treasury; not our charge` };
+    }
+    const [cancelled] = await chain.getContractEvents({ address: token, abi: devStablecoinAbi, eventName: "AuthorizationCanceled", args: { authorizer: payer, nonce }, ...range });
+    if (cancelled) return { status: "used_elsewhere", failure: `the payer cancelled the authorization in ${cancelled.transactionHash}; not our charge` };
+    return "pending"; // used, but the event is outside the searched blocks: left for an operator (stale report)
+  }
+  if (ourReverted) return { status: "failed", failure: "the settlement transaction reverted; nothing charged", transaction: row.transaction! };
+  if (row.validBefore !== null && block.timestamp >= BigInt(row.validBefore)) {
+    return { status: "expired", failure: `the authorization expired unused (validBefore ${row.validBefore}, chain time ${block.timestamp}); never charged` };
+  }
+  if (row.transaction && row.settler && row.settlerNonce !== null) {
+    const mined = await chain.getTransactionCount({ address: row.settler as Address, blockNumber: block.number });
+    if (mined > row.settlerNonce) return { status: "failed", failure: `the settlement transaction was dropped (relayer nonce ${row.settlerNonce} was used by another transaction); nothing charged` };
+    // It may still be mined: send it again in case the node dropped it (same bytes, same hash).
+    if (row.rawTransaction && deps.settler) await deps.settler.rebroadcast(row.rawTransaction as `0x${string}`);
+  }
+  return "pending";
+}
+
+const TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+const topicAddress = (topic: string | undefined) => (topic ? `0x${topic.slice(26)}`.toLowerCase() : undefined);
+
+/** Reads the outcome of `row` from the chain and records it. "pending" when the chain cannot tell yet (or did not answer). */
+export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promise<Resolution | "pending"> {
+  let outcome: Resolution | "pending";
+  try {
+    outcome = await chainOutcome(row, deps);
+  } catch (error) {
+    console.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${(error as Error).message.split("\n")[0]})`);
+    return "pending";
+  }
+  if (outcome !== "pending") await deps.ledger.resolve(keyOf(row), outcome);
+  return outcome;
+}
+
+/** Something that can sweep its unknown outcomes (the payment core). */
+export type Reconcilable = { reconcileUnresolved: (settlingIdleMs: number) => Promise<{ checked: number; resolved: number }> };
+
+/**
+ * The background reconciler: once at start (rows left by a crash, whatever their age), then every
+ * `intervalMs` for rows whose settlement is no longer in flight. `stop()` ends it.
+ */
+export function startReconciler(core: Reconcilable, { intervalMs = RECONCILE_INTERVAL_MS, idleMs = SETTLING_IDLE_MS } = {}) {
+  let running: Promise<unknown> = Promise.resolve();
+  const sweep = (idle: number) =>
+    (running = running
+      .then(() => core.reconcileUnresolved(idle))
+      .then((r) => r.resolved && console.log(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`))
+      .catch((error: Error) => console.warn(`[payments] reconciliation failed: ${error.message.split("\n")[0]}`)));
+  const started = sweep(0);
+  const timer = setInterval(() => void sweep(idleMs), intervalMs);
+  timer.unref?.();
+  return { started, stop: () => clearInterval(timer) };
+}
