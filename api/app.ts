@@ -9,6 +9,7 @@ import { limitBody, unrouted } from "./http/limits.ts";
 import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
+import type { IpfsNode } from "./ipfs/node.ts";
 import type { PaymentCore } from "./payments/core.ts";
 import { ROUTES } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
@@ -19,6 +20,8 @@ export type AppDeps = {
   /** Reads the chain head for stats and health; never on a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
+  /** The service's IPFS node (passports, statements), opened by the host. */
+  ipfs: Promise<IpfsNode>;
   /** Ponder's read-only GraphQL over the indexed tables, when hosted by Ponder. */
   graphql?: MiddlewareHandler;
 };

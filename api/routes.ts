@@ -8,6 +8,7 @@ import { mount } from "./http/mount.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
 import { openApiHandler, openApiRoute } from "./openapi/route.ts";
 import { configHandler, configRoute } from "./payments/config-route.ts";
+import type { IpfsNode } from "./ipfs/node.ts";
 import type { PaymentCore } from "./payments/core.ts";
 import { screenHandler, screenRoute } from "./screen/route.ts";
 import { statsHandler, statsRoute } from "./stats/route.ts";
@@ -20,6 +21,7 @@ export type RouteDeps = {
   target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
+  ipfs: Promise<IpfsNode>;
   assessor: WalletAssessor;
   routes: readonly RouteConfig[];
   app: OpenAPIHono<AppEnv>;

@@ -91,7 +91,7 @@ try {
   }
 
   // (2) The same screens, paid (the real app) and unpaid (the same handler, no guard).
-  const paidApp = createApp({ db, target, payments });
+  const paidApp = createApp({ db, target, payments, ipfs: undefined as never });
   const assessor = new WalletAssessor({ db, target });
   const zero = { chargedUnits: 0n, token: USDT, payer: lenders[0]!.address, waived: true };
   // The screen route's own declaration and validation, its payment middleware replaced by a free pass.

@@ -18,6 +18,8 @@ export type IndexTarget = {
   database: { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
   schema: string;
   pollingIntervalMs: number;
+  /** Where the service's IPFS node keeps its blocks and pins: one per database, like the service store. */
+  ipfsDirectory: string;
 };
 
 /**
@@ -45,7 +47,12 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
   const database: IndexTarget["database"] = env.DATABASE_URL
     ? { kind: "postgres", connectionString: network === "celo" ? env.DATABASE_URL : devnetDatabaseUrl(env.DATABASE_URL) }
     : { kind: "pglite", directory: resolve(env.PGLITE_DIR ?? `.ponder/${network}/pglite`) };
+  const ipfsDirectory = resolve(
+    env.IPFS_DIR ??
+      (database.kind === "pglite" ? `${database.directory}-ipfs` : `.ponder/${network}/ipfs-${decodeURIComponent(new URL(database.connectionString).pathname.slice(1)) || "postgres"}`),
+  );
   const common = {
+    ipfsDirectory,
     tracked: readTrackedWallets(env),
     database,
     schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA),

@@ -2,6 +2,7 @@ import { db, publicClients } from "ponder:api";
 import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
+import { openIpfs } from "../../api/ipfs/node.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
@@ -31,6 +32,10 @@ process.once("SIGTERM", () => {
 answerClientErrorsAsJsonOnNewServers();
 
 // GraphQL: a read-only view of the indexed tables and views, for data teams.
-const app = createApp({ db, target, chain: publicClients.celo, payments, graphql: graphql({ db, schema }) });
+// The service's own IPFS node (offline): passport documents and statements are pinned here.
+const ipfs = openIpfs(target.ipfsDirectory);
+ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
+
+const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, graphql: graphql({ db, schema }) });
 
 export default app;

@@ -69,6 +69,7 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
       db: undefined as never,
       target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [] },
       payments: createPayments(devnetPaymentSettings(devnet.manifestPath), undefined as never),
+      ipfs: undefined as never,
     });
     const served = new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`));
     const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
