@@ -3,6 +3,7 @@ import type { MiddlewareHandler } from "hono";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../config/target.ts";
 import type { IndexDb } from "./db.ts";
+import type { Conversations } from "./chat/conversations.ts";
 import type { AppEnv } from "./http/env.ts";
 import { handleError } from "./http/errors.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
@@ -10,7 +11,10 @@ import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
+import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
+import type { ReporterClient } from "./passport/reporter.ts";
 import type { PaymentCore } from "./payments/core.ts";
+import type { ServiceDb } from "./store/store.ts";
 import { ROUTES } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
 
@@ -22,6 +26,12 @@ export type AppDeps = {
   payments: PaymentCore;
   /** The service's IPFS node (passports, statements), opened by the host. */
   ipfs: Promise<IpfsNode>;
+  /** Our reporter contract and key (passports), built by the host. */
+  reporter?: ReporterClient;
+  /** The service store the API writes (statements, what each pinned CID is), opened by the host. */
+  store?: Promise<ServiceDb>;
+  /** Chat conversations, kept in the service store (api/chat/conversations.ts); in memory when not given. */
+  conversations?: Conversations;
   /** Ponder's read-only GraphQL over the indexed tables, when hosted by Ponder. */
   graphql?: MiddlewareHandler;
 };
@@ -41,6 +51,7 @@ export function createApp(deps: AppDeps) {
   for (const served of ROUTES) served.mount(app, { ...deps, assessor, routes, app });
   app.get(OPENAPI_ALIAS, openApiHandler(app) as never);
   app.route("/docs", docsRoutes());
+  app.get(BADGE_PATH, badgeHandler({ ...deps, assessor }));
   app.openAPIRegistry.registerComponent("securitySchemes", "xPayment", {
     type: "apiKey",
     in: "header",

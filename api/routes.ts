@@ -2,13 +2,21 @@ import type { OpenAPIHono, RouteConfig, RouteHandler } from "@hono/zod-openapi";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../config/target.ts";
 import { analyzeHandler, analyzeRoute } from "./analyze/route.ts";
+import type { Conversations } from "./chat/conversations.ts";
+import { chatHandler, chatRoute } from "./chat/route.ts";
 import type { IndexDb } from "./db.ts";
 import type { AppEnv } from "./http/env.ts";
 import { mount } from "./http/mount.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
+import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
+import { statementHandler, statementRoute } from "./statement/route.ts";
+import type { ServiceDb } from "./store/store.ts";
 import { openApiHandler, openApiRoute } from "./openapi/route.ts";
 import { configHandler, configRoute } from "./payments/config-route.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
+import { reportHandler, reportRoute } from "./passport/report-route.ts";
+import type { ReporterClient } from "./passport/reporter.ts";
+import { verifyHandler, verifyRoute } from "./passport/verify-route.ts";
 import type { PaymentCore } from "./payments/core.ts";
 import { screenHandler, screenRoute } from "./screen/route.ts";
 import { statsHandler, statsRoute } from "./stats/route.ts";
@@ -22,7 +30,13 @@ export type RouteDeps = {
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
   ipfs: Promise<IpfsNode>;
+  /** Our reporter contract through the reporter key (passports); absent: the report route answers 503. */
+  reporter?: ReporterClient;
+  /** The service store (statements, what each pinned CID is); routes that need it fail without it. */
+  store?: Promise<ServiceDb>;
   assessor: WalletAssessor;
+  /** Chat conversations (the service store); in memory when not given. */
+  conversations?: Conversations;
   routes: readonly RouteConfig[];
   app: OpenAPIHono<AppEnv>;
 };
@@ -36,10 +50,15 @@ const served = <R extends RouteConfig>(route: R, handler: (deps: RouteDeps) => R
 export const ROUTES = [
   served(screenRoute, screenHandler),
   served(analyzeRoute, analyzeHandler),
+  served(chatRoute, chatHandler),
   served(analysisRoute, analysisHandler),
   served(signalsRoute, signalsHandler),
   served(signalRoute, signalHandler),
   served(historyRoute, historyHandler),
+  served(reportRoute, reportHandler),
+  served(verifyRoute, verifyHandler),
+  served(statementRoute, statementHandler),
+  served(ipfsRoute, ipfsHandler),
   served(statsRoute, statsHandler),
   served(configRoute, configHandler),
   served(healthRoute, healthHandler),

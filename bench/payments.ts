@@ -24,6 +24,12 @@ import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 
+// npm run bench:payments -- --chaos [...]: the chain freezes during a run of paid screens (bench/payments-chaos.ts).
+if (process.argv.includes("--chaos")) {
+  await import("./payments-chaos.ts");
+  process.exit();
+}
+
 // npm run bench:payments -- [--wallets 300] [--requests 400] [--concurrency 8]
 // On the devnet indexed into Postgres: (1) what verifying a payment costs per request, without and
 // with the chain; (2) paid screens end to end (verify, claim, screen, settle on chain, ledger)

@@ -19,6 +19,12 @@ export const envSchema = z.object({
   CELO_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
   /** Our own reporter contract on live Celo, indexed beside the original OnchainReporter. */
   REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
+  /** The key that publishes passports through our reporter on Celo (it must hold the reporter role; needs CELO for gas). Devnet default: anvil dev account #3. */
+  REPORTER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
+  /** The original OnchainReporter indexed beside ours. Default on Celo: 0xE7621aF5dE3806ba26115bdC89190c65ed835C21; unset on the devnet (a test may deploy one). */
+  ONCHAIN_REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
+  /** GET /api/agent/verify/{id} (page and badge included): requests per minute per client. */
+  VERIFY_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(60)),
   /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
   DATABASE_URL: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Schema the indexer writes its tables to. Default: "reputation" on Celo, "devnet" on the devnet. */
@@ -45,6 +51,18 @@ export const envSchema = z.object({
   X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
   /** x402: settle through this remote facilitator (POST /verify, /settle) instead of the relayer key. */
   X402_FACILITATOR_URL: z.preprocess(blankAsUndefined, z.url().optional()),
+  /** Chat model mode: an OpenAI-compatible chat-completions endpoint (base URL, e.g. http://127.0.0.1:11434/v1). Unset: the deterministic engine answers. */
+  CHAT_MODEL_URL: z.preprocess(blankAsUndefined, z.url().optional()),
+  /** Chat model mode: the model name sent to CHAT_MODEL_URL. */
+  CHAT_MODEL: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Chat model mode: bearer token for CHAT_MODEL_URL (sent to it only, never to the model's context). */
+  CHAT_MODEL_API_KEY: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Chat model mode: how long the whole model exchange may take before the deterministic engine answers. */
+  CHAT_MODEL_TIMEOUT_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).max(60_000).default(8000)),
+  /** Statements: also pin them to this remote IPFS Pinning Service API endpoint (POST {url}/pins). Unset: local pins only. */
+  PINNING_SERVICE_URL: z.preprocess(blankAsUndefined, z.url().optional()),
+  /** Bearer token for PINNING_SERVICE_URL. */
+  PINNING_SERVICE_TOKEN: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Port of the HTTP API. */
   PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42069)),
 });

@@ -60,7 +60,7 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
   };
 
   if (env.PONDER_RPC_URL_42220) {
-    const reporters = [CELO_ONCHAIN_REPORTER];
+    const reporters = [env.ONCHAIN_REPORTER_ADDRESS ?? CELO_ONCHAIN_REPORTER];
     if (env.REPORTER_ADDRESS) reporters.push(env.REPORTER_ADDRESS);
     return {
       network: "celo",
@@ -86,7 +86,8 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
       { ...manifest.tokens.USDT, symbol: "USDT" },
       { ...manifest.tokens.USDC, symbol: "USDC" },
     ],
-    reporters: [manifest.reporter.address],
+    // Ours last, as on Celo; an OnchainReporter-shaped contract first when one is named (tests).
+    reporters: [...(env.ONCHAIN_REPORTER_ADDRESS ? [env.ONCHAIN_REPORTER_ADDRESS] : []), manifest.reporter.address],
     startBlock: manifest.startBlock,
     ...common,
   };

@@ -115,7 +115,9 @@ export async function startIndexer(env: Record<string, string>, options: { root?
     url,
     child,
     output: () => output,
-    stop: () => stopProcessGroup(child, 15_000),
+    // SIGTERM lets the service finish its paid requests (SHUTDOWN_DRAIN_MS, 15 s) and Ponder its
+    // own shutdown (5 s at most) before anything is killed.
+    stop: () => stopProcessGroup(child, 25_000),
   };
 }
 

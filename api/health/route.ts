@@ -9,6 +9,8 @@ import { withTimeout } from "../http/timeout.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import { indexedHead } from "../stats/queries.ts";
 import { STALE_PENDING_MS } from "../payments/ledger.ts";
+import type { IpfsNode } from "../ipfs/node.ts";
+import type { ReporterClient } from "../passport/reporter.ts";
 
 const statusSchema = z.enum(["ok", "degraded", "down"]);
 type Status = z.infer<typeof statusSchema>;
@@ -24,6 +26,8 @@ export const healthSchema = z.object({
     serviceStore: checkSchema.describe("The service store (payment ledger)"),
     payments: checkSchema.describe(`Payments whose outcome is unknown: degraded when one has been pending over ${STALE_PENDING_MS / 60_000} minutes`),
     settlement: checkSchema.describe("Self-settlement: relayer gas; or the remote facilitator's support for Celo"),
+    ipfs: checkSchema.describe("The IPFS node: its blockstore takes a write (a fixed probe, pinned once) and how many CIDs are pinned"),
+    reporter: checkSchema.describe("The passport reporter: contract code present, the key holds the reporter role, and has gas (degraded when not configured)"),
   }),
 });
 
@@ -42,6 +46,8 @@ export type HealthDeps = {
   target: Pick<IndexTarget, "schema">;
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
+  ipfs?: Promise<IpfsNode>;
+  reporter?: ReporterClient;
 };
 
 /** Below this the relayer can still settle, but not for long: the operator should top it up. */
@@ -59,9 +65,9 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
   }
 }
 
-export function healthHandler({ db, target, chain, payments }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
+export function healthHandler({ db, target, chain, payments, ipfs, reporter }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
   return async (c) => {
-    const [rpc, store, settlement, unsettled] = await Promise.all([
+    const [rpc, store, settlement, unsettled, ipfsCheck, reporterCheck] = await Promise.all([
       check(async () => {
         if (!chain) throw new Error("no chain client configured");
         const head = await chain.getBlock({ blockTag: "latest" });
@@ -85,6 +91,16 @@ export function healthHandler({ db, target, chain, payments }: HealthDeps): Rout
         const stale = await payments.ledger.stalePending(STALE_PENDING_MS);
         return { status: stale.count > 0 ? "degraded" : "ok", stalePending: stale.count, oldestPendingSince: stale.oldest?.toISOString() ?? null };
       }),
+      check(async () => {
+        if (!ipfs) throw new Error("no IPFS node configured");
+        const node = await ipfs;
+        const probe = await node.add(new TextEncoder().encode("celo-wallet-reputation health probe\n"));
+        return { status: "ok", writable: true, probe, pinnedCount: await node.pinnedCount() };
+      }),
+      check(async () => {
+        if (!reporter) return { status: "degraded", configured: false, note: "no reporter configured" };
+        return reporter.health();
+      }),
     ]);
     const indexer = await check(async () => {
       const indexed = await indexedHead(db, target.schema);
@@ -92,7 +108,7 @@ export function healthHandler({ db, target, chain, payments }: HealthDeps): Rout
       const lag = typeof rpc.headBlock === "number" ? BigInt(rpc.headBlock) - indexed.blockNumber : null;
       return { status: lag !== null && lag > LAG_DEGRADED_BLOCKS ? "degraded" : "ok", latestIndexedBlock: Number(indexed.blockNumber), lagBlocks: lag === null ? null : Number(lag) };
     });
-    const integrations = { rpc, indexer, serviceStore: store, settlement, payments: unsettled };
+    const integrations = { rpc, indexer, serviceStore: store, settlement, payments: unsettled, ipfs: ipfsCheck, reporter: reporterCheck };
     const statuses = Object.values(integrations).map((i) => i.status);
     const status: Status = statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok";
     const report = { status, checkedAt: new Date().toISOString(), integrations };

@@ -18,25 +18,30 @@ type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 431 | 500 | 503;
 /** A route as its module declares it: the route itself, plus what the declaration adds for every route. */
 type Also = Record<number, { description: string; schema: z.ZodType }>;
 type JsonResponse<S extends z.ZodType> = { description: string; content: { "application/json": { schema: S } } };
+/** A 200 that is not JSON (a file served as it was stored): one schema per media type. */
+type OkContent = Record<string, z.ZodType>;
+type OkResponse<S extends z.ZodType, C extends OkContent | undefined> = [C] extends [OkContent] ? { description: string; content: { [K in keyof C]: { schema: C[K] } } } : JsonResponse<S>;
 
 /** The declared route's type: what handlers are checked against (request schemas and the answers they may give). */
-export type DeclaredRoute<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also> = Omit<RouteConfig, "request" | "responses"> & {
+export type DeclaredRoute<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also, C extends OkContent | undefined = undefined> = Omit<RouteConfig, "request" | "responses"> & {
   method: M;
   path: P;
   request: Req;
-  responses: { 200: JsonResponse<S> } & { [K in keyof A]: { description: string; content: { "application/json": { schema: A[K] extends { schema: infer T } ? T : never } } } };
+  responses: { 200: OkResponse<S, C> } & { [K in keyof A]: { description: string; content: { "application/json": { schema: A[K] extends { schema: infer T } ? T : never } } } };
   getRoutingPath(): string;
 };
 
-type Declaration<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also> = {
+type Declaration<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also, C extends OkContent | undefined> = {
   method: M;
   path: P;
   summary: string;
   description?: string;
   tags: string[];
   request?: Req;
-  /** The 200 answer. */
-  ok: S;
+  /** The 200 answer (JSON). */
+  ok?: S;
+  /** Instead of `ok`: a 200 that is not JSON, by media type (e.g. GET /ipfs/{cid}: PDF, CSV or JSON as pinned). */
+  okContent?: C;
   /** Error codes the route itself can give, by status (validation, payment and the rest are added here). */
   errors?: Partial<Record<ErrorStatus, readonly string[]>>;
   /** Checks run after validation and before payment (e.g. the indexed-wallet check). */
@@ -69,10 +74,10 @@ const paymentCodes = (status: number) => (Object.entries(PAYMENT_ERRORS) as [Pay
  * docs. Validation, the handler's types and the OpenAPI operation (price, 402 answer, every error
  * code) all come from it; its price comes from the price table under `id`.
  */
-export function declareRoute<M extends Method, P extends string, Req extends RouteConfig["request"] = undefined, S extends z.ZodType = z.ZodType, A extends Also = {}>(
+export function declareRoute<M extends Method, P extends string, Req extends RouteConfig["request"] = undefined, S extends z.ZodType = z.ZodType, A extends Also = {}, C extends OkContent | undefined = undefined>(
   id: RouteId,
-  d: Declaration<M, P, Req, S, A>,
-): DeclaredRoute<M, P, Req, S, A> {
+  d: Declaration<M, P, Req, S, A, C>,
+): DeclaredRoute<M, P, Req, S, A, C> {
   const microUsd = PRICES[id];
   const paid = microUsd > 0n;
   const freeRead = d.freeAfter && { after: d.freeAfter.map(routeName), rule: freeReadRule(d.freeAfter) };
@@ -102,7 +107,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     responses: {
       200: {
         description: paid ? "The answer; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement receipt" : "The answer",
-        content: { "application/json": { schema: d.ok } },
+        content: d.okContent ? Object.fromEntries(Object.entries(d.okContent).map(([type, schema]) => [type, { schema }])) : { "application/json": { schema: d.ok } },
       },
       ...(paid
         ? {
@@ -117,5 +122,5 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
       ...Object.fromEntries(Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [status, { description: a.description, content: { "application/json": { schema: a.schema } } }])),
     },
     middleware: [...(d.middleware ?? []), ...(paid ? [payment(priced, d.payment)] : [])],
-  } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A>;
+  } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A, C>;
 }

@@ -10,7 +10,7 @@ import type { Billing } from "./billing.ts";
 import { PaymentError } from "./errors.ts";
 import type { Facilitator, Settler } from "./facilitator.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
-import { isAbandoned, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
+import { isAbandoned, isRerunning, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
 import { keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { checkPayment, type VerifiedPayment, verifyPayment } from "./verify.ts";
@@ -95,6 +95,8 @@ export class PaymentCore {
   private readonly inflight = new Map<string, Promise<unknown>>();
   /** Requests holding a claim (handler or settlement running): what drain() waits for. */
   private claims = 0;
+  /** Requests being admitted (verification, waiting for a copy): drain() waits for them too, so that none claims unseen. */
+  private admitting = 0;
   private draining = false;
 
   constructor(private readonly deps: PaymentDeps) {
@@ -103,11 +105,14 @@ export class PaymentCore {
 
   /** Before the handler: a claimed payment to run on, or the reply to send instead. */
   async admit(route: PricedRoute, request: PaymentRequest): Promise<{ claim: Claim } | { reply: Reply }> {
+    this.admitting++;
     try {
       return await this.claim(route, request);
     } catch (error) {
       if (error instanceof PaymentError) return { reply: this.refusal(route, request.url, error) };
       throw error;
+    } finally {
+      this.admitting--;
     }
   }
 
@@ -129,7 +134,10 @@ export class PaymentCore {
     const { key, waived } = claim;
     if (claim.paid) {
       // Already charged on chain: the answer is the payer's, produced again; nothing is settled.
-      if ("failed" in outcome) return { headers: {} };
+      if ("failed" in outcome) {
+        await ledger.releaseRerun(key);
+        return { headers: {} };
+      }
       await ledger.answered(key, outcome.answer);
       return { headers: receiptHeaders(claim.paid.transaction, this.settings.network, claim.billing.payer) };
     }
@@ -236,14 +244,16 @@ export class PaymentCore {
   }
 
   /**
-   * Graceful shutdown: takes no new payment and waits up to `timeoutMs` for the requests holding a
+   * Graceful shutdown: takes no new payment (503 settlement_unavailable: nothing charged, retry
+   * with the same payment) and waits up to `timeoutMs` for the requests being admitted or holding a
    * claim (handler and settlement) to finish. Rows still settling then are reconciled at next start.
    */
   async drain(timeoutMs: number): Promise<{ drained: boolean; inFlight: number }> {
     this.draining = true;
     const deadline = Date.now() + timeoutMs;
-    while (this.claims > 0 && Date.now() < deadline) await sleep(50);
-    return { drained: this.claims === 0, inFlight: this.claims };
+    const busy = () => this.claims + this.admitting;
+    while (busy() > 0 && Date.now() < deadline) await sleep(20);
+    return { drained: busy() === 0, inFlight: busy() };
   }
 
   private async claim(route: PricedRoute, request: PaymentRequest): Promise<{ claim: Claim } | { reply: Reply }> {
@@ -271,7 +281,12 @@ export class PaymentCore {
         continue;
       }
       if (existing?.status === "settled" && existing.responseBody === null) {
-        // Charged, but the answer was never recorded (a crash between settlement and record): run the handler again, settle nothing.
+        // Charged, but the answer was never recorded (a crash between settlement and record): run the
+        // handler again, settle nothing. One request at a time: concurrent retries wait for its answer.
+        if (isRerunning(existing) || !(await ledger.claimRerun(key))) {
+          await waitWhileRerunning(ledger, key);
+          continue;
+        }
         const billing = { chargedUnits: BigInt(existing.amount), token, payer: key.payer, waived: false };
         this.claims++;
         return { claim: { key, verified: null, waived: false, billing, paid: { transaction: existing.transaction! } } };
@@ -282,7 +297,7 @@ export class PaymentCore {
         throw new PaymentError("nonce_already_used", `This authorization was used or cancelled on chain by a transaction that did not pay for this request (${existing.failure}); it was not charged here. Sign a new one.`);
       }
       if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
-      if (this.draining) throw new PaymentError("settlement_unavailable", "The service is shutting down; nothing was charged. Retry with the same payment.");
+      if (this.draining) throw shuttingDown();
 
       let verified: VerifiedPayment;
       try {
@@ -301,6 +316,8 @@ export class PaymentCore {
         throw error;
       }
       const waived = await this.isFreeRead(route, verified.payer, request.subject);
+      // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
+      if (this.draining) throw shuttingDown();
       const entry = {
         ...key,
         amount: verified.amount,
@@ -382,6 +399,16 @@ async function waitWhilePending(ledger: PaymentLedger, key: PaymentKey) {
   throw pending();
 }
 
+async function waitWhileRerunning(ledger: PaymentLedger, key: PaymentKey) {
+  const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    const row = await ledger.find(key);
+    if (!row || !isRerunning(row)) return;
+  }
+  throw pending();
+}
+
 const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
@@ -392,6 +419,7 @@ const pending = () =>
     "settlement_pending",
     "This payment's settlement is under way and its outcome is not known yet. Retry with the same payment (same request) to get the answer it paid for; it will not be charged twice.",
   );
+const shuttingDown = () => new PaymentError("settlement_unavailable", "The service is shutting down; nothing was charged. Retry with the same payment.");
 const unavailable = () =>
   new PaymentError("settlement_unavailable", "The payment could not be settled right now (the chain did not answer); nothing was charged and no data is returned. Retry with the same payment.");
 const settlementFailed = (reason: string, transaction?: string) =>

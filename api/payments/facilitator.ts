@@ -52,6 +52,22 @@ export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relaye
 
 /** How long the verification's chain probe may take before the RPC counts as down. */
 const PROBE_TIMEOUT_MS = 3_000;
+/**
+ * Each RPC call of a verification (the x402 package's getCode, reads and simulated transfer) gives
+ * up after this long (the package makes several in turn).
+ */
+export const VERIFY_RPC_TIMEOUT_MS = 4_000;
+/**
+ * A whole verification (self mode) gives up after this long: while the chain does not answer, a
+ * valid payment gets 503 settlement_unavailable 5 s after it arrived (it took 23 s with the 20 s
+ * transport timeout and the probe), nothing claimed and nothing charged.
+ */
+export const VERIFY_TIMEOUT_MS = 5_000;
+/**
+ * Each RPC call of the relayer (fees and gas, nonce, broadcast, receipt) gives up after this long.
+ * A broadcast without an answer is not a failure: the chain decides (see SubmitResult.uncertain).
+ */
+export const RELAYER_RPC_TIMEOUT_MS = 10_000;
 
 /**
  * Verification by the x402 packages (our own x402Facilitator with the `exact` EVM scheme, or a
@@ -68,11 +84,12 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     return Object.assign(remote, { mode: "facilitator" as const, verify: (p: PaymentPayload, r: PaymentRequirements) => checkedVerify(verify(p, r), p, r, probeClient) });
   }
   const account = privateKeyToAccount(settlement.relayerKey);
-  const client = createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }), pollingInterval: 100 }).extend(
-    publicActions,
-  );
+  const walletClient = (timeout: number) =>
+    createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout }), pollingInterval: 100 }).extend(publicActions);
+  const client = walletClient(RELAYER_RPC_TIMEOUT_MS);
   // viem's client is the signer the x402 packages expect; its typed-data overloads are only wider.
-  const signer = toFacilitatorEvmSigner({ ...client, address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0], {
+  // It verifies with short RPC timeouts (a frozen chain answers 503 quickly).
+  const signer = toFacilitatorEvmSigner({ ...walletClient(VERIFY_RPC_TIMEOUT_MS), address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0], {
     confirmationTimeoutMs: 60_000,
   });
   const local = new x402Facilitator().register(settings.network, new ExactEvmScheme(signer));
@@ -81,7 +98,7 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     mode: "self",
     relayer: settler.relayer,
     settler,
-    verify: (payload, requirements) => checkedVerify(local.verify(payload, requirements), payload, requirements, probeClient),
+    verify: (payload, requirements) => withDeadline(checkedVerify(local.verify(payload, requirements), payload, requirements, probeClient), VERIFY_TIMEOUT_MS),
     // Kept for callers that want the x402 package's one-step settle (a remote facilitator served from this one).
     settle: (payload, requirements) => local.settle(payload, requirements),
     getSupported: async () => local.getSupported() as Awaited<ReturnType<FacilitatorClient["getSupported"]>>,
@@ -153,7 +170,10 @@ function relayerSettler(client: RelayerClient, account: ReturnType<typeof privat
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         try {
-          return await client.getTransactionReceipt({ hash });
+          // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
+          const remaining = Math.max(0, deadline - Date.now());
+          const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
+          if (receipt) return receipt;
         } catch {
           // not mined yet, or the RPC did not answer: wait, the transaction is recorded
         }
@@ -190,6 +210,15 @@ export function isTransportError(error: unknown): boolean {
 
 const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
+
+/** `promise`, or an error once `ms` passed without its answer (the chain did not answer in time: 503, never a refusal). */
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the chain RPC did not answer within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
 
 /** Refusals that a failed chain read can cause (the x402 package fails closed when getCode or a simulation errors). */
 const CHAIN_DEPENDENT = new Set([

@@ -38,6 +38,18 @@ export type StoredAnswer = { status: number; type: string; body: string };
  */
 export const ABANDONED_AFTER_MS = 120_000;
 
+/**
+ * A settled payment whose answer was never stored is answered again by one request at a time: that
+ * request marks the row with this response status (HTTP 102 Processing) and no body until it stores
+ * the answer. A mark older than RERUN_LEASE_MS belongs to a request that died: another may take over.
+ */
+export const RERUN_MARK = 102;
+export const RERUN_LEASE_MS = 30_000;
+
+/** Whether another request is producing this settled payment's answer again right now. */
+export const isRerunning = (row: Pick<PaymentRow, "status" | "responseStatus" | "responseBody" | "updatedAt">, now = Date.now()) =>
+  row.status === "settled" && row.responseBody === null && row.responseStatus === RERUN_MARK && now - row.updatedAt.getTime() <= RERUN_LEASE_MS;
+
 export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now = Date.now()) =>
   row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
@@ -123,6 +135,34 @@ export class PaymentLedger {
         updatedAt: now,
       })
       .where(and(byKey(key), inArray(payment.status, ["pending", "settling", "failed"])));
+  }
+
+  /**
+   * A settled payment whose answer was never stored: claims the right to produce it again (one
+   * request at a time, on any replica). False if another request holds it.
+   */
+  async claimRerun(key: PaymentKey): Promise<boolean> {
+    const claimed = await (await this.store)
+      .update(payment)
+      .set({ responseStatus: RERUN_MARK, updatedAt: new Date() })
+      .where(
+        and(
+          byKey(key),
+          eq(payment.status, "settled"),
+          isNull(payment.responseBody),
+          or(isNull(payment.responseStatus), lt(payment.updatedAt, new Date(Date.now() - RERUN_LEASE_MS))),
+        ),
+      )
+      .returning({ nonce: payment.nonce });
+    return claimed.length > 0;
+  }
+
+  /** The answer could not be produced again (the handler failed): another request may try. */
+  async releaseRerun(key: PaymentKey): Promise<void> {
+    await (await this.store)
+      .update(payment)
+      .set({ responseStatus: null, updatedAt: new Date() })
+      .where(and(byKey(key), eq(payment.status, "settled"), isNull(payment.responseBody), eq(payment.responseStatus, RERUN_MARK)));
   }
 
   /** A settled payment whose answer was never stored (crash between settlement and record): keep the answer produced again. */

@@ -1,12 +1,18 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { PricedRoute, Reply } from "./core.ts";
+import type { Claim, PaymentCore, PricedRoute, Reply } from "./core.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
 export type PaymentHooks = {
   subject: (input: Record<string, unknown>) => Address | undefined;
   caller: (input: Record<string, unknown>) => Address | undefined;
+  /**
+   * The handler answered but its payment was not settled (conclude returned a refusal, which is
+   * the answer): undo what the handler did that must not stand unpaid (the report route revokes
+   * the passport it published). Runs before the refusal is sent.
+   */
+  onSettlementFailed?: (c: Context, failure: { reply: Reply; claim: Claim; core: PaymentCore }) => Promise<void>;
 };
 
 /** Body routes name `walletAddress` (and the paying `callerAddress`); wallet routes take `address` from the path. */
@@ -54,7 +60,10 @@ export function payment(route: PricedRoute, hooks: PaymentHooks = walletRequest)
     }
     const answer = { status: c.res.status, type: c.res.headers.get("content-type") ?? "application/json", body: await c.res.clone().text() };
     const concluded = await core.conclude(route, request, claim, { answer });
-    if ("reply" in concluded) c.res = send(c, concluded.reply);
+    if ("reply" in concluded) {
+      await hooks.onSettlementFailed?.(c, { reply: concluded.reply, claim, core }).catch((error: Error) => console.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`));
+      c.res = send(c, concluded.reply);
+    }
     else for (const [name, value] of Object.entries(concluded.headers)) c.res.headers.set(name, value);
   };
 }

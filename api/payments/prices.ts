@@ -20,6 +20,7 @@ export const PRICES = {
   health: 0n,
   stats: 0n,
   openapi: 0n,
+  ipfs: 0n,
 } as const satisfies Record<string, bigint>;
 
 export type RouteId = keyof typeof PRICES;
@@ -29,10 +30,6 @@ export type RouteId = keyof typeof PRICES;
  * Each entry goes when its route is declared.
  */
 export const PLANNED_ROUTES: Partial<Record<RouteId, { method: "GET" | "POST"; path: string; description: string }>> = {
-  chat: { method: "POST", path: "/api/agent/chat", description: "Natural-language wallet queries" },
-  report: { method: "POST", path: "/api/agent/report", description: "Issue a REP passport attested on chain" },
-  statement: { method: "POST", path: "/api/agent/statement", description: "Transaction statement PDF pinned to IPFS" },
-  verify: { method: "GET", path: "/api/agent/verify/{id}", description: "Verify a REP passport" },
 };
 
 /** A price in a token's smallest units (both accepted tokens have 6 decimals, like micro-USD). */

@@ -29,7 +29,7 @@ const clamp = (n: number) => Math.max(0, Math.min(100, Math.round(n)));
 const fmt = formatWholeUsd;
 
 /** Financial health: income, savings, buffer, spending; drain and cycling cost points. */
-function healthFactors(s: Signals): Factor[] {
+export function healthFactors(s: Signals): Factor[] {
   const f = (factor: string, points: number): Factor => ({ score: "financialHealth", factor, points: Math.round(points * 10) / 10 });
   const spend = usd(s.monthlySpendUnits);
   const balance = usd(s.balanceUnits);
@@ -48,7 +48,7 @@ function healthFactors(s: Signals): Factor[] {
 }
 
 /** Reputation: history length, steady activity, real counterparties, recency; abuse costs points. */
-function reputationFactors(s: Signals): Factor[] {
+export function reputationFactors(s: Signals): Factor[] {
   const f = (factor: string, points: number): Factor => ({ score: "reputation", factor, points: Math.round(points * 10) / 10 });
   const recent = s.daysSinceLastActivity;
   return [
@@ -61,6 +61,12 @@ function reputationFactors(s: Signals): Factor[] {
     f("cycled own money", -50 * s.cycledShare),
   ];
 }
+
+/** The most each factor can give (penalties give at most 0): what the chat engine measures "room to raise" against. */
+export const FACTOR_MAX: Record<Factor["score"], Record<string, number>> = {
+  financialHealth: { "verified recurring income": 30, "income consistency": 15, "six-month savings": 15, "balance buffer": 15, "balance size": 20, "spending within means": 15, "drain pattern": 0, "cycled own money": 0 },
+  reputation: { "wallet age": 25, "active months (of 12)": 25, "counterparty diversity": 15, "recent activity": 15, "recurring payers": 10, "drain pattern": 0, "cycled own money": 0 },
+};
 
 function thinFileOf(s: Signals): ScoreResult["thinFile"] {
   // Young, or barely used over the last year: too little to judge either way.

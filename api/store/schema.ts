@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { check, index, integer, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
@@ -74,3 +74,62 @@ export const payment = service.table(
 );
 
 export type PaymentRow = typeof payment.$inferSelect;
+
+/**
+ * Chat conversations (POST /api/agent/chat): what a follow-up needs, the wallets being discussed
+ * and the last question's intent and period. A conversation belongs to the payer that opened it and
+ * lives CONVERSATION_LIFETIME_MS (api/chat/conversations.ts) after its last use; expired rows are
+ * ignored and pruned.
+ */
+export const chatConversation = service.table(
+  "chat_conversation",
+  {
+    id: text("id").primaryKey(),
+    payer: text("payer").notNull(),
+    /** The wallets under discussion, lowercase 0x addresses, the subject first. */
+    wallets: jsonb("wallets").$type<string[]>().notNull(),
+    intent: text("intent"),
+    /** The last period asked about (api/chat/period.ts `Period`), or null. */
+    period: jsonb("period").$type<Record<string, unknown> | null>(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+  },
+  (t) => [index("chat_conversation_expires").on(t.expiresAt)],
+);
+
+export type ChatConversationRow = typeof chatConversation.$inferSelect;
+
+/**
+ * What each pinned CID is (GET /ipfs/{cid} answers with this media type): recorded when the
+ * service pins content it made. Content pinned without a row is served by sniffing its bytes.
+ */
+export const ipfsContent = service.table("ipfs_content", {
+  cid: text("cid").primaryKey(),
+  mediaType: text("media_type").notNull(),
+  size: integer("size").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * Statements made (POST /api/agent/statement): the wallet's `statement` signal reads its latest.
+ * The PDF's CID names wallet, period and data, so the same statement made again updates its row.
+ */
+export const statement = service.table(
+  "statement",
+  {
+    cid: text("cid").primaryKey(),
+    csvCid: text("csv_cid").notNull(),
+    wallet: text("wallet").notNull(),
+    period: text("period").notNull(),
+    /** The period, unix seconds, both included. */
+    fromAt: timestamp("from_at", { withTimezone: true }).notNull(),
+    toAt: timestamp("to_at", { withTimezone: true }).notNull(),
+    block: numeric("block", { precision: 78, scale: 0 }).notNull(),
+    transfers: integer("transfers").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index("statement_wallet_created").on(t.wallet, t.createdAt)],
+);
+
+export type StatementRecord = typeof statement.$inferSelect;

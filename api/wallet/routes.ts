@@ -5,19 +5,17 @@ import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { isoFromSeconds as iso } from "../money.ts";
-import { monthOf } from "../../shared/month.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { analyzeRoute } from "../analyze/route.ts";
 import { screenRoute } from "../screen/route.ts";
-import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
-import { scoreWallet } from "../scoring/model.ts";
-import { factsAt } from "../scoring/point-in-time.ts";
 import { type Assessment, MAX_AGE_MS, type WalletAssessor } from "./assess.ts";
 import { indexedWallet } from "./indexed.ts";
-import { loadWalletFacts } from "./queries.ts";
 import { analysisSchema, historySchema, signalSchema, signalsSchema, walletParams } from "./schema.ts";
-import { resolveSignal, SIGNAL_ALIASES, SIGNAL_NAMES, SIGNAL_READ_NAMES, SIGNALS } from "./signal-catalog.ts";
+import { resolveSignal, SIGNAL_ALIASES, SIGNAL_NAMES, SIGNAL_READ_NAMES, SIGNALS, type SignalContext } from "./signal-catalog.ts";
 import { walletData } from "./wallet-data.ts";
+import type { ServiceDb } from "../store/store.ts";
+import { latestStatement, statementSignal } from "../statement/record.ts";
+import { scoreHistory } from "./history.ts";
 
 const tags = ["Wallet"];
 const walletErrors = { 400: ["invalid_address"], 404: ["wallet_not_indexed"] } as const;
@@ -74,7 +72,12 @@ export const historyRoute = declareRoute("history", {
   middleware: [indexedWallet],
 });
 
-export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor };
+export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor; store?: Promise<ServiceDb> };
+
+/** What signals read from the service store: the wallet's latest statement. */
+const signalContext = async (store: Promise<ServiceDb> | undefined, wallet: string): Promise<SignalContext> => ({
+  latestStatement: store ? statementSignal(await latestStatement(await store, wallet)) : null,
+});
 
 const dataAsOf = (a: Assessment) => ({ block: a.asOf.block, time: iso(a.asOf.timestamp) });
 const cacheStatus = (a: Assessment) => ({
@@ -95,9 +98,10 @@ export const analysisHandler =
   };
 
 export const signalsHandler =
-  ({ assessor }: WalletRouteDeps): RouteHandler<typeof signalsRoute, AppEnv> =>
+  ({ assessor, store }: WalletRouteDeps): RouteHandler<typeof signalsRoute, AppEnv> =>
   async (c) => {
-    const a = await assessor.assess(c.req.valid("param").address);
+    const { address } = c.req.valid("param");
+    const [a, ctx] = await Promise.all([assessor.assess(address), signalContext(store, address)]);
     return c.json(
       {
         walletAddress: a.facts.address,
@@ -105,7 +109,7 @@ export const signalsHandler =
         dataAsOf: dataAsOf(a),
         x402Billing: x402Billing(c.var.billing),
         cache: cacheStatus(a),
-        signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name].read(a), description: SIGNALS[name].description })),
+        signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name].read(a, ctx), description: SIGNALS[name].description })),
         aliases: SIGNAL_ALIASES,
       },
       200,
@@ -113,18 +117,18 @@ export const signalsHandler =
   };
 
 export const signalHandler =
-  ({ assessor }: WalletRouteDeps): RouteHandler<typeof signalRoute, AppEnv> =>
+  ({ assessor, store }: WalletRouteDeps): RouteHandler<typeof signalRoute, AppEnv> =>
   async (c) => {
     const { address, signal: asked } = c.req.valid("param");
     const name = resolveSignal(asked);
     const signal = SIGNALS[name];
-    const a = await assessor.assess(address);
+    const [a, ctx] = await Promise.all([assessor.assess(address), name === "latestStatement" ? signalContext(store, address) : {}]);
     const billing = c.var.billing;
     return c.json(
       {
         walletAddress: address,
         name,
-        value: signal.read(a),
+        value: signal.read(a, ctx),
         description: signal.description,
         modelVersion: a.result.modelVersion,
         dataAsOf: dataAsOf(a),
@@ -140,27 +144,13 @@ export const historyHandler =
   ({ db, target, assessor }: WalletRouteDeps): RouteHandler<typeof historyRoute, AppEnv> =>
   async (c) => {
     const current = await assessor.assess(c.req.valid("param").address);
-    // Two years of transfers: each month end is scored on the year before it.
-    const { facts } = await loadWalletFacts(db, target.schema, current.facts.address, { windowDays: 2 * WINDOW_DAYS });
-    const now = new Date(current.asOf.timestamp * 1000);
-    const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
     return c.json(
       {
         walletAddress: current.facts.address,
         modelVersion: current.result.modelVersion,
         dataAsOf: dataAsOf(current),
         x402Billing: x402Billing(c.var.billing),
-        history: months.map((t) => {
-          const r = scoreWallet(factsAt(facts, t));
-          return {
-            monthEnd: iso(t),
-            month: monthOf(t - DAY),
-            financialHealth: r.scores.financialHealth,
-            reputation: r.scores.reputation,
-            recommendation: r.recommendation,
-            thinFile: r.thinFile.thinFile,
-          };
-        }),
+        history: await scoreHistory(db, target, current),
       },
       200,
     );

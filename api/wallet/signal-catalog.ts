@@ -3,6 +3,9 @@ import type { Assessment } from "./assess.ts";
 
 type Value = number | boolean | string | null | Record<string, unknown>[] | Record<string, unknown>;
 
+/** What a signal may read besides the assessment, from the service store (the handler loads it). */
+export type SignalContext = { latestStatement?: Record<string, unknown> | null };
+
 /** Every named reputation signal, read from one cached assessment (docs/scoring.md defines each). */
 export const SIGNALS = {
   financialHealth: { description: "Financial-health score, 0-100", read: (a) => a.result.scores.financialHealth },
@@ -43,7 +46,11 @@ export const SIGNALS = {
       loan: { minUsd: unitsToUsd(a.result.loan.minUnits), maxUsd: unitsToUsd(a.result.loan.maxUnits), confidence: a.result.loan.confidence },
     }),
   },
-} satisfies Record<string, { description: string; read: (a: Assessment) => Value }>;
+  latestStatement: {
+    description: "The wallet's latest statement (POST /api/agent/statement): CIDs of its PDF and CSV, period, and when it was made; null when none was made",
+    read: (_a: Assessment, ctx?: SignalContext) => ctx?.latestStatement ?? null,
+  },
+} satisfies Record<string, { description: string; read: (a: Assessment, ctx?: SignalContext) => Value }>;
 
 export type SignalName = keyof typeof SIGNALS;
 export const SIGNAL_NAMES = Object.keys(SIGNALS) as SignalName[];
@@ -55,6 +62,7 @@ export const SIGNAL_ALIASES = {
   "reputation-score": "reputation",
   "loan-capacity": "loanCapacity",
   assessment: "assessment",
+  statement: "latestStatement",
 } as const satisfies Record<string, SignalName>;
 
 /** Every name a signal read accepts: ours, then the aliases. */

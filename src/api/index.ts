@@ -2,8 +2,11 @@ import { db, publicClients } from "ponder:api";
 import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
+import { storedConversations } from "../../api/chat/conversations.ts";
 import { openIpfs } from "../../api/ipfs/node.ts";
+import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
+import { shutdownGracefully } from "../../api/http/shutdown.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
@@ -19,13 +22,20 @@ store.catch((error) => console.error(`[api] cannot open the service store: ${(er
 const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
-// chain: once at start, then on a schedule. On SIGTERM, claimed payments finish settling first.
+// chain: once at start, then on a schedule.
 const reconciler = startReconciler(payments);
-process.once("SIGTERM", () => {
-  reconciler.stop();
-  void payments.drain(SHUTDOWN_DRAIN_MS).then(({ drained, inFlight }) => {
-    if (!drained) console.warn(`[payments] exiting with ${inFlight} requests still settling; they are reconciled at the next start`);
-  });
+
+// SIGTERM / SIGINT: Ponder's own handlers (which cut connections after 1 s and exit) wait until the
+// server stopped listening, new payments are refused and the requests in flight, settlement
+// included, are finished: at most SHUTDOWN_DRAIN_MS (docs/payments.md, "Shutdown").
+shutdownGracefully({
+  limitMs: SHUTDOWN_DRAIN_MS,
+  drain: async (deadline) => {
+    reconciler.stop();
+    const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
+    if (!drained) console.warn(`[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`);
+  },
+  close: async () => (await store).close(),
 });
 
 // Ponder creates its HTTP server after loading this module: oversized headers get a JSON 431 there too.
@@ -36,6 +46,9 @@ answerClientErrorsAsJsonOnNewServers();
 const ipfs = openIpfs(target.ipfsDirectory);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
 
-const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, graphql: graphql({ db, schema }) });
+// Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
+const reporter = createReporter(resolveReporterSettings(target));
+
+const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)), graphql: graphql({ db, schema }) });
 
 export default app;

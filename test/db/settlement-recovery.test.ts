@@ -215,6 +215,40 @@ describe(`settlement recovery (${testDatabase})`, () => {
     expect((await treasuryUsdt()) - before).toBe(10_000n);
   });
 
+  it("runs the handler once for two concurrent retries of a charged payment whose answer was never stored: one answer each, the same, one charge", async () => {
+    const before = await treasuryUsdt();
+    const signed = await sign();
+    const header = specHeader(signed, USDT.address);
+    const dying = appWith(core());
+    hangNext = true;
+    const died = screen(dying, header, hangingBorrower); // claimed; the process "dies" in the handler
+    const a = signed.authorization;
+    for (let i = 0; i < 100 && !(await store.db.select().from(payment).where(eq(payment.nonce, a.nonce))).length; i++) await new Promise((r) => setTimeout(r, 50));
+    const wallet = createWalletClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl), account: privateKeyToAccount(lender.privateKey) });
+    const tx = await wallet.writeContract({
+      address: USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "transferWithAuthorization",
+      args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signed.signature],
+    });
+    await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: tx });
+    await store.db.update(payment).set({ updatedAt: new Date(Date.now() - 5 * 60_000) }).where(eq(payment.nonce, a.nonce));
+    const restarted = core();
+    await restarted.reconcileUnresolved(0);
+    expect(await rowOf(a.nonce)).toMatchObject({ status: "settled", transaction: tx, responseBody: null });
+
+    const app = appWith(restarted);
+    const handledBefore = handled;
+    const [first, second] = await Promise.all([screen(app, header, hangingBorrower), screen(app, header, hangingBorrower)]);
+    releaseHang();
+    await died;
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(await first.text()).toBe(await second.text());
+    expect(handled - handledBefore).toBe(1);
+    expect((await rowOf(a.nonce)).responseBody).toContain("paidData");
+    expect((await treasuryUsdt()) - before).toBe(10_000n);
+  });
+
   it("marks an authorization that expires unused as expired, never charged, and the relayer's next settlement is not stuck behind the dropped one", async () => {
     const app = appWith(core());
     const before = await treasuryUsdt();

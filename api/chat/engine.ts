@@ -1,0 +1,196 @@
+import type { Address } from "../../config/addresses.ts";
+import { isoFromSeconds as iso } from "../money.ts";
+import { MODEL_VERSION } from "../scoring/model.ts";
+import { indexedHead } from "../stats/queries.ts";
+import {
+  activityFact,
+  balancesFact,
+  counterpartiesFact,
+  factorsFact,
+  type FactKind,
+  type Facts,
+  incomeFact,
+  largestTransfersFact,
+  loanFact,
+  passportFact,
+  scoresFact,
+  type Source,
+  type WalletReader,
+} from "./facts.ts";
+import { addressesIn, type Intent, normalise, type Period, readIntent, readPeriod, wordMatches } from "./language.ts";
+import * as say from "./phrasing.ts";
+
+/** What a conversation remembers between questions. */
+export type ConversationState = { wallets: Address[]; intent: Intent | null; period: Period | null };
+
+export type ChatQuestion = { message: string; walletAddress?: Address; conversation?: ConversationState | null };
+
+/** A question read: what it asks, about which wallets, over which period (resolved against the indexed head). */
+export type ResolvedQuestion = { intent: Intent; wallets: Address[]; period: Period | null; periodDefaulted: boolean; direction: "in" | "out" | "both" };
+
+export type ChatData = { period: Period | null; wallets: Record<string, Facts>; capabilities?: string[] };
+
+export type ChatOutcome = {
+  answer: string;
+  intent: Intent;
+  wallets: Address[];
+  data: ChatData;
+  sources: Source[];
+  modelVersion: string;
+  dataAsOf: { block: number; time: string } | null;
+  state: ConversationState;
+};
+
+/** At most this many wallets are answered about in one question (a comparison takes two). */
+export const MAX_WALLETS = 3;
+/** Intents that read a period; a follow-up that names only a period keeps one of these. */
+const PERIODIC: Intent[] = ["activity", "largest_transfers"];
+const WALLETLESS: Intent[] = ["help", "unknown"];
+
+/** The default period of an activity question that names none. */
+const defaultPeriod = (asOf: number): Period => readPeriod("last 3 months", asOf)!;
+
+function directionOf(message: string): "in" | "out" | "both" {
+  const words = normalise(message);
+  const any = (keys: string[]) => words.some((w) => keys.some((k) => wordMatches(w, k)));
+  const incoming = any(["incoming", "received", "receive", "inflows", "inflow", "deposits", "deposit"]);
+  const outgoing = any(["outgoing", "sent", "send", "outflows", "outflow", "withdrawals", "spent", "paid"]);
+  return incoming === outgoing ? "both" : incoming ? "in" : "out";
+}
+
+/**
+ * Reads the question: addresses named in the message count first; walletAddress is the subject
+ * when the message names none; otherwise the conversation's wallets. A message that names no
+ * intent (a bare wallet, "and last month?", "what about 0x…?") continues the conversation's.
+ */
+export async function resolveQuestion(reader: WalletReader, q: ChatQuestion): Promise<ResolvedQuestion> {
+  const named = addressesIn(q.message);
+  const previous = q.conversation ?? null;
+  const reading = readIntent(q.message, named.length);
+  let wallets: Address[] = named.length ? named : q.walletAddress ? [q.walletAddress] : (previous?.wallets ?? []);
+  const subject = q.walletAddress ?? previous?.wallets[0];
+  const asOf = await reader.asOf(wallets[0]);
+  let period = readPeriod(q.message, asOf);
+  let intent = reading.intent;
+  if (intent === "unknown") {
+    if (period) intent = previous?.intent && PERIODIC.includes(previous.intent) ? previous.intent : "activity";
+    else if (reading.bare) intent = previous?.intent && !WALLETLESS.includes(previous.intent) ? previous.intent : wallets.length ? "overview" : "help";
+  }
+  // "compare it with 0x…": the wallet under discussion against the one named.
+  if (intent === "compare" && wallets.length === 1 && subject && subject !== wallets[0]) wallets = [subject, wallets[0]!];
+  // A follow-up on the same intent keeps its period unless it names another.
+  if (!period && previous?.period && intent === previous.intent && PERIODIC.includes(intent)) period = previous.period;
+  const periodDefaulted = intent === "activity" && !period;
+  if (periodDefaulted) period = defaultPeriod(asOf);
+  return { intent, wallets: wallets.slice(0, intent === "compare" ? 2 : MAX_WALLETS), period, periodDefaulted, direction: directionOf(q.message) };
+}
+
+type Gathered = { facts: Facts; sources: Source[] };
+
+/** The facts an intent is answered from: the same read-only functions the model gets as tools. */
+async function gather(reader: WalletReader, address: Address, r: ResolvedQuestion): Promise<Gathered> {
+  const kinds: Partial<Record<Intent, FactKind[]>> = {
+    scores: ["scores"],
+    score_factors: ["factors"],
+    income: ["income"],
+    loan: ["loan"],
+    balances: ["balances"],
+    activity: ["activity"],
+    largest_transfers: ["largestTransfers"],
+    counterparties: ["counterparties"],
+    passport: ["passport"],
+    compare: ["scores", "income", "loan", "balances"],
+    overview: ["scores", "income", "balances"],
+  };
+  const read: Record<FactKind, () => Promise<{ fact: unknown; sources: Source[] }>> = {
+    scores: () => scoresFact(reader, address),
+    factors: () => factorsFact(reader, address),
+    income: () => incomeFact(reader, address),
+    loan: () => loanFact(reader, address),
+    balances: () => balancesFact(reader, address),
+    activity: () => activityFact(reader, address, r.period!),
+    largestTransfers: () => largestTransfersFact(reader, address, { direction: r.direction, period: r.period }),
+    counterparties: () => counterpartiesFact(reader, address),
+    passport: () => passportFact(reader, address),
+  };
+  const wanted = kinds[r.intent] ?? [];
+  const results = await Promise.all(wanted.map((k) => read[k]()));
+  const facts: Record<string, unknown> = {};
+  wanted.forEach((k, i) => (facts[k] = results[i]!.fact));
+  return { facts: facts as Facts, sources: results.flatMap((x) => x.sources) };
+}
+
+const dedupe = (sources: Source[]) => [...new Map(sources.map((s) => [s.name, s])).values()];
+
+/** The deterministic engine: a question in, an answer written from facts out. */
+export async function answerDeterministic(reader: WalletReader, q: ChatQuestion, resolved?: ResolvedQuestion): Promise<ChatOutcome> {
+  const r = resolved ?? (await resolveQuestion(reader, q));
+  const data: ChatData = { period: r.period, wallets: {} };
+  const sources: Source[] = [];
+  let answer: string;
+  const needsTwo = r.intent === "compare";
+  if (r.intent === "help") {
+    answer = say.helpText();
+    data.capabilities = say.capabilityList();
+  } else if (r.intent === "unknown") {
+    answer = say.unknownText();
+    data.capabilities = say.capabilityList();
+  } else if (r.wallets.length < (needsTwo ? 2 : 1)) {
+    answer = say.needWalletText(r.intent);
+  } else {
+    const gathered = await Promise.all(r.wallets.map((w) => gather(reader, w, r)));
+    r.wallets.forEach((w, i) => {
+      data.wallets[w] = gathered[i]!.facts;
+      sources.push(...gathered[i]!.sources);
+    });
+    if (needsTwo) answer = say.compareText(r.wallets[0]!, gathered[0]!.facts, r.wallets[1]!, gathered[1]!.facts);
+    else {
+      const parts = await Promise.all(r.wallets.map(async (w, i) => phrase(reader, r, w, gathered[i]!.facts)));
+      answer = parts.join("\n\n");
+    }
+  }
+  const latest = await reader.latest();
+  const asOf = latest ? { block: latest.asOf.block, time: iso(latest.asOf.timestamp) } : await headAsOf(reader);
+  return {
+    answer,
+    intent: r.intent,
+    wallets: r.wallets,
+    data,
+    sources: dedupe(sources),
+    modelVersion: latest?.result.modelVersion ?? MODEL_VERSION,
+    dataAsOf: asOf,
+    state: { wallets: r.wallets.length ? r.wallets : (q.conversation?.wallets ?? []), intent: r.intent === "unknown" ? (q.conversation?.intent ?? null) : r.intent, period: r.period },
+  };
+}
+
+async function headAsOf(reader: WalletReader): Promise<ChatOutcome["dataAsOf"]> {
+  const head = await indexedHead(reader.deps.db, reader.deps.target.schema);
+  return head ? { block: Number(head.blockNumber), time: iso(head.timestamp) } : null;
+}
+
+async function phrase(reader: WalletReader, r: ResolvedQuestion, w: Address, f: Facts): Promise<string> {
+  switch (r.intent) {
+    case "scores":
+      return say.scoresText(w, f);
+    case "score_factors":
+      return say.factorsText(w, f);
+    case "income":
+      return say.incomeText(w, f);
+    case "loan":
+      return say.loanText(w, f);
+    case "balances":
+      return say.balancesText(w, f);
+    case "activity":
+      return say.activityText(w, f, r.periodDefaulted);
+    case "largest_transfers":
+      return say.largestTransfersText(w, f);
+    case "counterparties":
+      return say.counterpartiesText(w, f);
+    case "passport":
+      return say.passportText(w, f);
+    default: {
+      const a = await reader.assess(w);
+      return say.walletSummary(a.facts.address, a.result);
+    }
+  }
+}

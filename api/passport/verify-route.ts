@@ -1,0 +1,95 @@
+import type { RouteHandler } from "@hono/zod-openapi";
+import type { Context, MiddlewareHandler } from "hono";
+import { readEnv } from "../../config/env.ts";
+import type { IndexTarget } from "../../config/target.ts";
+import type { IndexDb } from "../db.ts";
+import { declareRoute } from "../http/declare.ts";
+import type { AppEnv } from "../http/env.ts";
+import { errorBodySchema } from "../http/errors.ts";
+import type { IpfsNode } from "../ipfs/node.ts";
+import type { WalletAssessor } from "../wallet/assess.ts";
+import { type HistoryPoint, scoreHistory } from "../wallet/history.ts";
+import { badgeSvg, passportPage } from "./page.ts";
+import { rateLimit } from "./rate-limit.ts";
+import type { ReporterClient } from "./reporter.ts";
+import { verifyParams, type VerifyResult, verifyResultSchema } from "./schema.ts";
+import { notFound, parsePassportId, verifyPassport } from "./verify.ts";
+
+/** Verify, its page and its badge share one per-client limit (VERIFY_RATE_LIMIT_PER_MINUTE, default 60). */
+let limiter: ReturnType<typeof rateLimit> | undefined;
+export const verifyRateLimit: MiddlewareHandler = (c, next) => (limiter ??= rateLimit(readEnv().VERIFY_RATE_LIMIT_PER_MINUTE))(c, next);
+
+export const verifyRoute = declareRoute("verify", {
+  method: "get",
+  path: "/api/agent/verify/{id}",
+  tags: ["Agent"],
+  summary: "Verify a passport",
+  description:
+    "Free. `{id}` is a REP- id, the report's IPFS CID, or a 0x hash (the document's sha256, a reportHash, or keccak256 of the id). The answer comes from the indexed attestation rows (never from a record of what this service issued): status confirmed | pending (on chain, not indexed yet) | revoked | expired (against the latest indexed block's time) | superseded | tampered (the pinned content does not hash to the CID, or its wallet and scores differ from the attestation) | not_found (404). `valid` is true only for confirmed. A browser (Accept: text/html) gets the same answer as a page; `/api/agent/verify/{id}/badge.svg` is a badge to embed. Limited per client: 429 `rate_limited` with Retry-After.",
+  request: { params: verifyParams },
+  ok: verifyResultSchema,
+  errors: { 400: ["invalid_report_id"] },
+  middleware: [verifyRateLimit],
+  alsoAnswers: {
+    404: { description: "No passport under this id: the same answer, with status not_found", schema: verifyResultSchema },
+    429: { description: "Too many verifications from this client (rate_limited); Retry-After says when to retry", schema: errorBodySchema },
+  },
+});
+
+export type VerifyDeps = {
+  db: IndexDb;
+  target: Pick<IndexTarget, "schema" | "reporters">;
+  ipfs: Promise<IpfsNode>;
+  reporter?: ReporterClient;
+  assessor: WalletAssessor;
+};
+
+async function judge(deps: VerifyDeps, c: Context, id: string): Promise<VerifyResult> {
+  const lookup = parsePassportId(id);
+  // The declaration's pattern lets a few non-ids through (base-encoded strings that are no CID).
+  if (!lookup) return notFound(id, `"${id}" is not a REP- id, a CID or a 0x hash.`);
+  return verifyPassport({ ...deps, baseUrl: origin(c) }, id, lookup);
+}
+
+const origin = (c: Context) => new URL(c.req.url).origin;
+const wantsHtml = (c: Context) => /text\/html/i.test(c.req.header("accept") ?? "");
+
+/** GET /api/agent/verify/{id}: JSON to API clients, the page to browsers. */
+export function verifyHandler(deps: VerifyDeps): RouteHandler<typeof verifyRoute, AppEnv> {
+  return async (c) => {
+    const { id } = c.req.valid("param");
+    const result = await judge(deps, c, id);
+    const status = result.status === "not_found" ? 404 : 200;
+    c.header("Vary", "Accept");
+    c.header("Cache-Control", "no-store");
+    if (wantsHtml(c)) {
+      let history: HistoryPoint[] = [];
+      if (result.walletAddress) {
+        try {
+          history = await scoreHistory(deps.db, deps.target, await deps.assessor.assess(result.walletAddress as never));
+        } catch {
+          // a wallet outside the index (tracked mode): the page goes without its chart
+        }
+      }
+      return c.html(passportPage(result, history), status) as never;
+    }
+    return status === 404 ? c.json(verifyResultSchema.parse(result), 404) : c.json(verifyResultSchema.parse(result), 200);
+  };
+}
+
+export const BADGE_PATH = "/api/agent/verify/:id/badge.svg";
+
+/** GET /api/agent/verify/{id}/badge.svg: the status as a small SVG to embed (same limit as verify). */
+export function badgeHandler(deps: VerifyDeps): MiddlewareHandler<AppEnv> {
+  return async (c) => {
+    let allowed = false;
+    const refused = await verifyRateLimit(c, async () => void (allowed = true));
+    if (!allowed) return refused as Response;
+    const id = c.req.param("id") ?? "";
+    const result = await judge(deps, c, id);
+    return c.body(badgeSvg(result.status, result.reportId), result.status === "not_found" ? 404 : 200, {
+      "content-type": "image/svg+xml; charset=utf-8",
+      "cache-control": "no-store",
+    });
+  };
+}

@@ -1,0 +1,114 @@
+import type { Hex } from "viem";
+import { createPublicClient, http } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import type { TestDevnet } from "../support/devnet.ts";
+import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
+
+type Outcome = { status: number; body: string } | { error: string };
+
+// The service as it runs (Ponder serving the API, its own signal handlers), stopped with SIGTERM
+// in the middle of a run of paid screens, then started again on the same database.
+describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
+  let env: IndexedDevnet;
+  let devnet: TestDevnet;
+  let restarted: Indexer | undefined;
+  let lender: { address: Hex; privateKey: Hex };
+  let treasury: Hex;
+
+  const rpc = async (method: string, params: unknown[] = []) => {
+    const res = await fetch(devnet.manifest.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+    const body = (await res.json()) as { result?: unknown; error?: { message: string } };
+    if (body.error) throw new Error(`${method}: ${body.error.message}`);
+    return body.result;
+  };
+  const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
+  const screen = (url: string, header: string): Promise<Outcome> =>
+    fetch(`${url}/api/lender/screen`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-payment": header },
+      body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address, callerAddress: lender.address }),
+    }).then(
+      async (res) => ({ status: res.status, body: await res.text() }),
+      (error: Error) => ({ error: String((error.cause as Error)?.message ?? error.message) }),
+    );
+
+  beforeAll(async () => {
+    env = await indexedDevnet({ wallets: 10, months: 12, seed: 21 });
+    devnet = env.devnet;
+    treasury = devnet.manifest.service.treasury.address;
+    lender = devnet.manifest.lenders[0] as unknown as typeof lender;
+    await waitForBlock(await env.index(), devnet.manifest.headBlock);
+  }, 240_000);
+
+  afterAll(async () => {
+    await rpc("evm_setAutomine", [true]).catch(() => undefined);
+    await restarted?.stop();
+    await env?.stop();
+  });
+
+  it("finishes the paid requests in flight, settlement included, before exiting: every authorization used on chain got its data, and the treasury gained the price of each answer", async () => {
+    const indexer = await env.index();
+    const USDT = devnet.manifest.tokens.USDT;
+    const before = await treasuryUsdt();
+    const signed = await Promise.all(Array.from({ length: 30 }, () => signAuthorization(lender.privateKey, USDT, { to: treasury })));
+    const headers = signed.map((s) => specHeader(s, USDT.address));
+
+    // Settlement transactions stay in the mempool until we mine: SIGTERM lands while at least ten
+    // requests are waiting for their receipt, the others still verifying or waiting for the relayer.
+    await rpc("evm_setAutomine", [false]);
+    const exited = new Promise<number | null>((resolve) => indexer.child.once("exit", (code) => resolve(code)));
+    const calls = headers.map((header) => screen(indexer.url, header));
+    await waitFor("ten settlements in the mempool", async () => {
+      const { pending } = (await rpc("txpool_status")) as { pending: string };
+      return Number(pending) >= 10 ? true : undefined;
+    }, indexer, 60_000);
+    const signalledAt = Date.now();
+    process.kill(-indexer.child.pid!, "SIGTERM");
+    await new Promise((r) => setTimeout(r, 1_000));
+    // The relayer's transactions are mined now, while the service is draining.
+    await rpc("evm_setAutomine", [true]);
+    await rpc("evm_mine");
+    const first = await Promise.all(calls);
+    expect(await exited).toBe(0);
+    const shutdownMs = Date.now() - signalledAt;
+    expect(indexer.output()).toMatch(/not accepting new connections/);
+    expect(shutdownMs).toBeLessThan(20_000);
+
+    // No connection was cut: every call got an answer, data or a refusal that charged nothing.
+    expect(first.filter((o) => "error" in o), indexer.output().slice(-3000)).toEqual([]);
+    const answered = first.map((o) => "status" in o && o.status === 200);
+    for (const [i, outcome] of first.entries()) {
+      if (answered[i]) continue;
+      expect(outcome).toMatchObject({ status: 503 });
+      expect(JSON.parse((outcome as { body: string }).body).code).toMatch(/^settlement_(unavailable|pending)$/);
+    }
+    expect(answered.filter(Boolean).length).toBeGreaterThanOrEqual(10);
+
+    const chain = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
+    const usedOnChain = () =>
+      Promise.all(
+        signed.map((s) =>
+          chain.readContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [s.authorization.from, s.authorization.nonce] }),
+        ),
+      );
+    const used = await usedOnChain();
+    // Every authorization used on chain was answered with data before the exit; none with data is unused.
+    expect(used.map((u, i) => u && !answered[i]).filter(Boolean)).toEqual([]);
+    expect(answered.map((a, i) => a && !used[i]).filter(Boolean)).toEqual([]);
+    expect((await treasuryUsdt()) - before).toBe(10_000n * BigInt(answered.filter(Boolean).length));
+
+    // Started again on the same database: every refused payment, retried as it was, gets its data, charged once.
+    restarted = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env });
+    await waitForBlock(restarted, devnet.manifest.headBlock);
+    for (const [i, header] of headers.entries()) {
+      const retry = await screen(restarted.url, header);
+      expect(retry).toMatchObject({ status: 200 });
+      if (answered[i]) expect((retry as { body: string }).body).toBe((first[i] as { body: string }).body); // the stored answer
+    }
+    expect((await usedOnChain()).every(Boolean)).toBe(true);
+    expect((await treasuryUsdt()) - before).toBe(10_000n * 30n);
+  });
+});
