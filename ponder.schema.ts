@@ -64,6 +64,22 @@ export const received = onchainTable("received", (t) => ({
 }));
 
 /**
+ * Running totals kept by the transfer handler, so that GET /api/stats reads a few rows instead of
+ * aggregating every transfer: `transfers:<token>` (count, volume in the token's units) and
+ * `wallets` (count of wallets seen, the zero address excluded; in tracked mode tracked ones only).
+ */
+export const indexTotal = onchainTable("index_total", (t) => ({
+  key: t.text().primaryKey(),
+  count: t.bigint().notNull(),
+  volume: t.bigint().notNull(),
+}));
+
+/** Each wallet the `wallets` total has counted (a wallet is counted once, when first seen). */
+export const walletSeen = onchainTable("wallet_seen", (t) => ({
+  address: t.hex().primaryKey(),
+}));
+
+/**
  * The wallets of tracked-wallets mode (INDEX_MODE=tracked), written at setup; empty when every
  * transfer is indexed. The views below list only these wallets when it is not empty.
  */
@@ -183,6 +199,8 @@ export const report = onchainTable(
   (table) => ({
     pk: primaryKey({ columns: [table.reporter, table.reportId] }),
     walletIdx: index().on(table.wallet, table.publishedAt),
+    // Verify looks a passport up by its id alone (either reporter): without this, a scan of every row.
+    reportIdIdx: index().on(table.reportId),
     hashIdx: index().on(table.reportHash),
     idHashIdx: index().on(table.reportIdHash),
   }),

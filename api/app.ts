@@ -1,5 +1,4 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
 import type { PublicClient } from "viem";
 import type { IndexTarget } from "../config/target.ts";
 import type { IndexDb } from "./db.ts";
@@ -7,6 +6,8 @@ import type { Conversations } from "./chat/conversations.ts";
 import type { AppEnv } from "./http/env.ts";
 import { handleError } from "./http/errors.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
+import { log, type Logger, requestLog } from "./http/log.ts";
+import { freeRateLimit } from "./http/rate-limit.ts";
 import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
@@ -32,14 +33,16 @@ export type AppDeps = {
   store?: Promise<ServiceDb>;
   /** Chat conversations, kept in the service store (api/chat/conversations.ts); in memory when not given. */
   conversations?: Conversations;
-  /** Ponder's read-only GraphQL over the indexed tables, when hosted by Ponder. */
-  graphql?: MiddlewareHandler;
+  /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
+  logger?: Logger;
 };
 
 /** The HTTP service, independent of how it is hosted (Ponder's server in production, tests directly). */
 export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
+  const routes = ROUTES.map((r) => r.route);
+  app.use(requestLog(deps.logger ?? log, [...routes, { method: "get", path: OPENAPI_ALIAS }, { method: "get", path: "/api/agent/verify/{id}/badge.svg" }, { method: "get", path: "/docs" }, { method: "get", path: "/docs/scalar.js" }]));
   app.use(async (c, next) => {
     c.set("payments", deps.payments);
     c.set("assessor", assessor);
@@ -47,9 +50,10 @@ export function createApp(deps: AppDeps) {
   });
   app.use("/api/*", limitBody);
 
-  const routes = ROUTES.map((r) => r.route);
   for (const served of ROUTES) served.mount(app, { ...deps, assessor, routes, app });
-  app.get(OPENAPI_ALIAS, openApiHandler(app) as never);
+  app.get(OPENAPI_ALIAS, freeRateLimit, openApiHandler(app) as never);
+  app.use("/docs", freeRateLimit);
+  app.use("/docs/*", freeRateLimit);
   app.route("/docs", docsRoutes());
   app.get(BADGE_PATH, badgeHandler({ ...deps, assessor }));
   app.openAPIRegistry.registerComponent("securitySchemes", "xPayment", {
@@ -60,8 +64,8 @@ export function createApp(deps: AppDeps) {
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "paymentSignature", { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 base64" });
 
-  if (deps.graphql) app.use("/graphql", deps.graphql);
-  // Last: whatever no route answered (Ponder's own /graphql, /status, /ready… are matched before this app).
+  // GraphQL, SQL over HTTP and /metrics are served on the data listener only (api/data/app.ts).
+  // Last: whatever no route answered (Ponder's own /status, /ready… are matched before this app).
   app.all("*", unrouted([...routes, { method: "get", path: OPENAPI_ALIAS }]));
   app.onError(handleError);
   return app;

@@ -25,6 +25,10 @@ export const envSchema = z.object({
   ONCHAIN_REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** GET /api/agent/verify/{id} (page and badge included): requests per minute per client. */
   VERIFY_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(60)),
+  /** Free routes (GET /api/stats, /api/x402/config, /api/health/integrations, /openapi.json, /docs): requests per minute per client, shared across them. */
+  FREE_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(120)),
+  /** The API's JSON log level (pino): fatal, error, warn, info, debug, trace or silent. */
+  LOG_LEVEL: z.preprocess(blankAsUndefined, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
   /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
   DATABASE_URL: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Schema the indexer writes its tables to. Default: "reputation" on Celo, "devnet" on the devnet. */
@@ -65,6 +69,14 @@ export const envSchema = z.object({
   PINNING_SERVICE_TOKEN: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Port of the HTTP API. */
   PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42069)),
+  /** Address the public API binds to. Unset: Ponder's default, every interface ("0.0.0.0" or "::"). */
+  HOST: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Port of the data listener (GraphQL /graphql, SQL over HTTP /sql, Prometheus /metrics); 0 takes a free port. */
+  DATA_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42070)),
+  /** Address the data listener binds to: keep it private (docs/data.md). */
+  DATA_HOST: z.preprocess(blankAsUndefined, z.string().default("127.0.0.1")),
+  /** A stable schema of views over the indexed tables for direct Postgres access (Ponder's --views-schema; docs/data.md). Unset: none. */
+  DATABASE_VIEWS_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { freePort } from "./ports.ts";
@@ -19,7 +21,12 @@ export type AnvilOptions = {
   genesisTimestamp?: number;
   /** Gas limit per block; seeding packs many transfers into one block. */
   gasLimit?: bigint;
+  /** Chain id (default 42220). Only tests use another, to play someone else's node. */
+  chainId?: number;
 };
+
+/** The preferred port is taken by a process that is not ours: the caller picks another one. */
+export class PortTakenError extends Error {}
 
 /**
  * Path of the anvil binary shipped by `@foundry-rs/anvil-<platform>`. Spawning it directly (not the
@@ -32,13 +39,21 @@ export function anvilBinary(): string {
   return join(dirname(pkg), "bin", "anvil");
 }
 
-/** Starts anvil on 127.0.0.1 in its own process group and waits until it answers JSON-RPC. */
+/**
+ * Starts anvil on 127.0.0.1 in its own process group and waits until it answers JSON-RPC. Only a
+ * node this call started is ever used: a preferred port that something else holds (another
+ * developer's anvil or Hardhat node, a leftover devnet) is a PortTakenError before anything is
+ * spawned, and readiness means our child is alive, holds the listening socket (Linux: its own file
+ * descriptors) and serves the chain id it was asked for.
+ */
 export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
-  const port = options.port ?? (await freePort());
+  const chainId = options.chainId ?? DEVNET_CHAIN_ID;
+  if (options.port !== undefined && options.port !== 0 && !(await portIsFree(options.port))) throw new PortTakenError(`port ${options.port} is taken by another process`);
+  const port = options.port || (await freePort());
   const args = [
     "--host", "127.0.0.1",
     "--port", String(port),
-    "--chain-id", String(DEVNET_CHAIN_ID),
+    "--chain-id", String(chainId),
     "--gas-limit", String(options.gasLimit ?? 1_000_000_000n),
     "--accounts", "10",
     "--balance", "1000000",
@@ -55,24 +70,79 @@ export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
 
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`anvil exited at start: ${stderr.trim() || `code ${child.exitCode}`}`);
-    if (await answers(rpcUrl)) return { rpcUrl, port, pid: child.pid!, stop };
+    if (child.exitCode !== null || child.signalCode !== null) {
+      const taken = /address already in use|AddrInUse/i.test(stderr);
+      throw new (taken ? PortTakenError : Error)(`anvil exited at start: ${stderr.trim() || `code ${child.exitCode}`}`);
+    }
+    if ((await chainIdAt(rpcUrl)) === chainId && child.exitCode === null && ownsListeningPort(child.pid!, port) !== false) return { rpcUrl, port, pid: child.pid!, stop };
     await new Promise((r) => setTimeout(r, 50));
   }
   await stop();
   throw new Error(`anvil did not answer on ${rpcUrl} within 15 s`);
 }
 
-async function answers(rpcUrl: string): Promise<boolean> {
+/** The chain id the node at `rpcUrl` serves, or null when nothing answers. */
+export async function chainIdAt(rpcUrl: string): Promise<number | null> {
   try {
     const res = await fetch(rpcUrl, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(2_000),
     });
-    return res.ok;
+    if (!res.ok) return null;
+    const body = (await res.json()) as { result?: string };
+    return body.result ? Number(BigInt(body.result)) : null;
   } catch {
+    return null;
+  }
+}
+
+/** Whether nothing listens on 127.0.0.1:`port` (we can bind it ourselves). */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once("error", () => resolve(false));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * Whether process `pid` holds the socket listening on `port` (Linux: the listening socket's inode
+ * in /proc/net/tcp{,6} among the process's file descriptors). Undefined where /proc cannot tell.
+ */
+export function ownsListeningPort(pid: number, port: number): boolean | undefined {
+  try {
+    const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+    const inodes = new Set<string>();
+    let readable = false;
+    for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+      let text = "";
+      try {
+        text = readFileSync(table, "utf8");
+        readable = true;
+      } catch {
+        continue;
+      }
+      for (const line of text.split("\n").slice(1)) {
+        const f = line.trim().split(/\s+/);
+        if (f.length > 9 && f[1]!.endsWith(`:${hexPort}`) && f[3] === "0A") inodes.add(f[9]!);
+      }
+    }
+    if (!readable) return undefined; // no /proc (macOS): the port check before spawning and the chain id decide
+    if (inodes.size === 0) return false;
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (m && inodes.has(m[1]!)) return true;
+      } catch {
+        /* closed meanwhile */
+      }
+    }
     return false;
+  } catch {
+    return undefined;
   }
 }
 
@@ -81,6 +151,8 @@ async function answers(rpcUrl: string): Promise<boolean> {
  * exit on an uncaught error (SIGKILL of this process is the one case nothing can cover).
  */
 export function killOnExit(child: ChildProcess): void {
+  children.add(child);
+  child.once("exit", () => children.delete(child));
   const kill = () => {
     try {
       if (child.exitCode === null && child.signalCode === null && child.pid) process.kill(-child.pid, "SIGKILL");
@@ -107,4 +179,22 @@ export async function stopProcessGroup(child: ChildProcess, graceMs = 5_000): Pr
   const timer = setTimeout(() => signal("SIGKILL"), graceMs);
   await exited;
   clearTimeout(timer);
+}
+
+/** Children started in their own process group by this process (anvil, the harness's indexers) that are still running. */
+const children = new Set<ChildProcess>();
+
+/** Sends `signal` to the process group of every child registered with killOnExit that is still running. */
+export function signalChildGroups(signal: NodeJS.Signals): number {
+  let n = 0;
+  for (const child of children) {
+    if (child.exitCode !== null || child.signalCode !== null || !child.pid) continue;
+    try {
+      process.kill(-child.pid, signal);
+      n++;
+    } catch {
+      /* already gone */
+    }
+  }
+  return n;
 }

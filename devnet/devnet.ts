@@ -3,7 +3,7 @@ import { dirname } from "node:path";
 import { zeroAddress } from "viem";
 import { type Manifest, manifestSchema } from "../config/manifest.ts";
 import { DEVNET_ROLES } from "./accounts.ts";
-import { type Anvil, startAnvil } from "./anvil.ts";
+import { type Anvil, PortTakenError, startAnvil } from "./anvil.ts";
 import { deployContracts } from "./deploy.ts";
 import { DAY, historyMonths } from "./scenario/calendar.ts";
 import { planPersonas } from "./scenario/personas.ts";
@@ -40,8 +40,12 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   const now = Math.floor(Date.now() / 1000);
   const months = historyMonths(now, monthsCount);
   const genesisTimestamp = months[0]!.start - DAY;
-  // A preferred port that is taken (another devnet, another node) falls back to one from the OS.
-  const anvil = await startAnvil({ port: options.port, genesisTimestamp }).catch(() => startAnvil({ genesisTimestamp }));
+  // A preferred port that is taken (someone else's node, a leftover devnet) is never used: anvil
+  // goes on a free port from the OS instead, and the other node is left alone.
+  const anvil = await startAnvil({ port: options.port, genesisTimestamp }).catch((error: Error) => {
+    if (error instanceof PortTakenError) log(`port ${options.port} is taken by another process: using a free port`);
+    return startAnvil({ genesisTimestamp });
+  });
   try {
     const { deployer, lenders, reporter, relayer, treasury } = DEVNET_ROLES;
     const deployment = await deployContracts(anvil.rpcUrl, deployer.privateKey, reporter.address);

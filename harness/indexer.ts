@@ -92,6 +92,8 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
 
 export type Indexer = {
   url: string;
+  /** The data listener (GraphQL, SQL over HTTP, /metrics): DATA_PORT, a free port per run. */
+  dataUrl: string;
   child: ChildProcess;
   output: () => string;
   stop: () => Promise<void>;
@@ -100,9 +102,10 @@ export type Indexer = {
 /** Starts `ponder start` (indexer + API) in its own process group; stop() kills the group. */
 export async function startIndexer(env: Record<string, string>, options: { root?: string } = {}): Promise<Indexer> {
   const port = await freePort();
+  const dataPort = env.DATA_PORT ? Number(env.DATA_PORT) : await freePort();
   const root = options.root ? ["--root", options.root] : [];
   const child = spawn("ponder", ["start", ...root, "--port", String(port), "--log-format", "json"], {
-    env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", DATA_HOST: "127.0.0.1", ...env, DATA_PORT: String(dataPort) },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -113,6 +116,7 @@ export async function startIndexer(env: Record<string, string>, options: { root?
   const url = `http://127.0.0.1:${port}`;
   return {
     url,
+    dataUrl: `http://127.0.0.1:${dataPort}`,
     child,
     output: () => output,
     // SIGTERM lets the service finish its paid requests (SHUTDOWN_DRAIN_MS, 15 s) and Ponder its

@@ -1,9 +1,10 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { serviceStoreLocation } from "../api/store/store.ts";
 import { StartupError } from "../config/errors.ts";
+import { signalChildGroups } from "../devnet/anvil.ts";
 import type { IndexTarget } from "../config/target.ts";
 
 /**
@@ -58,29 +59,43 @@ export async function restartInterruptedPgliteBackfill(target: IndexTarget): Pro
   }
 }
 
+/** The `ponder start` child of this launcher while it runs: launch() forwards signals to it. */
+let ponder: ChildProcess | undefined;
+
 /**
- * Runs `ponder start` (indexer + API), forwarding SIGINT/SIGTERM, and resolves with its exit code.
+ * Runs `ponder start` (indexer + API), forwarding SIGINT/SIGTERM (through launch()), and resolves with its exit code.
  * Call `preflight(target)` first: Ponder itself retries a dead RPC forever instead of saying so.
  */
 export async function runPonder(target: IndexTarget, options: { port: number; env?: NodeJS.ProcessEnv; onReady?: () => void }): Promise<number> {
-  const child = spawn("ponder", ["start", "--schema", target.schema, "--port", String(options.port)], {
+  const env = { ...process.env, ...options.env };
+  // A stable schema of views for direct Postgres access (docs/data.md), and the public bind address.
+  const viewsSchema = env.DATABASE_VIEWS_SCHEMA?.trim() ? ["--views-schema", env.DATABASE_VIEWS_SCHEMA.trim()] : [];
+  const hostname = env.HOST?.trim() ? ["--hostname", env.HOST.trim()] : [];
+  const child = spawn("ponder", ["start", "--schema", target.schema, ...viewsSchema, "--port", String(options.port), ...hostname], {
     stdio: "inherit",
-    env: { ...process.env, ...options.env },
+    env,
   });
-  const forward = (signal: NodeJS.Signals) => child.kill(signal);
-  process.on("SIGINT", forward);
-  process.on("SIGTERM", forward);
-  if (options.onReady) void waitReady(options.port, child).then((ready) => ready && options.onReady!());
+  // launch() forwards SIGINT/SIGTERM to it, and kills it if this process ends first.
+  ponder = child;
+  const killOnExit = () => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  child.once("exit", () => {
+    process.removeListener("exit", killOnExit);
+    if (ponder === child) ponder = undefined;
+  });
+  if (options.onReady) void waitReady(options.port, child, env.HOST?.trim()).then((ready) => ready && options.onReady!());
   return new Promise((resolve, reject) => {
     child.on("error", (error) => reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)));
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 0 : 1)));
   });
 }
 
-async function waitReady(port: number, child: { exitCode: number | null }): Promise<boolean> {
+async function waitReady(port: number, child: { exitCode: number | null }, host?: string): Promise<boolean> {
+  // HOST: the public bind address; an unspecified one (every interface) is reached on loopback.
+  const at = !host || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   while (child.exitCode === null) {
     try {
-      if ((await fetch(`http://127.0.0.1:${port}/ready`)).ok) return true;
+      if ((await fetch(`http://${at}:${port}/ready`)).ok) return true;
     } catch {
       /* not listening yet */
     }
@@ -89,8 +104,50 @@ async function waitReady(port: number, child: { exitCode: number | null }): Prom
   return false;
 }
 
+/** After the first SIGINT/SIGTERM, everything is gone within this long (Ponder drains paid requests for up to 15 s; the issue's budget is 15 s in all). */
+export const STOP_WITHIN_MS = 13_000;
+/** After a second signal (an impatient Ctrl-C), this long. */
+export const STOP_AGAIN_WITHIN_MS = 3_000;
+
+/**
+ * Stops cleanly on SIGINT/SIGTERM, whether they come to this process alone (`npm start`'s npm
+ * forwards them) or to its whole process group (Ctrl-C). While Ponder runs, the signal goes to it:
+ * it finishes the requests in flight and exits, then the launcher stops the devnet and exits.
+ * Before that (the devnet is starting or seeding), the launcher's children are stopped at once.
+ * Whatever is still running STOP_WITHIN_MS after the first signal, or STOP_AGAIN_WITHIN_MS after
+ * a second one, is killed with its process group (anvil runs in its own).
+ */
+function stopOnSignals(): void {
+  let deadline: NodeJS.Timeout | undefined;
+  const killEverything = (code: number) => {
+    ponder?.kill("SIGKILL");
+    signalChildGroups("SIGKILL");
+    process.exit(code);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    const code = 128 + (signal === "SIGINT" ? 2 : 15);
+    if (!ponder) {
+      console.log(`${signal}: stopping the devnet`);
+      signalChildGroups("SIGTERM");
+      setTimeout(() => killEverything(code), 500).unref();
+      return;
+    }
+    ponder.kill(signal);
+    const within = deadline ? STOP_AGAIN_WITHIN_MS : STOP_WITHIN_MS;
+    clearTimeout(deadline);
+    deadline = setTimeout(() => killEverything(code), within);
+    deadline.unref();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  process.on("SIGHUP", onSignal);
+  // Whatever way this process ends, its children's groups go with it.
+  process.once("exit", () => signalChildGroups("SIGKILL"));
+}
+
 /** Runs a launcher: a StartupError prints as one line and exits 1; anything else is a real crash. */
 export async function launch(main: () => Promise<number>): Promise<never> {
+  stopOnSignals();
   try {
     process.exit(await main());
   } catch (error) {

@@ -34,7 +34,7 @@ await launch(async () => {
             "",
             `Service ready on http://127.0.0.1:${env.PORT}`,
             `  stats      http://127.0.0.1:${env.PORT}/api/stats`,
-            `  GraphQL    http://127.0.0.1:${env.PORT}/graphql`,
+            `  GraphQL    http://${env.DATA_HOST}:${env.DATA_PORT}/graphql (data listener; SQL over HTTP at /sql, docs/data.md)`,
             devnet ? `  manifest   ${resolve(env.DEVNET_MANIFEST)} (persona wallets, lender keys)` : "",
           ].join("\n"),
         ),

@@ -2,10 +2,12 @@ import { ponder, type Context, type Event } from "ponder:registry";
 import { trackedWallet, transfer } from "ponder:schema";
 import type { Address } from "../config/addresses.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import { addToFlow, addToReceived } from "./transfers.ts";
+import { addToFlow, addToReceived, addToTotals } from "./transfers.ts";
 
 // Tracked mode: the config filters transfers to those touching a listed wallet.
 const tracked = resolveIndexTarget().tracked;
+/** The wallets the stats' wallet count counts: every one, or in tracked mode the tracked ones (as the views list them). */
+const counted = (wallet: Address) => !tracked || tracked.has(wallet);
 
 async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfer">; context: Context<"Stablecoin:Transfer"> }) {
   const fact = {
@@ -15,7 +17,7 @@ async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfe
     value: event.args.value,
     timestamp: event.block.timestamp,
   };
-  // Three independent writes, one per table.
+  // Independent writes: the transfer, its flow, its recipient's total, and the stats totals.
   await Promise.all([
     context.db.insert(transfer).values({
       id: event.id,
@@ -26,6 +28,7 @@ async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfe
     }),
     addToFlow(context.db, fact),
     addToReceived(context.db, fact),
+    addToTotals(context.db, fact, counted),
   ]);
 }
 

@@ -1,5 +1,6 @@
 import type { Context } from "ponder:registry";
-import { flow, received } from "ponder:schema";
+import { flow, indexTotal, received, walletSeen } from "ponder:schema";
+import { zeroAddress } from "viem";
 import type { Address } from "../config/addresses.ts";
 import { monthOf } from "../shared/month.ts";
 
@@ -28,4 +29,25 @@ export async function addToReceived(db: Context["db"], t: TransferFact): Promise
     .insert(received)
     .values({ address: t.to, total: t.value })
     .onConflictDoUpdate((row) => ({ total: row.total + t.value }));
+}
+
+/**
+ * Keeps the totals GET /api/stats reads: per token, transfers and volume; and the number of wallets
+ * seen, counting each wallet (not the zero address; in tracked mode only tracked ones) once.
+ */
+export async function addToTotals(db: Context["db"], t: TransferFact, counts: (wallet: Address) => boolean): Promise<void> {
+  await db
+    .insert(indexTotal)
+    .values({ key: `transfers:${t.token}`, count: 1n, volume: t.value })
+    .onConflictDoUpdate((row) => ({ count: row.count + 1n, volume: row.volume + t.value }));
+  let fresh = 0n;
+  for (const wallet of new Set([t.from, t.to])) {
+    if (wallet === zeroAddress || !counts(wallet)) continue;
+    if (await db.insert(walletSeen).values({ address: wallet }).onConflictDoNothing()) fresh += 1n;
+  }
+  if (fresh > 0n)
+    await db
+      .insert(indexTotal)
+      .values({ key: "wallets", count: fresh, volume: 0n })
+      .onConflictDoUpdate((row) => ({ count: row.count + fresh }));
 }

@@ -38,6 +38,7 @@ export const healthRoute = declareRoute("health", {
   summary: "Health of the chain, index, service store and settlement",
   description: "Each integration's status and latency. Answers 503, with the same report, when one is down. Free.",
   ok: healthSchema,
+  rateLimited: true,
   alsoAnswers: { 503: { description: "An integration is down (the same report)", schema: healthSchema } },
 });
 

@@ -11,9 +11,10 @@ import { paymentRequiredBodySchema } from "../payments/schema.ts";
 import type { AppEnv } from "./env.ts";
 import { errorBodySchema } from "./errors.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
+import { freeRateLimit } from "./rate-limit.ts";
 
 type Method = "get" | "post";
-type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 431 | 500 | 503;
+type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 429 | 431 | 500 | 503;
 
 /** A route as its module declares it: the route itself, plus what the declaration adds for every route. */
 type Also = Record<number, { description: string; schema: z.ZodType }>;
@@ -46,6 +47,8 @@ type Declaration<M extends Method, P extends string, Req extends RouteConfig["re
   errors?: Partial<Record<ErrorStatus, readonly string[]>>;
   /** Checks run after validation and before payment (e.g. the indexed-wallet check). */
   middleware?: MiddlewareHandler<AppEnv>[];
+  /** A free route limited per client (FREE_RATE_LIMIT_PER_MINUTE): 429 `rate_limited` with Retry-After past it. */
+  rateLimited?: boolean;
   /** A paid call that is free to a payer who paid for one of these routes about the same wallet recently. */
   freeAfter?: readonly { method: string; path: string; summary?: string }[];
   payment?: PaymentHooks;
@@ -92,6 +95,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     add(415, "unsupported_media_type");
   }
   if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
+  if (d.rateLimited) add(429, "rate_limited");
   add(500, "internal_error");
 
   return createRoute({
@@ -121,6 +125,6 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
       ...Object.fromEntries(Object.entries(codes).map(([status, list]) => [status, errorResponse(list)])),
       ...Object.fromEntries(Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [status, { description: a.description, content: { "application/json": { schema: a.schema } } }])),
     },
-    middleware: [...(d.middleware ?? []), ...(paid ? [payment(priced, d.payment)] : [])],
+    middleware: [...(d.rateLimited ? [freeRateLimit] : []), ...(d.middleware ?? []), ...(paid ? [payment(priced, d.payment)] : [])],
   } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A, C>;
 }

@@ -1,3 +1,4 @@
+import { log } from "./log.ts";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -42,6 +43,6 @@ function fromHttpException(err: HTTPException): ApiError {
 export function handleError(err: Error, c: Context) {
   const known = err instanceof HTTPException ? fromHttpException(err) : err;
   if (known instanceof ApiError) return c.json(errorBody(known.code, known.message, known.details), known.status);
-  console.error(`[api] ${c.req.method} ${c.req.path}:`, err);
+  log.error({ err, method: c.req.method, path: c.req.path }, "unhandled error");
   return c.json(errorBody("internal_error", "The service failed to answer this request; it has been logged."), 500);
 }

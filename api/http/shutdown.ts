@@ -1,5 +1,6 @@
 import http from "node:http";
 import net from "node:net";
+import { log } from "./log.ts";
 
 export type GracefulShutdown = {
   /** How long, at most, the service finishes its work after the signal before the host's own shutdown runs. */
@@ -65,7 +66,7 @@ export function shutdownGracefully(options: GracefulShutdown): void {
     const host = process.listeners(signal);
     for (const listener of host) process.removeListener(signal, listener);
     process.on(signal, () => {
-      if (state.shuttingDown) return void console.warn(`[api] ${signal}: already shutting down`);
+      if (state.shuttingDown) return void log.warn(`[api] ${signal}: already shutting down`);
       state.shuttingDown = true;
       void shutDown(signal, state).finally(() => {
         if (host.length === 0) process.exit(0);
@@ -98,18 +99,18 @@ async function shutDown(signal: NodeJS.Signals, state: State) {
   // Stop listening only: http.Server#close would also drop the connections it deems idle, which
   // include those whose request has arrived but not been read yet (a busy event loop).
   for (const server of state.servers) if (server.listening) net.Server.prototype.close.call(server);
-  console.warn(`[api] ${signal}: not accepting new connections; finishing ${state.inflight} requests in flight (at most ${options.limitMs / 1000} s)`);
+  log.warn(`[api] ${signal}: not accepting new connections; finishing ${state.inflight} requests in flight (at most ${options.limitMs / 1000} s)`);
   try {
     await options.drain(deadline);
   } catch (error) {
-    console.error(`[api] shutdown: draining failed: ${(error as Error).message}`);
+    log.error(`[api] shutdown: draining failed: ${(error as Error).message}`);
   }
   while (state.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  if (state.inflight > 0) console.warn(`[api] shutdown: ${state.inflight} requests still open after ${options.limitMs / 1000} s; handing over to the host's shutdown`);
+  if (state.inflight > 0) log.warn(`[api] shutdown: ${state.inflight} requests still open after ${options.limitMs / 1000} s; handing over to the host's shutdown`);
   try {
     await Promise.race([options.close?.(), new Promise((r) => setTimeout(r, 2_000))]);
   } catch (error) {
-    console.error(`[api] shutdown: closing failed: ${(error as Error).message}`);
+    log.error(`[api] shutdown: closing failed: ${(error as Error).message}`);
   }
-  console.warn(`[api] shutdown: drained in ${Date.now() - started} ms`);
+  log.warn(`[api] shutdown: drained in ${Date.now() - started} ms`);
 }

@@ -10,6 +10,7 @@ export const openApiRoute = declareRoute("openapi", {
   summary: "This document",
   description: "The OpenAPI 3.1 document of this API, generated from the route declarations (also at /api/openapi.json). Free.",
   ok: z.record(z.string(), z.unknown()).describe("An OpenAPI 3.1 document"),
+  rateLimited: true,
 });
 
 /** Older clients read the document here. */

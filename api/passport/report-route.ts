@@ -8,10 +8,12 @@ import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ApiError } from "../http/errors.ts";
+import { pinContent } from "../ipfs/content.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { Claim, PaymentCore } from "../payments/core.ts";
+import type { ServiceDb } from "../store/store.ts";
 import { walletRequest } from "../payments/middleware.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
@@ -83,10 +85,12 @@ export type ReportDeps = {
   assessor: WalletAssessor;
   ipfs: Promise<IpfsNode>;
   reporter?: ReporterClient;
+  /** The service store: the document's media type is recorded there, so GET /ipfs/{cid} serves it as JSON. */
+  store?: Promise<ServiceDb>;
 };
 
 /** POST /api/agent/report, after validation and payment (verified and claimed, not settled yet). */
-export function reportHandler({ db, assessor, ipfs, reporter }: ReportDeps): RouteHandler<typeof reportRoute, AppEnv> {
+export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDeps): RouteHandler<typeof reportRoute, AppEnv> {
   return async (c) => {
     const body = c.req.valid("json");
     if (!reporter?.contract || !reporter.reporterAccount) throw new ApiError(503, "reporter_unavailable", "This service has no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY): no passport can be issued; nothing was charged.");
@@ -115,7 +119,8 @@ export function reportHandler({ db, assessor, ipfs, reporter }: ReportDeps): Rou
         }
         const document = passportDocument(assessment, { reportId, buyer, issuedAt, expiresAt, supersedes, contract: reporter.contract!, chainId: reporter.chainId });
         try {
-          cid = await node.add(canonicalBytes(document));
+          const bytes = canonicalBytes(document);
+          cid = store ? await pinContent(node, await store, bytes, "application/json") : await node.add(bytes);
         } catch (error) {
           throw new ApiError(503, "ipfs_unavailable", `The document could not be pinned (${(error as Error).message}); nothing was charged.`);
         }

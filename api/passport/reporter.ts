@@ -6,6 +6,7 @@ import { CELO_CHAIN_ID, CELO_ONCHAIN_REPORTER, celoChain } from "../../config/ce
 import { type Env, readEnv } from "../../config/env.ts";
 import { readManifest } from "../../config/manifest.ts";
 import type { IndexTarget } from "../../config/target.ts";
+import { log } from "../http/log.ts";
 
 /** Where passports are published and which reporters verify reads: ours, and the original OnchainReporter. */
 export type ReporterSettings = {
@@ -165,7 +166,7 @@ export function createReporter(settings: ReporterSettings) {
           const receipt = await client.waitForTransactionReceipt({ hash, timeout: 30 * 60_000, pollingInterval: 2_000 });
           if (receipt.status === "success") await exclusive(() => api.revoke(reportId, reason));
         } catch (error) {
-          console.error(`[passport] ${reportId}: could not settle the fate of publication ${hash}: ${firstLine(error)}`);
+          log.error(`[passport] ${reportId}: could not settle the fate of publication ${hash}: ${firstLine(error)}`);
         }
       })();
     },

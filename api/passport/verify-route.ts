@@ -10,7 +10,7 @@ import type { IpfsNode } from "../ipfs/node.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { type HistoryPoint, scoreHistory } from "../wallet/history.ts";
 import { badgeSvg, passportPage } from "./page.ts";
-import { rateLimit } from "./rate-limit.ts";
+import { rateLimit } from "../http/rate-limit.ts";
 import type { ReporterClient } from "./reporter.ts";
 import { verifyParams, type VerifyResult, verifyResultSchema } from "./schema.ts";
 import { notFound, parsePassportId, verifyPassport } from "./verify.ts";

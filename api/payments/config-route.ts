@@ -38,6 +38,7 @@ export const configRoute = declareRoute("config", {
   summary: "How to pay",
   description: "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits. Free.",
   ok: configSchema,
+  rateLimited: true,
 });
 
 export type ConfigDeps = { payments: PaymentCore; routes: readonly RouteConfig[] };

@@ -15,6 +15,7 @@ import { keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { checkPayment, type VerifiedPayment, verifyPayment } from "./verify.ts";
 import type { PaymentRow } from "../store/schema.ts";
+import { log } from "../http/log.ts";
 
 /** A priced operation as the payment core sees it (built from its route declaration and the price table). */
 export type PricedRoute = {
@@ -180,7 +181,7 @@ export class PaymentCore {
     const hash = submitted.signed.transaction;
     const receipt = await settler.receipt(hash, this.deps.receiptWaitMs ?? RECEIPT_WAIT_MS);
     if (receipt?.status === "success") {
-      await ledger.settled(key, hash, answer).catch((error: Error) => console.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
+      await ledger.settled(key, hash, answer).catch((error: Error) => log.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
       return { transaction: hash };
     }
     // Reverted, or no receipt yet: the chain's state decides (the nonce may have been used by another transaction).
@@ -198,7 +199,7 @@ export class PaymentCore {
       return this.decideFromChain(key);
     }
     if (settlement.success) {
-      await ledger.settled(key, settlement.transaction, answer).catch((error: Error) => console.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`));
+      await ledger.settled(key, settlement.transaction, answer).catch((error: Error) => log.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`));
       return { transaction: settlement.transaction };
     }
     const reason = settlement.errorReason ?? "settlement failed";

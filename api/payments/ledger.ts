@@ -27,6 +27,9 @@ export type Resolution =
 /** Payments by outcome (stats and health): `reconciled` counts outcomes decided from the chain, whatever they are. */
 export type OutcomeCounts = Record<PaymentStatus, number> & { reconciled: number };
 
+/** Paid calls answered (settled, or waived as a free read), by route and token, with the revenue settled. */
+export type ServedTotals = { rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[]; payers: number };
+
 /** A row pending longer than STALE_PENDING_MS is reported by health: its settlement needs attention. */
 export const STALE_PENDING_MS = 5 * 60_000;
 
@@ -237,6 +240,21 @@ export class PaymentLedger {
     for (const row of rows) counts[row.status] = Number(row.n);
     counts.reconciled = Number(reconciled?.n ?? 0);
     return counts;
+  }
+
+  /** What GET /api/stats reports as served: settled and waived rows by route and token, and the distinct payers of settled ones. */
+  async servedTotals(): Promise<ServedTotals> {
+    const db = await this.store;
+    const rows = await db
+      .select({ route: payment.route, token: payment.token, status: payment.status, n: count(), amount: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
+      .from(payment)
+      .where(inArray(payment.status, ["settled", "waived"]))
+      .groupBy(payment.route, payment.token, payment.status);
+    const [payers] = await db.select({ n: sql<string>`count(distinct ${payment.payer})` }).from(payment).where(eq(payment.status, "settled"));
+    return {
+      rows: rows.map((r) => ({ route: r.route, token: r.token.toLowerCase(), status: r.status as "settled" | "waived", calls: Number(r.n), amount: BigInt(r.amount) })),
+      payers: Number(payers?.n ?? 0),
+    };
   }
 
   /** Rows whose outcome has been unknown (pending or settling) for longer than `olderThanMs` (health: STALE_PENDING_MS). */

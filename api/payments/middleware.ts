@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Claim, PaymentCore, PricedRoute, Reply } from "./core.ts";
+import { log } from "../http/log.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
 export type PaymentHooks = {
@@ -61,7 +62,7 @@ export function payment(route: PricedRoute, hooks: PaymentHooks = walletRequest)
     const answer = { status: c.res.status, type: c.res.headers.get("content-type") ?? "application/json", body: await c.res.clone().text() };
     const concluded = await core.conclude(route, request, claim, { answer });
     if ("reply" in concluded) {
-      await hooks.onSettlementFailed?.(c, { reply: concluded.reply, claim, core }).catch((error: Error) => console.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`));
+      await hooks.onSettlementFailed?.(c, { reply: concluded.reply, claim, core }).catch((error: Error) => log.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`));
       c.res = send(c, concluded.reply);
     }
     else for (const [name, value] of Object.entries(concluded.headers)) c.res.headers.set(name, value);

@@ -5,6 +5,7 @@ import type { Address } from "../../config/addresses.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { Settler } from "./facilitator.ts";
 import type { PaymentKey, PaymentLedger, Resolution } from "./ledger.ts";
+import { log } from "../http/log.ts";
 
 /** What reconciliation reads from the chain. */
 export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;
@@ -93,7 +94,7 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
   try {
     outcome = await chainOutcome(row, deps);
   } catch (error) {
-    console.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${(error as Error).message.split("\n")[0]})`);
+    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${(error as Error).message.split("\n")[0]})`);
     return "pending";
   }
   if (outcome !== "pending") await deps.ledger.resolve(keyOf(row), outcome);
@@ -112,8 +113,8 @@ export function startReconciler(core: Reconcilable, { intervalMs = RECONCILE_INT
   const sweep = (idle: number) =>
     (running = running
       .then(() => core.reconcileUnresolved(idle))
-      .then((r) => r.resolved && console.log(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`))
-      .catch((error: Error) => console.warn(`[payments] reconciliation failed: ${error.message.split("\n")[0]}`)));
+      .then((r) => r.resolved && log.info(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`))
+      .catch((error: Error) => log.warn(`[payments] reconciliation failed: ${error.message.split("\n")[0]}`)));
   const started = sweep(0);
   const timer = setInterval(() => void sweep(idleMs), intervalMs);
   timer.unref?.();

@@ -13,6 +13,7 @@ import type { ServiceDb } from "../store/store.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { IndexNotReady, STATEMENT_PERIODS } from "./data.ts";
 import { makeStatement } from "./make.ts";
+import { warmStatementPdf } from "./pdf.ts";
 import { statementRequestSchema, statementResultSchema } from "./schema.ts";
 
 export const statementRoute = declareRoute("statement", {
@@ -46,6 +47,8 @@ export function remotePinningFromEnv(env = readEnv()): RemotePinning | undefined
 
 export function statementHandler({ db, target, ipfs, store, remotePinning }: StatementRouteDeps): RouteHandler<typeof statementRoute, AppEnv> {
   const remote = remotePinning === undefined ? remotePinningFromEnv() : (remotePinning ?? undefined);
+  // Off the request path, once per process: the first statement would otherwise run cold.
+  setTimeout(() => void warmStatementPdf(), 1_000).unref();
   return async (c) => {
     const { walletAddress, period } = c.req.valid("json");
     if (!store) throw new Error("the statement route needs the service store");

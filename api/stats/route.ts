@@ -6,6 +6,7 @@ import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
+import type { ServedTotals } from "../payments/ledger.ts";
 import { indexedHead, indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
 
@@ -14,9 +15,37 @@ export const statsRoute = declareRoute("stats", {
   path: "/api/stats",
   tags: ["Service"],
   summary: "What the indexer holds and how far behind it is",
-  description: "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag. Free.",
+  description:
+    "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
   ok: statsSchema,
+  rateLimited: true,
 });
+
+const ROUTE_GROUPS = {
+  screens: ["POST /api/lender/screen"],
+  analyses: ["POST /api/agent/analyze", "GET /api/wallet/{address}/analysis"],
+  reports: ["POST /api/agent/report"],
+  statements: ["POST /api/agent/statement"],
+} as const;
+
+/** How long the ledger's figures are reused: they are aggregates over the payment table, read at most this often per process. */
+export const LEDGER_STATS_TTL_MS = 2_000;
+
+/**
+ * `load()` shared: callers while it runs get its promise, and for `ttlMs` after it answered, its
+ * answer. With a TTL of 0, concurrent callers share one call and nobody gets an old answer.
+ */
+function reuse<T>(ttlMs: number, load: () => Promise<T>): () => Promise<T> {
+  let last: { done: number | null; value: Promise<T> } | undefined;
+  return () => {
+    if (!last || (last.done !== null && Date.now() - last.done > ttlMs)) {
+      const entry: { done: number | null; value: Promise<T> } = { done: null, value: load() };
+      entry.value.then(() => (entry.done = Date.now()), () => last === entry && (last = undefined));
+      last = entry;
+    }
+    return last.value;
+  };
+}
 
 export type StatsDeps = {
   db: IndexDb;
@@ -36,12 +65,33 @@ async function chainHead(chain: StatsDeps["chain"]) {
 }
 
 export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typeof statsRoute, AppEnv> {
+  // 16 clients polling every second cost one chain-head read at a time, not 16.
+  const head = reuse(0, () => chainHead(chain));
+  let ledgerFigures: (() => Promise<[Stats["payments"], Stats["served"]]>) | undefined;
+  const served = (totals: ServedTotals): Stats["served"] => {
+    const calls = (routes: readonly string[]) => totals.rows.filter((r) => routes.includes(r.route)).reduce((n, r) => n + r.calls, 0);
+    const routes = [...new Set(totals.rows.map((r) => r.route))].sort();
+    return {
+      screens: calls(ROUTE_GROUPS.screens),
+      analyses: calls(ROUTE_GROUPS.analyses),
+      reports: calls(ROUTE_GROUPS.reports),
+      statements: calls(ROUTE_GROUPS.statements),
+      byRoute: routes.map((route) => ({ route, calls: calls([route]), free: totals.rows.filter((r) => r.route === route && r.status === "waived").reduce((n, r) => n + r.calls, 0) })),
+      revenue: target.tokens.map((token) => {
+        const units = totals.rows.filter((r) => r.status === "settled" && r.token === token.address.toLowerCase()).reduce((n, r) => n + r.amount, 0n);
+        return { symbol: token.symbol, address: token.address, units: units.toString(), usd: unitsToUsd(units, token.decimals) };
+      }),
+      payers: totals.payers,
+    };
+  };
   return async (c) => {
+    const ledger = c.var.payments.ledger;
+    ledgerFigures ??= reuse(LEDGER_STATS_TTL_MS, async () => [await ledger.outcomeCounts().catch(() => null), await ledger.servedTotals().then(served).catch(() => null)]);
     // Sequential on purpose: PGlite is a single connection.
     const totals = await indexedTotals(db);
     const indexed = await indexedHead(db, target.schema);
-    const head = await chainHead(chain);
-    const payments = await c.var.payments.ledger.outcomeCounts().catch(() => null);
+    const chainTip = await head();
+    const [payments, servedFigures] = await ledgerFigures();
     const stats: Stats = {
       network: target.network,
       chainId: 42220,
@@ -53,15 +103,16 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
         return { symbol: token.symbol, address: token.address, transfers: row?.count ?? 0, volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals) };
       }),
       latestIndexedBlock: indexed && { number: Number(indexed.blockNumber), timestamp: Number(indexed.timestamp), time: iso(indexed.timestamp) },
-      chainHead: head && { number: Number(head.number), timestamp: Number(head.timestamp), time: iso(head.timestamp) },
+      chainHead: chainTip && { number: Number(chainTip.number), timestamp: Number(chainTip.timestamp), time: iso(chainTip.timestamp) },
       lag:
-        indexed && head
+        indexed && chainTip
           ? {
-              blocks: Math.max(0, Number(head.number - indexed.blockNumber)),
-              seconds: Math.max(0, Number(head.timestamp - indexed.timestamp)),
+              blocks: Math.max(0, Number(chainTip.number - indexed.blockNumber)),
+              seconds: Math.max(0, Number(chainTip.timestamp - indexed.timestamp)),
             }
           : null,
       payments,
+      served: servedFigures,
       generatedAt: new Date().toISOString(),
     };
     return c.json(statsSchema.parse(stats), 200);

@@ -40,6 +40,18 @@ export const statsSchema = z.object({
     })
     .nullable()
     .describe("Payments in the ledger by outcome (docs/payments.md); null when the service store does not answer"),
+  served: z
+    .object({
+      screens: z.number().int().describe("POST /api/lender/screen answers paid for (settled or waived)"),
+      analyses: z.number().int().describe("POST /api/agent/analyze and GET /api/wallet/{address}/analysis"),
+      reports: z.number().int().describe("POST /api/agent/report (passports published)"),
+      statements: z.number().int().describe("POST /api/agent/statement"),
+      byRoute: z.array(z.object({ route: z.string(), calls: z.number().int(), free: z.number().int().describe("Of which waived (free reads)") })),
+      revenue: z.array(z.object({ symbol: z.string(), address: z.string(), units: z.string().describe("Smallest token units settled"), usd: z.number() })),
+      payers: z.number().int().describe("Distinct wallets that settled at least one payment"),
+    })
+    .nullable()
+    .describe("Paid calls answered and revenue, from the payment ledger (at most a few seconds old); null when the service store does not answer"),
   generatedAt: z.iso.datetime(),
 });
 export type Stats = z.infer<typeof statsSchema>;

@@ -10,6 +10,7 @@ import { migrate as migratePg } from "drizzle-orm/node-postgres/migrator";
 import pg from "pg";
 import type { IndexTarget } from "../../config/target.ts";
 import * as schema from "./schema.ts";
+import { log } from "../http/log.ts";
 
 export type ServiceDb = PgDatabase<PgQueryResultHKT, typeof schema>;
 
@@ -60,7 +61,7 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
   const pool = new pg.Pool({ connectionString: location.connectionString, max: 10 });
   // An idle connection the server closes (restart, failover) is replaced on next use; without a
   // listener its error would crash the process.
-  pool.on("error", (error) => console.warn(`[store] idle connection lost: ${error.message}`));
+  pool.on("error", (error) => log.warn(`[store] idle connection lost: ${error.message}`));
   try {
     // Replicas may start together: one migrates while the others wait on the lock, then find
     // nothing left to apply. Everything runs on the connection that holds the lock.
@@ -107,5 +108,5 @@ async function baselineLegacyStore(query: Query): Promise<void> {
   // The same table drizzle's migrator creates for its journal.
   await query(`create table if not exists ${table} (id serial primary key, hash text not null, created_at bigint)`);
   await query(`insert into ${table} (hash, created_at) values ($1, $2)`, [first.hash, first.folderMillis]);
-  console.warn(`[store] ${s}.payment predates migrations: recorded migration ${first.folderMillis} as applied`);
+  log.warn(`[store] ${s}.payment predates migrations: recorded migration ${first.folderMillis} as applied`);
 }

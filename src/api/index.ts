@@ -6,12 +6,16 @@ import { storedConversations } from "../../api/chat/conversations.ts";
 import { openIpfs } from "../../api/ipfs/node.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
+import { createDataApp } from "../../api/data/app.ts";
+import { sqlOverHttp } from "../../api/data/sql.ts";
+import { hideDataPathsOnNewServers, startDataListener } from "../../api/http/data-listener.ts";
 import { shutdownGracefully } from "../../api/http/shutdown.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
+import { readEnv } from "../../config/env.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
 
 // Ponder serves this app; all behaviour lives in api/. Ponder's db is read-only to the API: what
@@ -41,7 +45,20 @@ shutdownGracefully({
 // Ponder creates its HTTP server after loading this module: oversized headers get a JSON 431 there too.
 answerClientErrorsAsJsonOnNewServers();
 
-// GraphQL: a read-only view of the indexed tables and views, for data teams.
+// GraphQL, SQL over HTTP and /metrics: the indexed tables in bulk, for the operator's data team, on
+// a listener of their own (DATA_HOST:DATA_PORT, 127.0.0.1:42070 by default; docs/data.md). On the
+// public port (Ponder's server, created after this module loads) those paths answer a JSON 404.
+hideDataPathsOnNewServers();
+const env = readEnv();
+void startDataListener(
+  createDataApp({
+    graphql: graphql({ db, schema }),
+    sql: sqlOverHttp({ db, schema, namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema }),
+    metrics: () => (globalThis as { PONDER_COMMON?: { metrics: { getMetrics: () => Promise<string> } } }).PONDER_COMMON!.metrics.getMetrics(),
+  }),
+  { port: env.DATA_PORT, host: env.DATA_HOST },
+).catch(() => {}); // logged by the listener
+
 // The service's own IPFS node (offline): passport documents and statements are pinned here.
 const ipfs = openIpfs(target.ipfsDirectory);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
@@ -49,6 +66,6 @@ ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target
 // Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
 const reporter = createReporter(resolveReporterSettings(target));
 
-const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)), graphql: graphql({ db, schema }) });
+const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
 
 export default app;

@@ -105,6 +105,12 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
       ["USDT", transfers.filter((t) => t.token === devnet.manifest.tokens.USDT.address).length],
       ["USDC", transfers.filter((t) => t.token === devnet.manifest.tokens.USDC.address).length],
     ]);
+    // Volumes from the indexer's running totals (index_total) equal the chain's sums.
+    const volumeUsd = (token: string) => Number(transfers.filter((t) => t.token === token).reduce((n, t) => n + t.value, 0n)) / 1e6;
+    expect(body.tokens.map((t) => [t.symbol, t.volumeUsd])).toEqual([
+      ["USDT", volumeUsd(devnet.manifest.tokens.USDT.address)],
+      ["USDC", volumeUsd(devnet.manifest.tokens.USDC.address)],
+    ]);
   });
 });
 

@@ -115,8 +115,10 @@ describe(`passports: report and verify (${testDatabase})`, () => {
       expect(other.body, id).toMatchObject({ status: "confirmed", reportId: p.reportId });
     }
     // The IPFS content is the canonical document, and its CID is what the chain attests.
+    // Pinned with its media type recorded: served as JSON, not sniffed.
     const doc = await api("GET", `/ipfs/${p.ipfsCid}`);
-    if (doc.status === 200) expect(typeof doc.body === "string" ? JSON.parse(doc.body) : doc.body).toMatchObject({ reportId: p.reportId });
+    expect([doc.status, doc.headers.get("content-type")]).toEqual([200, expect.stringContaining("application/json")]);
+    expect(doc.body).toMatchObject({ reportId: p.reportId });
 
     // The contract's own view agrees.
     const [exists, a] = await asReporter().publicClient.readContract({ address: devnet.manifest.reporter.address, abi: reputationReporterAbi, functionName: "verifyReport", args: [p.reportId] });

@@ -111,6 +111,17 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     }
   });
 
+  it("counts the paid calls just answered in GET /api/stats: served per route, revenue per token, distinct payers", async () => {
+    await new Promise((r) => setTimeout(r, 2_100)); // the ledger's figures are at most 2 s old
+    const { served, lag } = (await send({ method: "GET", path: "/api/stats" })).body;
+    expect(lag).not.toBeNull();
+    expect(served).toMatchObject({ screens: 1, reports: 1, statements: 1, analyses: 2, payers: 1 });
+    expect(served.byRoute.find((r: { route: string }) => r.route === "GET /api/wallet/{address}/signals/{signal}")).toMatchObject({ calls: 1, free: 1 });
+    // Every paid route once at 0.01 (the free signal read at 0), the report at 0.10, all in USDT.
+    const paidRoutes = ROUTES.filter((r) => r.route.security !== undefined).length;
+    expect(served.revenue.find((t: { symbol: string }) => t.symbol === "USDT").units).toBe(String(10_000n * BigInt(paidRoutes - 2) + 100_000n));
+  });
+
   it("refuses one bad request of each kind on every route with its status and code, shaped as documented, charging nothing", async () => {
     const before = await treasuryUsdt();
     const cases: [name: string, call: Call, status: number, code: string][] = [];

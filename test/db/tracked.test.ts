@@ -35,6 +35,9 @@ describe(`tracked wallets mode (${testDatabase})`, () => {
     transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));
     const stats = await waitForBlock(indexer, devnet.manifest.headBlock);
     expect(stats).toMatchObject({ indexing: { mode: "tracked", trackedWallets: 4 } });
+    // The stats' wallet count (kept by the indexer) counts the tracked wallets only, as the views list them.
+    expect((stats as unknown as { wallets: number }).wallets).toBe(tracked.filter((w) => transfers.some((t) => t.from === w || t.to === w)).length);
+    expect((stats as unknown as { transfers: number }).transfers).toBe(transfers.filter((t) => tracked.includes(t.from) || tracked.includes(t.to)).length);
   }, 240_000);
 
   afterAll(() => env?.stop());

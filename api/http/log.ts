@@ -1,0 +1,77 @@
+import { randomUUID } from "node:crypto";
+import type { MiddlewareHandler } from "hono";
+import { pino, type DestinationStream, type Logger } from "pino";
+import type { AppEnv } from "./env.ts";
+
+export type { Logger };
+
+/** Levels LOG_LEVEL takes (pino's). */
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/**
+ * A JSON logger: one object per line on stdout (or `destination`). Header values, payment
+ * signatures and keys are never passed to it; `redact` is a second guard for the field names
+ * that could carry them.
+ */
+export function createLogger(options: { level?: string; destination?: DestinationStream } = {}): Logger {
+  const level = options.level ?? levelFromEnv();
+  return pino(
+    {
+      level,
+      base: { service: "celo-wallet-reputation" },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: ["headers", "*.headers", "privateKey", "*.privateKey", "signature", "*.signature", "authorization", "*.authorization"], censor: "[redacted]" },
+    },
+    options.destination,
+  );
+}
+
+function levelFromEnv(): string {
+  const level = process.env.LOG_LEVEL?.trim().toLowerCase();
+  return level && (LOG_LEVELS as readonly string[]).includes(level) ? level : "info";
+}
+
+/** The process's logger (LOG_LEVEL), for code that has no app at hand. */
+export const log: Logger = createLogger();
+
+/** An incoming X-Request-Id is kept when it is this shape (no spaces, no control characters, short). */
+const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/**
+ * One line per request: request id (also answered as X-Request-Id; a well-formed incoming one is
+ * kept), the declared route ("POST /api/lender/screen"), status, latency, and for a paid call the
+ * payer and the units charged (from `c.var.billing`). No header value is ever logged.
+ */
+export function requestLog(logger: Logger, routes: readonly { method: string; path: string }[]): MiddlewareHandler<AppEnv> {
+  const patterns = routes.map((r) => ({
+    method: r.method.toUpperCase(),
+    name: `${r.method.toUpperCase()} ${r.path}`,
+    pattern: new RegExp(`^${r.path.replace(/[.]/g, "\\.").replace(/\{[^}]+\}/g, "[^/]+")}/?$`),
+  }));
+  const routeOf = (method: string, path: string) =>
+    patterns.find((p) => p.method === method && p.pattern.test(path))?.name ?? patterns.find((p) => p.pattern.test(path))?.name ?? null;
+  return async (c, next) => {
+    const started = performance.now();
+    const incoming = c.req.header("x-request-id");
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    try {
+      await next();
+    } finally {
+      c.header("X-Request-Id", requestId);
+      const billing = c.get("billing");
+      const status = c.res?.status ?? 500;
+      const line = {
+        requestId,
+        method: c.req.method,
+        route: routeOf(c.req.method, c.req.path),
+        status,
+        latencyMs: Math.round((performance.now() - started) * 10) / 10,
+        payer: billing?.payer ?? null,
+        chargedUnits: billing ? billing.chargedUnits.toString() : null,
+        token: billing?.token.symbol ?? null,
+      };
+      if (status >= 500) logger.error(line, "request");
+      else logger.info(line, "request");
+    }
+  };
+}

@@ -1,0 +1,142 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { type Anvil, chainIdAt, portIsFree, PortTakenError, startAnvil } from "../devnet/anvil.ts";
+import { freePort } from "../devnet/ports.ts";
+import { startTestDevnet, type TestDevnet } from "./support/devnet.ts";
+
+const rpc = async (url: string, method: string, params: unknown[] = []) =>
+  ((await (await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) })).json()) as { result: string }).result;
+
+// `npm start` with someone else's node on the preferred port: never adopted, never written to.
+describe("the launcher uses only a node it started itself", () => {
+  const cleanup: (() => Promise<void>)[] = [];
+  afterAll(async () => {
+    for (const stop of cleanup.reverse()) await stop().catch(() => {});
+  });
+
+  it("leaves a foreign anvil (chain 31337) on the preferred port alone and takes a free port", async () => {
+    const foreign: Anvil = await startAnvil({ chainId: 31337 });
+    cleanup.push(foreign.stop);
+    await rpc(foreign.rpcUrl, "evm_mine");
+    const blockBefore = await rpc(foreign.rpcUrl, "eth_blockNumber");
+    const nonceBefore = await rpc(foreign.rpcUrl, "eth_getTransactionCount", ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"]);
+
+    const devnet: TestDevnet = await startTestDevnet({ port: foreign.port, wallets: 2, months: 12 });
+    cleanup.push(devnet.stop);
+    expect(devnet.anvil.port).not.toBe(foreign.port);
+    expect(devnet.manifest.chainId).toBe(42220);
+    expect(await chainIdAt(devnet.manifest.rpcUrl)).toBe(42220);
+    expect(devnet.manifest.rpcUrl).not.toContain(`:${foreign.port}`);
+
+    // The foreign chain: same chain id, same head, nothing deployed or sent from the deployer.
+    expect(await chainIdAt(foreign.rpcUrl)).toBe(31337);
+    expect(await rpc(foreign.rpcUrl, "eth_blockNumber")).toBe(blockBefore);
+    expect(await rpc(foreign.rpcUrl, "eth_getTransactionCount", ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"])).toBe(nonceBefore);
+    expect(await rpc(foreign.rpcUrl, "eth_getCode", [devnet.manifest.tokens.USDT.address, "latest"])).toBe("0x");
+  }, 180_000);
+
+  it("does not adopt a leftover devnet (chain 42220) either: the preferred port is refused before anything starts", async () => {
+    const leftover = await startAnvil();
+    cleanup.push(leftover.stop);
+    await expect(startAnvil({ port: leftover.port })).rejects.toBeInstanceOf(PortTakenError);
+    expect(await chainIdAt(leftover.rpcUrl)).toBe(42220);
+  });
+});
+
+type Run = { child: ChildProcess; output: () => string; devnetPort: number; apiPort: number; exited: Promise<number | null> };
+
+/** `npm start` on a small devnet, in its own process group (as a terminal would start it). */
+async function npmStart(): Promise<Run> {
+  const dir = mkdtempSync(join(tmpdir(), "start-"));
+  const devnetPort = await freePort();
+  const apiPort = await freePort();
+  const child = spawn("npm", ["start"], {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: {
+      ...process.env,
+      DEVNET_PORT: String(devnetPort),
+      PORT: String(apiPort),
+      DATA_PORT: String(await freePort()),
+      DEVNET_WALLETS: "0",
+      DEVNET_MANIFEST: join(dir, "manifest.json"),
+      PGLITE_DIR: join(dir, "pglite"),
+      DATABASE_URL: "",
+      PONDER_RPC_URL_42220: "",
+      LOG_LEVEL: "warn",
+      PONDER_LOG_LEVEL: "warn",
+    },
+  });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => output, devnetPort, apiPort, exited };
+}
+
+async function until(what: string, check: () => Promise<boolean> | boolean, run: Run, ms: number) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    if (run.child.exitCode !== null) throw new Error(`npm start exited before ${what}:\n${run.output()}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`no ${what} within ${ms} ms:\n${run.output().slice(-3000)}`);
+}
+
+/** Processes left in a process group. */
+const groupMembers = (pgid: number) => {
+  try {
+    return execFileSync("ps", ["-o", "pid=,args=", "-g", String(pgid)], { encoding: "utf8" }).trim();
+  } catch {
+    return ""; // ps exits 1 when the group is empty
+  }
+};
+
+/** Everything is gone within 15 s: npm, tsx, the launcher, ponder (its group) and anvil (its own group, holding the devnet port). */
+async function expectAllGone(run: Run) {
+  const started = Date.now();
+  await Promise.race([run.exited, new Promise((r) => setTimeout(r, 15_000))]);
+  const pgid = run.child.pid!;
+  while (Date.now() - started < 15_000 && (groupMembers(pgid) || !(await portIsFree(run.devnetPort)))) await new Promise((r) => setTimeout(r, 200));
+  expect(run.child.exitCode !== null || run.child.signalCode !== null, "npm exited").toBe(true);
+  expect(groupMembers(pgid), "processes left in npm start's group").toBe("");
+  expect(await chainIdAt(`http://127.0.0.1:${run.devnetPort}`), "anvil still answers").toBeNull();
+  expect(await portIsFree(run.devnetPort), "devnet port freed").toBe(true);
+  expect(await portIsFree(run.apiPort), "API port freed").toBe(true);
+  expect(Date.now() - started).toBeLessThan(15_000);
+}
+
+describe("npm start stops everything it started", () => {
+  const runs: Run[] = [];
+  afterAll(() => {
+    for (const run of runs) {
+      try {
+        process.kill(-run.child.pid!, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+  });
+
+  it("SIGINT twice to the process group while the devnet is seeding (an impatient Ctrl-C): no process left, anvil included", async () => {
+    const run = await npmStart();
+    runs.push(run);
+    await until("anvil on the preferred port", async () => (await chainIdAt(`http://127.0.0.1:${run.devnetPort}`)) === 42220, run, 60_000);
+    process.kill(-run.child.pid!, "SIGINT");
+    await new Promise((r) => setTimeout(r, 100));
+    process.kill(-run.child.pid!, "SIGINT");
+    await expectAllGone(run);
+  }, 120_000);
+
+  it("SIGTERM to the npm process alone once the service is ready: ponder and anvil stop, the ports are freed", async () => {
+    const run = await npmStart();
+    runs.push(run);
+    await until("the service", async () => (await fetch(`http://127.0.0.1:${run.apiPort}/ready`).catch(() => null))?.ok === true, run, 150_000);
+    run.child.kill("SIGTERM");
+    await expectAllGone(run);
+  }, 240_000);
+});
