@@ -1,8 +1,4 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { PublicClient } from "viem";
-import type { IndexTarget } from "../config/target.ts";
-import type { IndexDb } from "./db.ts";
-import type { Conversations } from "./chat/conversations.ts";
 import type { AppEnv } from "./http/env.ts";
 import { handleError } from "./http/errors.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
@@ -11,28 +7,12 @@ import { freeRateLimit } from "./http/rate-limit.ts";
 import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
-import type { IpfsNode } from "./ipfs/node.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
-import type { ReporterClient } from "./passport/reporter.ts";
-import type { PaymentCore } from "./payments/core.ts";
-import type { ServiceDb } from "./store/store.ts";
-import { ROUTES } from "./routes.ts";
+import { ROUTES, type RouteDeps } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
 
-export type AppDeps = {
-  db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
-  /** Reads the chain head for stats and health; never on a screening path. */
-  chain?: Pick<PublicClient, "getBlock">;
-  payments: PaymentCore;
-  /** The service's IPFS node (passports, statements), opened by the host. */
-  ipfs: Promise<IpfsNode>;
-  /** Our reporter contract and key (passports), built by the host. */
-  reporter?: ReporterClient;
-  /** The service store the API writes (statements, what each pinned CID is), opened by the host. */
-  store?: Promise<ServiceDb>;
-  /** Chat conversations, kept in the service store (api/chat/conversations.ts); in memory when not given. */
-  conversations?: Conversations;
+/** What the host hands the app: everything handlers are built from, less what the app makes itself. */
+export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app"> & {
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
   logger?: Logger;
 };

@@ -27,8 +27,10 @@ import { analysisHandler, analysisRoute, historyHandler, historyRoute, signalHan
 export type RouteDeps = {
   db: IndexDb;
   target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
+  /** Reads the chain head for stats and health; never on a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
+  /** The service's IPFS node (passports, statements), opened by the host. */
   ipfs: Promise<IpfsNode>;
   /** Our reporter contract through the reporter key (passports); absent: the report route answers 503. */
   reporter?: ReporterClient;

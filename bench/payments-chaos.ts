@@ -5,6 +5,7 @@ import { createPublicClient, type Hex, http, zeroAddress } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
+import { createLogger } from "../api/http/log.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { openServiceStore } from "../api/store/store.ts";
 import type { Address } from "../config/addresses.ts";
@@ -14,6 +15,9 @@ import * as schema from "../ponder.schema.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
+
+// One JSON line per request would drown the figures: warnings only.
+const quiet = createLogger({ level: "warn" });
 
 // npm run bench:payments -- --chaos [--chaos-seconds 300] [--freeze-every 60] [--freeze-seconds 10]
 //                                  [--concurrency 8] [--wallets 40]
@@ -78,7 +82,7 @@ try {
   const payments = createPayments(settings, store.db);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
-  const app = createApp({ db, target, payments, ipfs: undefined as never });
+  const app = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
   const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
   const wallets = rows.map((r) => r.address);
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);

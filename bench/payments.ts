@@ -5,6 +5,7 @@ import pg from "pg";
 import { type Hex, zeroAddress } from "viem";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
+import { createLogger } from "../api/http/log.ts";
 import type { AppEnv } from "../api/http/env.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
@@ -23,6 +24,9 @@ import * as schema from "../ponder.schema.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
+
+// One JSON line per request would drown the figures: warnings only.
+const quiet = createLogger({ level: "warn" });
 
 // npm run bench:payments -- --chaos [...]: the chain freezes during a run of paid screens (bench/payments-chaos.ts).
 if (process.argv.includes("--chaos")) {
@@ -97,7 +101,7 @@ try {
   }
 
   // (2) The same screens, paid (the real app) and unpaid (the same handler, no guard).
-  const paidApp = createApp({ db, target, payments, ipfs: undefined as never });
+  const paidApp = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
   const assessor = new WalletAssessor({ db, target });
   const zero = { chargedUnits: 0n, token: USDT, payer: lenders[0]!.address, waived: true };
   // The screen route's own declaration and validation, its payment middleware replaced by a free pass.

@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import { encodeFunctionData, type Hex, numberToHex } from "viem";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
 import { createApp } from "../api/app.ts";
+import { createLogger } from "../api/http/log.ts";
 import { cidOf, type IpfsNode, openIpfs } from "../api/ipfs/node.ts";
 import { canonicalBytes, drawReportId, loanCapacityText, type PassportDocument } from "../api/passport/document.ts";
 import { createReporter, resolveReporterSettings } from "../api/passport/reporter.ts";
@@ -24,6 +25,9 @@ import { startTestDevnet } from "../harness/devnet.ts";
 import { openIndexDb } from "../harness/index-db.ts";
 import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
+
+// One JSON line per request would drown the figures: warnings only.
+const quiet = createLogger({ level: "warn" });
 
 // npm run bench:verify -- [--attestations 100000] [--samples 2000] [--requests 5000] [--concurrency 8] [--issuances 30] [--wallets 40]
 // On a devnet indexed into Postgres with --attestations passports attested on our reporter contract:
@@ -211,7 +215,7 @@ try {
   const payments = createPayments(settings, store.db);
   ipfs = await openIpfs(ipfsDir);
   const reporter = createReporter(resolveReporterSettings(target, env));
-  const app = createApp({ db: index.db, target, payments, ipfs: Promise.resolve(ipfs), reporter, store: Promise.resolve(store.db) });
+  const app = createApp({ db: index.db, target, payments, ipfs: Promise.resolve(ipfs), reporter, store: Promise.resolve(store.db), logger: quiet });
 
   // The passports measured, spread over the whole set, their documents pinned.
   const step = Math.max(1, Math.floor(N / SAMPLES));
@@ -248,7 +252,7 @@ try {
   // The same without the IPFS content check (a node that is unavailable: verify then leaves integrity unchecked).
   const noNode = Promise.reject(new Error("no node in this measurement"));
   noNode.catch(() => {});
-  const bare = createApp({ db: index.db, target, payments, ipfs: noNode, reporter, store: Promise.resolve(store.db) });
+  const bare = createApp({ db: index.db, target, payments, ipfs: noNode, reporter, store: Promise.resolve(store.db), logger: quiet });
   const unchecked: number[] = [];
   for (const a of sample) {
     const t0 = performance.now();

@@ -7,6 +7,7 @@ import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
+import { attestationOf } from "../wallet/attestation.ts";
 import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletData } from "../wallet/wallet-data.ts";
 import { ANALYZE_FIELDS, type AnalyzeField, analyzeRequestSchema, type AnalyzeResult, analyzeResultSchema } from "./schema.ts";
@@ -47,16 +48,7 @@ export function analyzeHandler({ db, target, assessor }: AnalyzeDeps): RouteHand
     if (wanted.has("summary")) out.summary = summaryOf(a.facts.address, r);
     if (wanted.has("attestation")) {
       const report = validReport(reports ?? [], a.asOf.timestamp);
-      out.attestation = report && {
-        reportId: report.reportId,
-        reportHash: report.reportHash,
-        reputationScore: report.reputationScore,
-        financialHealthScore: report.financialHealthScore,
-        loanCapacity: report.loanCapacity,
-        publishedAt: iso(report.publishedAt),
-        expiresAt: report.expiresAt === null ? null : iso(report.expiresAt),
-        reporterContract: report.reporter,
-      };
+      out.attestation = report && attestationOf(report);
     }
     if (wanted.has("walletData")) out.walletData = await walletData(db, target, a);
     return c.json(out, 200);

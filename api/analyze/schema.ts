@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import { x402BillingSchema } from "../payments/billing.ts";
+import { attestationSchema } from "../wallet/attestation.ts";
 import { dataAsOfSchema, walletDataSchema } from "../wallet/schema.ts";
 
 /** What `fields` may name; without `fields` the answer has all of them. */
@@ -24,17 +25,7 @@ export const analyzeResultSchema = z.object({
   incomeLabel: z.string().optional(),
   loanRange: z.object({ minUsd: z.number(), maxUsd: z.number(), confidence: z.enum(["low", "medium", "high"]), currency: z.literal("USD") }).optional(),
   summary: z.string().optional().describe("A paragraph written from the facts (a template, not a model)"),
-  attestation: z
-    .object({
-      reportId: z.string(),
-      reportHash: z.string(),
-      reputationScore: z.number(),
-      financialHealthScore: z.number(),
-      loanCapacity: z.string(),
-      publishedAt: z.iso.datetime(),
-      expiresAt: z.iso.datetime().nullable(),
-      reporterContract: z.string(),
-    })
+  attestation: attestationSchema
     .nullable()
     .optional()
     .describe("The wallet's latest valid passport, or null"),

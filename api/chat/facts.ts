@@ -7,6 +7,7 @@ import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
 import { FACTOR_MAX, healthFactors, reputationFactors } from "../scoring/model.ts";
 import { indexedHead } from "../stats/queries.ts";
 import type { Assessment, WalletAssessor } from "../wallet/assess.ts";
+import { attestationOf, attestationSchema } from "../wallet/attestation.ts";
 import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletMonthly, walletTopCounterparties } from "../wallet/wallet-data.ts";
 import { monthOf } from "../../shared/month.ts";
@@ -241,7 +242,7 @@ export async function largestTransfersFact(reader: WalletReader, address: Addres
   const symbol = (token: string) => reader.deps.target.tokens.find((t) => t.address === token)?.symbol ?? token;
   const picked = a.facts.transfers
     .filter((t) => (direction === "both" || t.direction === direction) && t.at > a.asOf.timestamp - days * DAY)
-    .filter((t) => !months || (iso(t.at).slice(0, 7) >= months.from && iso(t.at).slice(0, 7) <= months.to))
+    .filter((t) => !months || (monthOf(t.at) >= months.from && monthOf(t.at) <= months.to))
     .sort((x, y) => (y.value > x.value ? 1 : y.value < x.value ? -1 : y.at - x.at))
     .slice(0, limit);
   return {
@@ -269,17 +270,7 @@ export async function counterpartiesFact(reader: WalletReader, address: Address,
 }
 
 export const passportFactSchema = z.object({
-  passport: z
-    .object({
-      reportId: z.string(),
-      reputationScore: z.number(),
-      financialHealthScore: z.number(),
-      loanCapacity: z.string(),
-      publishedAt: z.iso.datetime(),
-      expiresAt: z.iso.datetime().nullable(),
-      reporterContract: z.string(),
-    })
-    .nullable(),
+  passport: attestationSchema.nullable(),
   reportsFound: z.number(),
 });
 export async function passportFact(reader: WalletReader, address: Address) {
@@ -287,15 +278,7 @@ export async function passportFact(reader: WalletReader, address: Address) {
   const report = validReport(reports, asOf);
   return {
     fact: passportFactSchema.parse({
-      passport: report && {
-        reportId: report.reportId,
-        reputationScore: report.reputationScore,
-        financialHealthScore: report.financialHealthScore,
-        loanCapacity: report.loanCapacity,
-        publishedAt: iso(report.publishedAt),
-        expiresAt: report.expiresAt === null ? null : iso(report.expiresAt),
-        reporterContract: report.reporter,
-      },
+      passport: report && attestationOf(report),
       reportsFound: reports.length,
     }),
     sources: [SOURCES.passport],

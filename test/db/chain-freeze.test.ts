@@ -1,18 +1,14 @@
-import { OpenAPIHono } from "@hono/zod-openapi";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
-import { handleError } from "../../api/http/errors.ts";
-import type { AppEnv } from "../../api/http/env.ts";
 import { mount } from "../../api/http/mount.ts";
-import { validationHook } from "../../api/http/validation.ts";
+import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
-import { WalletAssessor } from "../../api/wallet/assess.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
@@ -37,16 +33,9 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
   const borrower = "0x00000000000000000000000000000000000b0b00" as Hex;
 
   function appWith(core: PaymentCore) {
-    const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-    const assessor = new WalletAssessor({ db: undefined as never, target: { schema: "unused", tracked: null } });
-    app.use(async (c, next) => {
-      c.set("payments", core);
-      c.set("assessor", assessor);
-      await next();
+    return paidApp(core, (app) => {
+      mount(app, screenRoute, async (c) => c.json({ paidData: `screen of ${c.req.valid("json").walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never);
     });
-    mount(app, screenRoute, async (c) => c.json({ paidData: `screen of ${c.req.valid("json").walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never);
-    app.onError(handleError);
-    return app;
   }
 
   beforeAll(async () => {

@@ -2,15 +2,12 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { decodePaymentResponseHeader } from "@x402/core/http";
 import { eq } from "drizzle-orm";
-import { OpenAPIHono } from "@hono/zod-openapi";
 import { createPublicClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
-import { handleError } from "../../api/http/errors.ts";
-import type { AppEnv } from "../../api/http/env.ts";
 import { mount } from "../../api/http/mount.ts";
-import { validationHook } from "../../api/http/validation.ts";
+import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
@@ -18,7 +15,6 @@ import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";
 import { payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
-import { WalletAssessor } from "../../api/wallet/assess.ts";
 import { signalRoute } from "../../api/wallet/routes.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
@@ -49,23 +45,16 @@ describe(`x402 payment guard (${testDatabase})`, () => {
 
   /** The real route declarations (validation, payment middleware) in front of handlers that count their calls. */
   function appWith(payments: PaymentCore) {
-    const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-    const assessor = new WalletAssessor({ db: undefined as never, target: { schema: "unused", tracked: null } });
-    app.use(async (c, next) => {
-      c.set("payments", payments);
-      c.set("assessor", assessor);
-      await next();
+    return paidApp(payments, (app) => {
+      mount(app, screenRoute, async (c) => {
+        handled++;
+        const { walletAddress } = c.req.valid("json");
+        if (walletAddress === failingBorrower) throw new Error("handler failed");
+        if (walletAddress === rpcDownBorrower) proxy.down = true;
+        return c.json({ paidData: `screen of ${walletAddress}`, at: Date.now(), x402Billing: x402Billing(c.var.billing) }) as never;
+      });
+      mount(app, signalRoute, (c) => c.json({ value: 42, billing: x402Billing(c.var.billing) }) as never);
     });
-    mount(app, screenRoute, async (c) => {
-      handled++;
-      const { walletAddress } = c.req.valid("json");
-      if (walletAddress === failingBorrower) throw new Error("handler failed");
-      if (walletAddress === rpcDownBorrower) proxy.down = true;
-      return c.json({ paidData: `screen of ${walletAddress}`, at: Date.now(), x402Billing: x402Billing(c.var.billing) }) as never;
-    });
-    mount(app, signalRoute, (c) => c.json({ value: 42, billing: x402Billing(c.var.billing) }) as never);
-    app.onError(handleError);
-    return app;
   }
 
   let app: ReturnType<typeof appWith>;

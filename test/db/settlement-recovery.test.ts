@@ -1,14 +1,11 @@
 import { decodePaymentResponseHeader } from "@x402/core/http";
 import { eq } from "drizzle-orm";
-import { OpenAPIHono } from "@hono/zod-openapi";
 import { createPublicClient, createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
-import { handleError } from "../../api/http/errors.ts";
-import type { AppEnv } from "../../api/http/env.ts";
 import { mount } from "../../api/http/mount.ts";
-import { validationHook } from "../../api/http/validation.ts";
+import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
@@ -16,7 +13,6 @@ import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";
 import { payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
-import { WalletAssessor } from "../../api/wallet/assess.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
@@ -45,25 +41,18 @@ describe(`settlement recovery (${testDatabase})`, () => {
   let hangNext = false;
 
   function appWith(payments: PaymentCore) {
-    const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-    const assessor = new WalletAssessor({ db: undefined as never, target: { schema: "unused", tracked: null } });
-    app.use(async (c, next) => {
-      c.set("payments", payments);
-      c.set("assessor", assessor);
-      await next();
+    return paidApp(payments, (app) => {
+      mount(app, screenRoute, async (c) => {
+        handled++;
+        const { walletAddress } = c.req.valid("json");
+        // A request that never concludes: the process "dies" while the handler runs.
+        if (walletAddress === hangingBorrower && hangNext) {
+          hangNext = false;
+          await new Promise<void>((resolve) => (releaseHang = resolve));
+        }
+        return c.json({ paidData: `screen of ${walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never;
+      });
     });
-    mount(app, screenRoute, async (c) => {
-      handled++;
-      const { walletAddress } = c.req.valid("json");
-      // A request that never concludes: the process "dies" while the handler runs.
-      if (walletAddress === hangingBorrower && hangNext) {
-        hangNext = false;
-        await new Promise<void>((resolve) => (releaseHang = resolve));
-      }
-      return c.json({ paidData: `screen of ${walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never;
-    });
-    app.onError(handleError);
-    return app;
   }
 
   const rpc = async (method: string, params: unknown[] = []) => {
