@@ -1,19 +1,17 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
-import pg from "pg";
 import { createPublicClient, type Hex, http, zeroAddress } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
 import { createLogger } from "../api/http/log.ts";
 import { createPayments } from "../api/payments/payments.ts";
-import { openServiceStore } from "../api/store/store.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
-import { startTestDevnet } from "../harness/devnet.ts";
-import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
+import { waitForBlock } from "../harness/indexer.ts";
+import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 
 // One JSON line per request would drown the figures: warnings only.
@@ -54,15 +52,8 @@ const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a -
 
 log(`chaos run: ${seconds} s of paid screens, ${concurrency} clients, anvil frozen ${freezeSeconds} s every ${freezeEvery} s`);
 log(`seeding a devnet with ${values.wallets} background wallets…`);
-const devnet = await startTestDevnet({ wallets: Number(values.wallets), months: 13, slotHours: 24 });
-const slot = databaseSlot("postgres");
-await slot.prepare();
-const indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
-const url = new URL(POSTGRES_URL);
-url.pathname = `/${slot.schema}_devnet`;
-const pool = new pg.Pool({ connectionString: url.toString(), max: 8, options: `-c search_path="${slot.schema}"` });
-pool.on("error", () => {});
-const store = await openServiceStore(slot.store);
+const chain = await indexedPostgresDevnet(Number(values.wallets));
+const { devnet, slot, indexer, pool, store } = chain;
 const anvilPid = devnet.anvil.pid;
 const resume = () => {
   try {
@@ -202,9 +193,5 @@ try {
   if (chargesWithoutData.length || dataWithoutCharges.length) process.exitCode = 1;
 } finally {
   resume();
-  await store.close();
-  await pool.end().catch(() => {});
-  await indexer.stop();
-  await slot.drop();
-  await devnet.stop();
+  await chain.stop();
 }

@@ -1,7 +1,6 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import pg from "pg";
 import { type Hex, zeroAddress } from "viem";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
@@ -15,14 +14,13 @@ import { PRICES } from "../api/payments/prices.ts";
 import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
-import { openServiceStore } from "../api/store/store.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
-import { startTestDevnet } from "../harness/devnet.ts";
-import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
+import { waitForBlock } from "../harness/indexer.ts";
+import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 
 // One JSON line per request would drown the figures: warnings only.
@@ -53,15 +51,8 @@ const ms = (x: number) => `${x.toFixed(2)} ms`;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
 log(`seeding a devnet with ${values.wallets} background wallets…`);
-const devnet = await startTestDevnet({ wallets: Number(values.wallets), months: 13, slotHours: 24 });
-const slot = databaseSlot("postgres");
-await slot.prepare();
-const indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
-const url = new URL(POSTGRES_URL);
-url.pathname = `/${slot.schema}_devnet`;
-const pool = new pg.Pool({ connectionString: url.toString(), max: 8, options: `-c search_path="${slot.schema}"` });
-pool.on("error", () => {});
-const store = await openServiceStore(slot.store);
+const chain = await indexedPostgresDevnet(Number(values.wallets));
+const { devnet, slot, indexer, pool, store } = chain;
 
 try {
   await waitForBlock(indexer, devnet.manifest.headBlock, 600_000);
@@ -171,9 +162,5 @@ try {
   );
   console.log(`    ledger rows settled: ${settled}`);
 } finally {
-  await store.close();
-  await pool.end().catch(() => {});
-  await indexer.stop();
-  await slot.drop();
-  await devnet.stop();
+  await chain.stop();
 }

@@ -168,6 +168,8 @@ function relayerSettler(client: RelayerClient, account: ReturnType<typeof privat
     },
     async receipt(hash, timeoutMs) {
       const deadline = Date.now() + timeoutMs;
+      // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
+      let pause = 10;
       for (;;) {
         try {
           // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
@@ -181,7 +183,8 @@ function relayerSettler(client: RelayerClient, account: ReturnType<typeof privat
           nextNonce = undefined; // a dropped transaction must not leave a gap
           return undefined;
         }
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(100, pause * 2);
       }
     },
     async rebroadcast(raw) {
