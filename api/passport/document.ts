@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { Address } from "../../config/addresses.ts";
 import { isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
 import type { Assessment } from "../wallet/assess.ts";
+import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
 
 /** "REP-" then exactly 10 of [A-Z0-9]: the reporter contracts' id format. */
 export const REPORT_ID = /^REP-[A-Z0-9]{10}$/;
@@ -61,7 +62,7 @@ export function passportDocument(
     recommendation: r.recommendation,
     income: {
       label: r.incomeLabel,
-      monthlyEstimateUsd: usd(s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits),
+      monthlyEstimateUsd: usd(monthlyIncomeEstimateUnits(s)),
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
     },

@@ -2,6 +2,10 @@ import { formatWholeUsd, unitsToUsd as usd } from "../money.ts";
 import type { WalletFacts } from "./facts.ts";
 import { deriveSignals, type Signals } from "./signals.ts";
 
+/** The monthly income the model counts on: verified recurring income when there is any, else all income. */
+export const monthlyIncomeEstimateUnits = (s: Pick<Signals, "verifiedMonthlyIncomeUnits" | "monthlyIncomeUnits">): bigint =>
+  s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits;
+
 /** Bumped whenever a rule, weight or threshold changes; every result carries it. */
 export const MODEL_VERSION = "2026-11-21.2";
 
@@ -33,7 +37,7 @@ export function healthFactors(s: Signals): Factor[] {
   const f = (factor: string, points: number): Factor => ({ score: "financialHealth", factor, points: Math.round(points * 10) / 10 });
   const spend = usd(s.monthlySpendUnits);
   const balance = usd(s.balanceUnits);
-  const income = usd(s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits);
+  const income = usd(monthlyIncomeEstimateUnits(s));
   return [
     f("verified recurring income", s.verifiedMonthlyIncomeUnits > 0n ? 30 : 0),
     f("income consistency", (s.verifiedMonthlyIncomeUnits > 0n ? 0 : 15) * Math.min(1, s.weeklyConsistency) * (s.monthlyIncomeUnits > 0n ? 1 : 0)),

@@ -3,6 +3,7 @@ import { formatUsdCents as money, isoFromSeconds as iso, usdRoundedToCents as us
 import type { Assessment } from "../wallet/assess.ts";
 import type { ValidReport } from "../wallet/queries.ts";
 import type { LenderScreenResult } from "./schema.ts";
+import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
 
 export type ScreenContext = {
   target: Pick<IndexTarget, "tokens" | "reporters">;
@@ -28,7 +29,7 @@ export function toLenderScreenResult(a: Assessment, ctx: ScreenContext): LenderS
     scores: r.scores,
     income: {
       label: r.incomeLabel,
-      monthlyEstimateUsd: usd(s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits),
+      monthlyEstimateUsd: usd(monthlyIncomeEstimateUnits(s)),
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
       recurringIncome: s.verifiedMonthlyIncomeUnits > 0n,
