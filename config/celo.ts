@@ -27,6 +27,12 @@ export const CELO_TOKENS: Record<TokenInfo["symbol"], TokenInfo> = {
   USDC: { symbol: "USDC", address: "0xceba9300f2b948710d2653dd7b07f33a8b32118c", decimals: 6, name: "USDC", version: "2" },
 };
 
+/**
+ * Multicall3, at the same address on every chain that has it (Celo included): several settlements
+ * go in one transaction through its aggregate3. The devnet installs a stand-in at this address.
+ */
+export const MULTICALL3: Address = "0xca11bde05977b3631167028862be2a173976ca11";
+
 /** The OnchainReporter the original service attests passports with. */
 export const CELO_ONCHAIN_REPORTER: Address = "0xe7621af5de3806ba26115bdc89190c65ed835c21";
 

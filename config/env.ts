@@ -1,3 +1,4 @@
+import { parseUnits } from "viem";
 import { z } from "zod";
 import { addressSchema } from "./addresses.ts";
 import { describeIssues, StartupError } from "./errors.ts";
@@ -5,6 +6,12 @@ import { describeIssues, StartupError } from "./errors.ts";
 const csv = z
   .string()
   .transform((value) => value.split(/[\s,]+/).filter(Boolean));
+
+/** A USD amount ("0.05"), read as micro-USD (6 decimals, the stablecoins' smallest unit). */
+const usdAmount = z
+  .string()
+  .regex(/^\d+(\.\d{1,6})?$/, "must be a USD amount such as 0.05")
+  .transform((value) => parseUnits(value, 6));
 
 const blankAsUndefined = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
 
@@ -27,6 +34,10 @@ export const envSchema = z.object({
   VERIFY_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(60)),
   /** Free routes (GET /api/stats, /api/x402/config, /api/health/integrations, /openapi.json, /docs): requests per minute per client, shared across them. */
   FREE_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(120)),
+  /** Sign-in-with-x: the public origin clients sign in to (CAIP-122 domain and URI), e.g. https://api.example.com. Unset: the origin of each request (set it behind a proxy). */
+  SIGN_IN_ORIGIN: z.preprocess(blankAsUndefined, z.url().refine((v) => /^https?:$/.test(new URL(v).protocol) && new URL(v).pathname === "/" && !new URL(v).search, "an http(s) origin, with no path or query").optional()),
+  /** Sign-in-with-x: free analyses of one's own wallet, per wallet per hour (a token bucket); then 429 `rate_limited`. */
+  SIGN_IN_OWN_ANALYSES_PER_HOUR: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(20)),
   /** The API's JSON log level (pino): fatal, error, warn, info, debug, trace or silent. */
   LOG_LEVEL: z.preprocess(blankAsUndefined, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
   /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
@@ -55,6 +66,12 @@ export const envSchema = z.object({
   X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
   /** x402: settle through this remote facilitator (POST /verify, /settle) instead of the relayer key. */
   X402_FACILITATOR_URL: z.preprocess(blankAsUndefined, z.url().optional()),
+  /** x402: "before" settles each payment, then answers (the x402 convention); "deferred" answers once the payment is verified and claimed, and a worker settles it (docs/payments.md). */
+  X402_SETTLEMENT: z.preprocess(blankAsUndefined, z.enum(["before", "deferred"]).default("before")),
+  /** x402 deferred mode: most unsettled value per payer, in USD; past it, that payer's call settles first. */
+  X402_DEFERRED_MAX_PER_PAYER: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("0.05", 6))),
+  /** x402 deferred mode: most unsettled value across all payers, in USD; past it, calls settle first. */
+  X402_DEFERRED_MAX_TOTAL: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("5", 6))),
   /** Chat model mode: an OpenAI-compatible chat-completions endpoint (base URL, e.g. http://127.0.0.1:11434/v1). Unset: the deterministic engine answers. */
   CHAT_MODEL_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** Chat model mode: the model name sent to CHAT_MODEL_URL. */

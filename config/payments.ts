@@ -28,9 +28,16 @@ export type PaymentSettings = {
   /** Largest payment header accepted, in bytes. */
   maxHeaderBytes: number;
   settlement: Settlement;
+  /** When payments are settled: before the answer, or deferred within the caps below. */
+  timing: SettlementTiming;
   /** Chain reads (nonce state, balances) and, in self mode, settlement transactions. */
   rpcUrl: string;
 };
+
+export type SettlementTiming =
+  | { mode: "before" }
+  /** Answer once verified and claimed; a worker settles. Unsettled value is capped per payer and in total (micro-USD). */
+  | { mode: "deferred"; maxPerPayerMicroUsd: bigint; maxTotalMicroUsd: bigint };
 
 export const PAYMENT_LIMITS = {
   maxTimeoutSeconds: 300,
@@ -51,5 +58,7 @@ export function resolvePaymentSettings(target: Pick<IndexTarget, "network" | "to
     settlement = { mode: "self", relayerKey };
   }
   const tokens = [...target.tokens].sort((a, b) => (a.symbol === "USDT" ? -1 : b.symbol === "USDT" ? 1 : 0));
-  return { chainId: CELO_CHAIN_ID, network: CELO_NETWORK, payTo, tokens, ...PAYMENT_LIMITS, settlement, rpcUrl: target.rpcUrls[0]! };
+  const timing: SettlementTiming =
+    env.X402_SETTLEMENT === "deferred" ? { mode: "deferred", maxPerPayerMicroUsd: env.X402_DEFERRED_MAX_PER_PAYER, maxTotalMicroUsd: env.X402_DEFERRED_MAX_TOTAL } : { mode: "before" };
+  return { chainId: CELO_CHAIN_ID, network: CELO_NETWORK, payTo, tokens, ...PAYMENT_LIMITS, settlement, timing, rpcUrl: target.rpcUrls[0]! };
 }

@@ -2,8 +2,10 @@
 // infers argument types); the bytecode from the committed JSON written by `npm run contracts:build`.
 import type { Abi, Hex } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
+import { multicall3Abi } from "../abis/Multicall3.ts";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
 import devStablecoinJson from "./artifacts/DevStablecoin.json" with { type: "json" };
+import multicall3Json from "./artifacts/Multicall3.json" with { type: "json" };
 import reputationReporterJson from "./artifacts/ReputationReporter.json" with { type: "json" };
 
 export type ContractArtifact<TAbi extends Abi> = { readonly abi: TAbi; readonly bytecode: Hex };
@@ -21,4 +23,9 @@ export const devStablecoinArtifact: ContractArtifact<typeof devStablecoinAbi> = 
 export const reputationReporterArtifact: ContractArtifact<typeof reputationReporterAbi> = {
   abi: reputationReporterAbi,
   bytecode: bytecodeOf(reputationReporterJson),
+};
+
+export const multicall3Artifact: ContractArtifact<typeof multicall3Abi> = {
+  abi: multicall3Abi,
+  bytecode: bytecodeOf(multicall3Json),
 };

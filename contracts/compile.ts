@@ -6,7 +6,7 @@ import solc from "solc";
 
 /** Pinned so a different solc in node_modules fails the build instead of silently changing bytecode. */
 export const SOLC_VERSION = "0.8.37";
-export const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter"] as const;
+export const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter", "Multicall3"] as const;
 export type ContractName = (typeof CONTRACT_NAMES)[number];
 
 /** Repository root; output paths in the compile result are relative to it. */

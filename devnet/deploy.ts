@@ -1,6 +1,7 @@
 import type { Hex } from "viem";
 import type { Address } from "../config/addresses.ts";
-import { devStablecoinArtifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
+import { MULTICALL3 } from "../config/celo.ts";
+import { devStablecoinArtifact, multicall3Artifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
 import { devnetClients } from "./chain.ts";
 
 export type Deployment = {
@@ -10,7 +11,7 @@ export type Deployment = {
   startBlock: number;
 };
 
-/** Deploys USDT and USDC with Celo's EIP-712 domains, and the reporter with a separate reporter role. */
+/** Deploys USDT and USDC with Celo's EIP-712 domains, the reporter with a separate reporter role, and Multicall3 at its address. */
 export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporterRole: Address): Promise<Deployment> {
   const { publicClient, walletClient } = devnetClients(rpcUrl, deployerKey);
   const deploy = async (hash: Hex) => {
@@ -22,6 +23,9 @@ export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporter
   const usdt = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["Tether USD", "USDT", "1"] }));
   const usdc = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["USDC", "USDC", "2"] }));
   const reporter = await deploy(await walletClient.deployContract({ ...reputationReporterArtifact, args: [reporterRole] }));
+  // Multicall3 lives at one address on every chain that has it: deploy it anywhere, then put its code there.
+  const multicall = await deploy(await walletClient.deployContract({ ...multicall3Artifact }));
+  await publicClient.request({ method: "anvil_setCode" as never, params: [MULTICALL3, await publicClient.getCode({ address: multicall.address })] as never });
   return {
     tokens: {
       USDT: { address: usdt.address, name: "Tether USD", version: "1", symbol: "USDT", decimals: 6 },

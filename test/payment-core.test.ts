@@ -45,6 +45,7 @@ describe("payment core", () => {
     chainId: 42220,
     network: "eip155:42220",
     payTo: treasury,
+    timing: { mode: "before" },
     tokens: [USDT, CELO_TOKENS.USDC],
     ...PAYMENT_LIMITS,
     settlement: { mode: "facilitator", url: "http://facilitator.invalid" },

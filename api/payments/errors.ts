@@ -24,6 +24,7 @@ export const PAYMENT_ERRORS = {
   caller_mismatch: 400,
   payment_reused: 409,
   settlement_failed: 402,
+  unsettled_payment: 402,
   settlement_unavailable: 503,
   settlement_pending: 503,
 } as const satisfies Record<string, ContentfulStatusCode>;
@@ -35,6 +36,8 @@ export class PaymentError extends Error {
     readonly code: PaymentErrorCode,
     message: string,
     readonly details?: unknown,
+    /** What the call costs this payer (micro-USD) when it differs from the route's price: the 402 asks for it. */
+    readonly price?: bigint,
   ) {
     super(message);
   }

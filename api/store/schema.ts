@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { boolean, check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
@@ -16,13 +16,14 @@ export const SERVICE_SCHEMA = "service";
 const service = pgSchema(SERVICE_SCHEMA);
 
 /**
- * pending: claimed, the handler runs. settling: a settlement was submitted (its transaction hash,
+ * pending: claimed, the handler runs. queued (deferred settlement): answered, waiting for the
+ * settlement worker. settling: a settlement was submitted (its transaction hash,
  * when known, is recorded before waiting for it), outcome not yet known. settled: the money moved.
  * failed: nothing was charged (the authorization is unspent). waived: a free read. expired: the
  * authorization expired unused (never charged). used_elsewhere: the nonce was used or cancelled on
  * chain without paying the treasury (not our charge).
  */
-export const PAYMENT_STATUSES = ["pending", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"] as const;
+export const PAYMENT_STATUSES = ["pending", "queued", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 /**
@@ -64,10 +65,24 @@ export const payment = service.table(
     rawTransaction: text("raw_transaction"),
     /** Set when the outcome was decided by reconciliation with the chain rather than by the request that settled it. */
     reconciledAt: timestamp("reconciled_at", { withTimezone: true }),
+    // Added by migration 0004 (deferred settlement).
+    /** The answer was given before settlement (X402_SETTLEMENT=deferred): a failure here is the payer's debt. */
+    deferred: boolean("deferred").notNull().default(false),
+    /** The authorization's signature and validAfter, kept only until a deferred row is settled (they are what the worker submits). */
+    signature: text("signature"),
+    validAfter: numeric("valid_after", { precision: 78, scale: 0 }),
+    /** Settlement attempts by the worker (a row is retried a few times before it counts as failed). */
+    attempts: integer("attempts").notNull().default(0),
+    /** The x402 payment-identifier the client sent: the same id on the same request gets the same answer. */
+    paymentId: text("payment_id"),
+    /** A failed deferred row (a debt) was paid again by the payment with this nonce. */
+    repaidBy: text("repaid_by"),
   },
   (t) => [
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
+    index("payment_payer_id").on(t.payer, t.paymentId),
+    index("payment_deferred_open").on(t.payer).where(sql`${t.deferred} and ${t.repaidBy} is null and ${t.status} not in ('settled', 'waived', 'expired')`),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],

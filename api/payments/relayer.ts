@@ -1,0 +1,211 @@
+import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import { eip3009ABI } from "@x402/evm";
+import {
+  BaseError,
+  encodeFunctionData,
+  getAddress,
+  type Hex,
+  HttpRequestError,
+  keccak256,
+  parseErc6492Signature,
+  parseSignature,
+  type PublicClient,
+  type TransactionReceipt,
+  TimeoutError,
+  toEventSelector,
+} from "viem";
+import type { privateKeyToAccount } from "viem/accounts";
+import { multicall3Abi } from "../../abis/Multicall3.ts";
+import { MULTICALL3 } from "../../config/celo.ts";
+
+/** A settlement transaction signed and about to be broadcast: what the ledger records first. */
+export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
+
+/**
+ * Self-settlement in two steps, so that the transaction hash is recorded before anything waits:
+ * `submit` signs transferWithAuthorization with the relayer, hands it to `record` (the ledger),
+ * then broadcasts it; `receipt` waits for it, and never decides anything from a timeout.
+ * Authorizations submitted while a transaction is being sent wait for the next one and share it
+ * (Multicall3's aggregate3): under load, one transaction settles many payments.
+ */
+export type Settler = {
+  relayer: Hex;
+  submit: (payload: PaymentPayload, requirements: PaymentRequirements, record: (signed: SignedSettlement) => Promise<void>) => Promise<SubmitResult>;
+  receipt: (hash: Hex, timeoutMs: number) => Promise<TransactionReceipt | undefined>;
+  /** Sends an already signed transaction again (a dropped one would otherwise leave a nonce gap). */
+  rebroadcast: (raw: Hex) => Promise<void>;
+};
+
+export type SubmitResult =
+  /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
+  | { sent: true; signed: SignedSettlement; uncertain?: string }
+  /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
+  | { sent: false; reason: string; unavailable: boolean };
+
+/** At most this many authorizations go in one transaction (gas stays far below a Celo block's limit). */
+export const MAX_BATCH = 50;
+
+export type RelayerClient = PublicClient & {
+  prepareTransactionRequest: (args: Record<string, unknown>) => Promise<Record<string, unknown>>;
+  sendRawTransaction: (args: { serializedTransaction: Hex }) => Promise<Hex>;
+};
+
+type Waiting = {
+  payload: PaymentPayload;
+  requirements: PaymentRequirements;
+  record: (signed: SignedSettlement) => Promise<void>;
+  done: (result: SubmitResult | { error: unknown }) => void;
+};
+
+/**
+ * The relayer's sends, one at a time (a single loop), from a local nonce counter that starts from
+ * the chain's pending count and is read again after any failure or receipt timeout. A transaction
+ * the node dropped is then replaced by the next send (same nonce), so no gap blocks later ones,
+ * and a nonce is never handed out twice while its transaction may still be mined.
+ */
+export function relayerSettler(client: RelayerClient, account: ReturnType<typeof privateKeyToAccount>): Settler {
+  const relayer = account.address.toLowerCase() as Hex;
+  let nextNonce: number | undefined;
+  const queue: Waiting[] = [];
+  let sending = false;
+
+  const pump = async () => {
+    if (sending) return;
+    sending = true;
+    try {
+      while (queue.length > 0) {
+        const batch = queue.splice(0, MAX_BATCH);
+        const requeue = await sendBatch(batch);
+        queue.unshift(...requeue);
+      }
+    } finally {
+      sending = false;
+    }
+  };
+
+  /** Signs, records and sends one transaction for `batch`; returns the items to send again (their batch changed). */
+  const sendBatch = async (batch: Waiting[]): Promise<Waiting[]> => {
+    const settle = (items: Waiting[], result: SubmitResult) => items.forEach((w) => w.done(result));
+    const call = batchCall(batch);
+    let prepared: Record<string, unknown>;
+    try {
+      prepared = await client.prepareTransactionRequest({ account, ...call, chain: client.chain, parameters: ["chainId", "fees", "gas", "type"] });
+    } catch (error) {
+      settle(batch, { sent: false, reason: firstLine(error), unavailable: isTransportError(error) });
+      return [];
+    }
+    for (let attempt = 0; ; attempt++) {
+      let nonce: number;
+      try {
+        nonce = nextNonce ?? (await client.getTransactionCount({ address: account.address, blockTag: "pending" }));
+      } catch (error) {
+        settle(batch, { sent: false, reason: firstLine(error), unavailable: true });
+        return [];
+      }
+      const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<typeof account.signTransaction>[0]);
+      const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
+      // Each payment's row records the transaction before it leaves. A row that refuses (no longer
+      // its request's) drops out: the others are signed again without it, in the next transaction.
+      const recorded = await Promise.all(batch.map((w) => w.record(signed).then(() => true, (error: unknown) => (w.done({ error }), false))));
+      if (recorded.includes(false)) return batch.filter((_, i) => recorded[i]);
+      try {
+        await client.sendRawTransaction({ serializedTransaction: rawTransaction });
+        nextNonce = nonce + 1;
+        settle(batch, { sent: true, signed });
+        return [];
+      } catch (error) {
+        nextNonce = undefined;
+        const message = fullMessage(error);
+        // The node may have taken it before the answer was lost: the chain decides.
+        if (isTransportError(error) || /already known|known transaction|already imported/i.test(message)) {
+          settle(batch, { sent: true, signed, uncertain: firstLine(error) });
+          return [];
+        }
+        // Another sender used this nonce (a restart, a second process with the key): this
+        // transaction can never be mined; sign again with the chain's count.
+        if (/nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(message) && attempt < 3) continue;
+        settle(batch, { sent: false, reason: firstLine(error), unavailable: false });
+        return [];
+      }
+    }
+  };
+
+  return {
+    relayer,
+    submit(payload, requirements, record) {
+      return new Promise<SubmitResult>((resolve, reject) => {
+        queue.push({ payload, requirements, record, done: (r) => ("error" in r ? reject(r.error) : resolve(r)) });
+        void pump();
+      });
+    },
+    async receipt(hash, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
+      let pause = 10;
+      for (;;) {
+        try {
+          // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
+          const remaining = Math.max(0, deadline - Date.now());
+          const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
+          if (receipt) return receipt;
+        } catch {
+          // not mined yet, or the RPC did not answer: wait, the transaction is recorded
+        }
+        if (Date.now() >= deadline) {
+          nextNonce = undefined; // a dropped transaction must not leave a gap
+          return undefined;
+        }
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(100, pause * 2);
+      }
+    },
+    async rebroadcast(raw) {
+      await client.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
+    },
+  };
+}
+
+/** One authorization: transferWithAuthorization on its token. Several: aggregate3, each allowed to fail alone. */
+function batchCall(batch: Waiting[]): { to: Hex; data: Hex } {
+  if (batch.length === 1) return { to: getAddress(batch[0]!.requirements.asset), data: transferCalldata(batch[0]!.payload) };
+  const calls = batch.map((w) => ({ target: getAddress(w.requirements.asset), allowFailure: true, callData: transferCalldata(w.payload) }));
+  return { to: getAddress(MULTICALL3), data: encodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3", args: [calls] }) };
+}
+
+/** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
+function transferCalldata(payload: PaymentPayload): Hex {
+  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
+  const inner = parseErc6492Signature(signature).signature;
+  const args = [getAddress(a.from!), getAddress(a.to!), BigInt(a.value!), BigInt(a.validAfter!), BigInt(a.validBefore!), a.nonce as Hex] as const;
+  if (inner.length === 132) {
+    const sig = parseSignature(inner);
+    return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s] });
+  }
+  return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
+}
+
+const AUTHORIZATION_USED_TOPIC = toEventSelector("AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
+
+/**
+ * Whether `receipt` used this authorization (its AuthorizationUsed event is in it): in a batch, the
+ * transaction succeeds even when one of its transfers failed, so success alone says nothing.
+ */
+export function usedIn(receipt: Pick<TransactionReceipt, "status" | "logs">, token: string, payer: string, nonce: string): boolean {
+  if (receipt.status !== "success") return false;
+  return receipt.logs.some(
+    (log) =>
+      log.address.toLowerCase() === token.toLowerCase() &&
+      log.topics[0] === AUTHORIZATION_USED_TOPIC &&
+      `0x${log.topics[1]?.slice(26)}`.toLowerCase() === payer.toLowerCase() &&
+      log.topics[2]?.toLowerCase() === nonce.toLowerCase(),
+  );
+}
+
+/** The request never got an answer from the node (down, hung, refused): as opposed to the node refusing it. */
+export function isTransportError(error: unknown): boolean {
+  if (error instanceof BaseError) return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
+  return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
+}
+
+const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
+const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;

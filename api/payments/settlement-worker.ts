@@ -1,0 +1,145 @@
+import type { Address } from "../../config/addresses.ts";
+import { log } from "../http/log.ts";
+import type { PaymentRow } from "../store/schema.ts";
+import type { PaymentCore } from "./core.ts";
+import { RECEIPT_WAIT_MS } from "./core.ts";
+import type { PaymentKey } from "./ledger.ts";
+import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
+import { MAX_BATCH, usedIn } from "./relayer.ts";
+import { x402Payment } from "./verify.ts";
+
+/** How often the worker looks at the queue when nothing woke it (another replica's rows, retries). */
+export const WORKER_INTERVAL_MS = 500;
+/**
+ * A queued row is given up this long before its authorization's validBefore: a transaction sent
+ * later might not be mined in time. Given up means `expired`, counted in stats: the service's loss.
+ */
+export const EXPIRY_MARGIN_SECONDS = 30;
+
+export type WorkerRun = { taken: number; settled: number; expired: number };
+
+/**
+ * Settles deferred payments (X402_SETTLEMENT=deferred) from the queue in the service store. Any
+ * number of workers, on any replica, share the queue: each row is taken by one
+ * (ledger.takeQueued, FOR UPDATE SKIP LOCKED). Rows taken together are submitted together, so the
+ * relayer settles them in one transaction (relayer.ts). A row whose outcome stays unknown is left
+ * `settling` for the reconciler, like any other.
+ */
+export class SettlementWorker {
+  private running: Promise<WorkerRun> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly core: PaymentCore) {}
+
+  /** Runs the queue now (a payment was just queued), or right after the run under way. */
+  kick(): void {
+    if (this.running) this.again = true;
+    else void this.run();
+  }
+
+  /** Runs until the queue is empty (or nothing more can be taken); one run at a time in this process. */
+  run(): Promise<WorkerRun> {
+    if (this.running) return this.running;
+    this.running = (async () => {
+      const total: WorkerRun = { taken: 0, settled: 0, expired: 0 };
+      try {
+        do {
+          this.again = false;
+          const once = await this.runOnce();
+          total.taken += once.taken;
+          total.settled += once.settled;
+          total.expired += once.expired;
+          if (once.taken === MAX_BATCH) this.again = true;
+        } while (this.again);
+      } catch (error) {
+        log.warn(`[payments] settlement worker: ${(error as Error).message.split("\n")[0]}`);
+      } finally {
+        this.running = null;
+      }
+      return total;
+    })();
+    return this.running;
+  }
+
+  private async runOnce(): Promise<WorkerRun> {
+    const { ledger } = this.core;
+    const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
+    if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
+    const rows = await ledger.takeQueued(MAX_BATCH);
+    const outcomes = await Promise.all(rows.map((row) => this.settle(row)));
+    return { taken: rows.length, settled: outcomes.filter(Boolean).length, expired };
+  }
+
+  /** Submits one taken row (it joins the others in one transaction) and records its outcome. True when settled. */
+  private async settle(row: PaymentRow): Promise<boolean> {
+    const { ledger, settings, facilitator } = this.core;
+    const key = keyOf(row);
+    const token = settings.tokens.find((t) => t.address === row.token);
+    const settler = facilitator.settler;
+    if (!token || !settler || !row.signature || row.validAfter === null || row.validBefore === null) {
+      await ledger.failed(key, "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)");
+      return false;
+    }
+    const attempt = {
+      encoding: row.encoding as never,
+      authorization: { from: row.payer as Address, to: settings.payTo, value: BigInt(row.amount), validAfter: BigInt(row.validAfter), validBefore: BigInt(row.validBefore), nonce: row.nonce as `0x${string}` },
+      signature: row.signature as `0x${string}`,
+      token: token.address,
+    };
+    const { payload, requirements } = x402Payment(attempt, token, settings);
+    const submitted = await settler
+      .submit(payload, requirements, async (signed) => {
+        if (!(await ledger.settling(key, null, signed))) throw new Error("the ledger row is no longer this worker's");
+      })
+      .catch(() => null);
+    if (!submitted) return false;
+    if (!submitted.sent) {
+      // The RPC did not answer: nothing was tried, try again later.
+      if (submitted.unavailable) await ledger.requeue(key, false);
+      else await this.refused(row, submitted.reason);
+      return false;
+    }
+    const receipt = await settler.receipt(submitted.signed.transaction, RECEIPT_WAIT_MS);
+    if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) {
+      await ledger.settled(key, submitted.signed.transaction);
+      return true;
+    }
+    return (await this.decide(key)) === "settled";
+  }
+
+  /**
+   * The node refused the transfer before sending it (gas estimation: the transfer would revert).
+   * The chain says why: used (settled, or cancelled by the payer) is recorded; unused is an
+   * attempt, and after MAX_SETTLE_ATTEMPTS the failure stands: the payer's balance cannot pay.
+   */
+  private async refused(row: PaymentRow, reason: string): Promise<void> {
+    const { ledger } = this.core;
+    const key = keyOf(row);
+    const outcome = await this.core.chainOutcome(row).catch(() => "unknown" as const);
+    if (outcome === "unknown") await ledger.requeue(key, false);
+    else if (outcome !== "pending") await ledger.resolve(key, outcome);
+    else if (row.attempts + 1 < MAX_SETTLE_ATTEMPTS) await ledger.requeue(key, true);
+    else await ledger.failed(key, `the transfer cannot go through (${reason}); the answer was given, the payer owes it`);
+  }
+
+  private async decide(key: PaymentKey): Promise<string> {
+    const row = await this.core.ledger.find(key);
+    if (!row) return "pending";
+    const outcome = await this.core.reconcileOne(row);
+    return outcome === "pending" ? outcome : outcome.status;
+  }
+
+  start(intervalMs = WORKER_INTERVAL_MS): this {
+    this.kick();
+    this.timer = setInterval(() => this.kick(), intervalMs);
+    this.timer.unref?.();
+    return this;
+  }
+
+  /** Stops the schedule and waits for the run under way. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}
