@@ -8,7 +8,8 @@ const target = resolveIndexTarget();
 const tokens = target.tokens.map((t) => t.address);
 const tracked = target.tracked ? [...target.tracked] : null;
 
-// The devnet's token ABI is a superset of Celo USDT/USDC's: the Transfer event is identical.
+// The devnet's token ABI is a superset of Celo USDT/USDC's: the Transfer event and EIP-3009's
+// AuthorizationUsed / AuthorizationCanceled (src/Stablecoin.ts indexes all three) are identical.
 const stablecoin = { chain: "celo", abi: devStablecoinAbi, address: tokens, startBlock: target.startBlock } as const;
 
 export default createConfig({

@@ -80,6 +80,27 @@ export const walletSeen = onchainTable("wallet_seen", (t) => ({
 }));
 
 /**
+ * Each EIP-3009 authorization the token has spent (AuthorizationUsed) or cancelled
+ * (AuthorizationCanceled): a row exists exactly when the token's `authorizationState(authorizer,
+ * nonce)` is true. Verification without RPC reads the nonce here. Kept for every authorizer, also in
+ * tracked mode (a payer need not be a tracked wallet).
+ */
+export const authorizationState = onchainTable(
+  "authorization_state",
+  (t) => ({
+    token: t.hex().notNull(),
+    authorizer: t.hex().notNull(),
+    nonce: t.hex().notNull(),
+    kind: t.text().$type<"used" | "canceled">().notNull(),
+    blockNumber: t.bigint().notNull(),
+    transactionHash: t.hex().notNull(),
+  }),
+  (table) => ({
+    pk: primaryKey({ columns: [table.token, table.authorizer, table.nonce] }),
+  }),
+);
+
+/**
  * The wallets of tracked-wallets mode (INDEX_MODE=tracked), written at setup; empty when every
  * transfer is indexed. The views below list only these wallets when it is not empty.
  */

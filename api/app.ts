@@ -1,6 +1,8 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { IndexTarget } from "../config/target.ts";
 import type { AppEnv } from "./http/env.ts";
 import { handleError } from "./http/errors.ts";
+import { registerPaymentSchemes } from "./http/declare.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
 import { log, type Logger, requestLog } from "./http/log.ts";
 import { freeRateLimit } from "./http/rate-limit.ts";
@@ -8,17 +10,22 @@ import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
+import { enforceOneProcessPerRelayer } from "./payments/relayer-lock.ts";
 import { ROUTES, type RouteDeps } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
 
 /** What the host hands the app: everything handlers are built from, less what the app makes itself. */
 export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app"> & {
+  /** Where the service's data lives (the API entry passes it): one process per relayer key on Postgres. */
+  target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
   logger?: Logger;
 };
 
 /** The HTTP service, independent of how it is hosted (Ponder's server in production, tests directly). */
 export function createApp(deps: AppDeps) {
+  // Relayer nonces are handed out per process: a second process on the same key refuses to start.
+  enforceOneProcessPerRelayer(deps.payments.facilitator, deps.target.database);
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
   const routes = ROUTES.map((r) => r.route);
@@ -36,13 +43,7 @@ export function createApp(deps: AppDeps) {
   app.use("/docs/*", freeRateLimit);
   app.route("/docs", docsRoutes());
   app.get(BADGE_PATH, badgeHandler({ ...deps, assessor }));
-  app.openAPIRegistry.registerComponent("securitySchemes", "xPayment", {
-    type: "apiKey",
-    in: "header",
-    name: "X-PAYMENT",
-    description: "The service's payment JSON (from, to, value, validAfter, validBefore, nonce, signature, token), or x402 v1 base64",
-  });
-  app.openAPIRegistry.registerComponent("securitySchemes", "paymentSignature", { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 base64" });
+  registerPaymentSchemes(app.openAPIRegistry);
 
   // GraphQL, SQL over HTTP and /metrics are served on the data listener only (api/data/app.ts).
   // Last: whatever no route answered (Ponder's own /status, /ready… are matched before this app).

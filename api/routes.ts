@@ -18,6 +18,7 @@ import { reportHandler, reportRoute } from "./passport/report-route.ts";
 import type { ReporterClient } from "./passport/reporter.ts";
 import { verifyHandler, verifyRoute } from "./passport/verify-route.ts";
 import type { PaymentCore } from "./payments/core.ts";
+import { screenBatchHandler, screenBatchRoute } from "./screen/batch-route.ts";
 import { screenHandler, screenRoute } from "./screen/route.ts";
 import { statsHandler, statsRoute } from "./stats/route.ts";
 import type { WalletAssessor } from "./wallet/assess.ts";
@@ -51,6 +52,7 @@ const served = <R extends RouteConfig>(route: R, handler: (deps: RouteDeps) => R
 /** Every route the service serves: its declaration and its handler. A new route is one line here. */
 export const ROUTES = [
   served(screenRoute, screenHandler),
+  served(screenBatchRoute, screenBatchHandler),
   served(analyzeRoute, analyzeHandler),
   served(chatRoute, chatHandler),
   served(analysisRoute, analysisHandler),

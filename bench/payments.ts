@@ -1,7 +1,8 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { type Hex, zeroAddress } from "viem";
+import { createPublicClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
 import { createLogger } from "../api/http/log.ts";
@@ -9,9 +10,15 @@ import type { AppEnv } from "../api/http/env.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
 import { decodePayment } from "../api/payments/header.ts";
+import { indexedPayerState, verifyWithoutRpc } from "../api/payments/local-verify.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { PRICES } from "../api/payments/prices.ts";
 import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
+import { SettlementWorker } from "../api/payments/settlement-worker.ts";
+import type { SettlementTiming } from "../config/payments.ts";
+import { celoChain } from "../config/celo.ts";
+import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
+import { rpc } from "../devnet/rpc.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
@@ -21,7 +28,7 @@ import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
 import { waitForBlock } from "../harness/indexer.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
-import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
+import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -32,19 +39,29 @@ if (process.argv.includes("--chaos")) {
   process.exit();
 }
 
-// npm run bench:payments -- [--wallets 300] [--requests 400] [--concurrency 8]
+// npm run bench:payments -- [--wallets 300] [--requests 400] [--concurrency 8] [--block-time 1] [--modes before,deferred]
 // On the devnet indexed into Postgres: (1) what verifying a payment costs per request, without and
-// with the chain; (2) paid screens end to end (verify, claim, screen, settle on chain, ledger)
-// against the same screens unpaid, one at a time (latency) and concurrently (throughput).
+// with the chain; (2) paid screens end to end (verify, claim, screen, settle on chain, ledger) in
+// each settlement mode, against the same screens unpaid, one at a time (latency) and concurrently
+// (throughput); then the deferred queue drained and the treasury checked against the ledger.
+// --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 const { values } = parseArgs({
   options: {
     wallets: { type: "string", default: "300" },
     requests: { type: "string", default: "400" },
     concurrency: { type: "string", default: "8" },
+    /** Seconds between blocks once the devnet is seeded (Celo: 1). 0: anvil automines each transaction. */
+    "block-time": { type: "string", default: "0" },
+    /** Settlement modes to measure (X402_SETTLEMENT). */
+    modes: { type: "string", default: "before,deferred" },
+    /** Distinct payers (funded and indexed before the run): deferred mode caps what each may owe. */
+    payers: { type: "string", default: "64" },
   },
 });
 const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
+const blockTime = Number(values["block-time"]);
+const modes = values.modes.split(",") as SettlementTiming["mode"][];
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const ms = (x: number) => `${x.toFixed(2)} ms`;
@@ -67,12 +84,24 @@ try {
 
   const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
   const wallets = rows.map((r) => r.address);
+  // Many payers, as many lenders would be: deferred mode caps what each may owe at once.
+  log(`funding ${values.payers} payers (1 USDT each) and indexing their balances…`);
+  const payers = Array.from({ length: Number(values.payers) }, () => {
+    const key = generatePrivateKey();
+    return { address: privateKeyToAccount(key).address.toLowerCase() as Address, key };
+  });
+  const funder = createWalletClient({ account: privateKeyToAccount(lenders[0]!.key), chain: celoChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl) });
+  let lastFunding: Hex = "0x";
+  for (const payer of payers) lastFunding = await funder.writeContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "transfer", args: [payer.address, 1_000_000n] });
+  const funded = await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: lastFunding });
+  await waitForBlock(indexer, Number(funded.blockNumber), 120_000);
   const sign = async (i: number) => {
-    const lender = lenders[i % lenders.length]!;
-    return { lender, header: specHeader(await signAuthorization(lender.key, USDT, { to: treasury }), USDT.address) };
+    const payer = payers[i % payers.length]!;
+    return { lender: payer, header: specHeader(await signAuthorization(payer.key, USDT, { to: treasury }), USDT.address) };
   };
-  log(`signing ${2 * requests + 400} authorizations (client side, not timed)…`);
-  const signed = await Promise.all(Array.from({ length: 2 * requests + 400 }, (_, i) => sign(i)));
+  const toSign = modes.length * requests + 400 + 40;
+  log(`signing ${toSign} authorizations (client side, not timed)…`);
+  const signed = await Promise.all(Array.from({ length: toSign }, (_, i) => sign(i)));
   let next = 0;
   const take = () => signed[next++]!;
 
@@ -90,9 +119,25 @@ try {
     local.push(t1 - t0);
     full.push(t2 - t0);
   }
+  // ... and the same without RPC (deferred mode): signature recovered, nonce and balance from the index.
+  const noRpc: number[] = [];
+  const payerState = indexedPayerState(db, target);
+  for (let i = 0; i < 200; i++) {
+    const { lender, header } = take();
+    const t0 = performance.now();
+    const attempt = decodePayment({ xPayment: header }, settings.maxHeaderBytes)!;
+    const token = await checkPayment(attempt, PRICES.screen, settings, lender.address, Math.floor(Date.now() / 1000));
+    if ((await verifyWithoutRpc(attempt, token, { settings, state: payerState, unsettled: 0n })) === "needs_rpc") throw new Error("an EOA payment needed RPC");
+    noRpc.push(performance.now() - t0);
+  }
 
-  // (2) The same screens, paid (the real app) and unpaid (the same handler, no guard).
-  const paidApp = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
+  if (blockTime > 0) {
+    // From here on the chain makes a block every `blockTime` seconds, as Celo does.
+    await rpc(devnet.manifest.rpcUrl, "evm_setAutomine", [false]);
+    await rpc(devnet.manifest.rpcUrl, "evm_setIntervalMining", [blockTime]);
+  }
+
+  // (2) The same screens, paid (the real app, in each settlement mode) and unpaid (the same handler, no guard).
   const assessor = new WalletAssessor({ db, target });
   const zero = { chargedUnits: 0n, token: USDT, payer: lenders[0]!.address, waived: true };
   // The screen route's own declaration and validation, its payment middleware replaced by a free pass.
@@ -110,7 +155,8 @@ try {
     },
     screenHandler({ db, target, assessor }),
   );
-  const call = async (app: { request: (path: string, init: RequestInit) => Response | Promise<Response> }, i: number, paid: boolean) => {
+  type App = { request: (path: string, init: RequestInit) => Response | Promise<Response> };
+  const call = async (app: App, i: number, paid: boolean) => {
     const { lender, header } = paid ? take() : { lender: lenders[0]!, header: undefined };
     const res = await app.request("/api/lender/screen", {
       method: "POST",
@@ -120,47 +166,78 @@ try {
     if (res.status !== 200) throw new Error(`screen answered ${res.status}: ${await res.text()}`);
     await res.arrayBuffer();
   };
-  // Warm both result caches over the same wallets, so the figures differ only by payment.
-  for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, false);
-  for (let i = 0; i < 20; i++) await call(paidApp, i, true);
-
-  const latency = async (app: Parameters<typeof call>[0], paid: boolean) => {
+  const latency = async (app: App, paid: boolean, n: number) => {
     const times: number[] = [];
-    for (let i = 0; i < requests / 2; i++) {
+    for (let i = 0; i < n; i++) {
       const t0 = performance.now();
       await call(app, i, paid);
       times.push(performance.now() - t0);
     }
     return times;
   };
-  const throughput = async (app: Parameters<typeof call>[0], paid: boolean) => {
+  const throughput = async (app: App, paid: boolean, n: number) => {
     let i = 0;
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
-        while (i < requests / 2) await call(app, i++, paid);
+        while (i < n) await call(app, i++, paid);
       }),
     );
-    return (requests / 2 / (performance.now() - t0)) * 1000;
+    return (n / (performance.now() - t0)) * 1000;
   };
-  const unpaidLatency = await latency(unpaidApp, false);
-  const paidLatency = await latency(paidApp, true);
-  const unpaidRate = await throughput(unpaidApp, false);
-  const paidRate = await throughput(paidApp, true);
+  // Warm the result cache over the same wallets, so the figures differ only by payment.
+  for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, false);
+  const unpaidLatency = await latency(unpaidApp, false, requests / 2);
+  const unpaidRate = await throughput(unpaidApp, false, requests / 2);
 
-  const settled = (await store.db.select().from(payment)).filter((r) => r.status === "settled").length;
+  const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
+  const results: { mode: string; latency: number[]; rate: number }[] = [];
+  for (const mode of modes) {
+    const timing: SettlementTiming = mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
+    let worker: SettlementWorker | undefined;
+    const payments = createPayments({ ...settings, timing }, store.db, undefined, { payerState, onQueued: () => worker?.kick() });
+    worker = new SettlementWorker(payments).start();
+    const paidApp = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
+    // Settling first waits a block per call: fewer sequential calls when blocks are slow.
+    const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
+    log(`${mode}: ${sequential} paid screens one at a time, then ${requests / 2} with ${concurrency} in flight…`);
+    for (let i = 0; i < 20; i++) await call(paidApp, i, true);
+    const paidLatency = await latency(paidApp, true, sequential);
+    const rate = await throughput(paidApp, true, requests / 2);
+    results.push({ mode, latency: paidLatency, rate });
+    await worker.stop();
+  }
+  // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
+  const drain = new SettlementWorker(createPayments({ ...settings, timing: { mode: "before" } }, store.db));
+  for (let i = 0; i < 120; i++) {
+    const open = (await store.db.select().from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
+    if (open.length === 0) break;
+    await drain.run();
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const ledgerRows = await store.db.select().from(payment);
+  const settledRows = ledgerRows.filter((r) => r.status === "settled");
+  const settledUnits = settledRows.reduce((sum, r) => sum + BigInt(r.amount), 0n);
+  const treasuryGain = (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) - treasuryBefore;
+  const transactions = new Set(settledRows.map((r) => r.transaction)).size;
+
   console.log("");
-  console.log(`Payments benchmark: ${devnet.manifest.population.transfers} transfers indexed (Postgres), anvil automining, self-settlement by the relayer`);
+  console.log(
+    `Payments benchmark: ${devnet.manifest.population.transfers} transfers indexed (Postgres), ${blockTime > 0 ? `a block every ${blockTime} s` : "anvil automining"}, self-settlement by the relayer, ${payers.length} payers`,
+  );
   console.log(`(1) verification per request (${local.length} payments)`);
   console.log(`    decode + local checks:               p50 ${ms(pct(local, 50))}  p99 ${ms(pct(local, 99))}`);
   console.log(`    + facilitator verify (signature, simulated transfer over RPC): p50 ${ms(pct(full, 50))}  p99 ${ms(pct(full, 99))}`);
-  console.log(`(2) screens, ${requests / 2} one at a time, then ${requests / 2} with ${concurrency} in flight`);
-  console.log(`    unpaid: p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`);
-  console.log(`    paid:   p50 ${ms(pct(paidLatency, 50))}  p99 ${ms(pct(paidLatency, 99))}  ${paidRate.toFixed(1)} req/s`);
-  console.log(
-    `    overhead of payment: +${ms(pct(paidLatency, 50) - pct(unpaidLatency, 50))} at p50 (x${(pct(paidLatency, 50) / pct(unpaidLatency, 50)).toFixed(0)}), throughput x${(paidRate / unpaidRate).toFixed(3)}`,
-  );
-  console.log(`    ledger rows settled: ${settled}`);
+  console.log(`    + verifyWithoutRpc (signature, nonce and balance from the index): p50 ${ms(pct(noRpc, 50))}  p99 ${ms(pct(noRpc, 99))}`);
+  console.log(`(2) screens one at a time (latency), then ${requests / 2} with ${concurrency} in flight (throughput)`);
+  console.log(`    unpaid:          p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`);
+  for (const r of results) {
+    console.log(`    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.rate.toFixed(1)} req/s`);
+    const blocks = blockTime > 0 ? `, ${(pct(r.latency, 50) / (blockTime * 1000)).toFixed(2)} blocks` : "";
+    console.log(`      vs unpaid: +${ms(pct(r.latency, 50) - pct(unpaidLatency, 50))} at p50${blocks}; throughput x${(r.rate / unpaidRate).toFixed(3)}`);
+  }
+  console.log(`(3) ledger: ${settledRows.length} settled in ${transactions} transactions (x${(settledRows.length / Math.max(1, transactions)).toFixed(1)} per transaction), ${ledgerRows.filter((r) => r.status === "expired").length} expired, ${ledgerRows.filter((r) => r.status === "queued" || r.status === "settling").length} still open`);
+  console.log(`    treasury received ${treasuryGain} units; the ledger's settled rows sum to ${settledUnits}: ${treasuryGain === settledUnits ? "equal" : "DIFFERENT"}`);
 } finally {
   await chain.stop();
 }

@@ -15,6 +15,12 @@ import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { rpcFactsReader } from "./support/rpc-facts.ts";
 
+// npm run bench:screen -- --batch [...]: 100 wallets as one batch against 100 single screens (bench/screen-batch.ts).
+if (process.argv.includes("--batch")) {
+  await import("./screen-batch.ts");
+  process.exit();
+}
+
 // npm run bench:screen -- [--wallets 100000] [--transfers 5000000] [--small 50000] [--samples 2000] [--rpc-samples 30] [--indexed]
 // On Postgres: (1) the screening path per wallet (SQL queries + scoring), p50/p99 over random
 // wallets; (2) the same result from live eth_getLogs scans, as the original service worked; (3) how

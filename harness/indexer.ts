@@ -34,7 +34,8 @@ export type DatabaseSlot = {
   store: ServiceStoreLocation;
 };
 
-export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
+/** `postgresUrl`: the server a Postgres slot lives on (a test's private cluster; the shared one by default). */
+export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = POSTGRES_URL): DatabaseSlot {
   const schema = `t_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   if (kind === "pglite") {
     const dir = mkdtempSync(join(tmpdir(), "pglite-"));
@@ -63,7 +64,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
   // slot gets a database of its own (the `<name>_devnet` database the indexer derives).
   const devnetDb = `${schema}_devnet`;
   const withClient = async <T>(database: string | null, fn: (client: pg.Client) => Promise<T>) => {
-    const url = new URL(POSTGRES_URL);
+    const url = new URL(postgresUrl);
     if (database) url.pathname = `/${database}`;
     const client = new pg.Client({ connectionString: url.toString() });
     await client.connect();
@@ -73,7 +74,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase): DatabaseSlot {
       await client.end();
     }
   };
-  const base = new URL(POSTGRES_URL);
+  const base = new URL(postgresUrl);
   base.pathname = `/${schema}`;
   return {
     kind,
@@ -99,12 +100,15 @@ export type Indexer = {
   stop: () => Promise<void>;
 };
 
-/** Starts `ponder start` (indexer + API) in its own process group; stop() kills the group. */
-export async function startIndexer(env: Record<string, string>, options: { root?: string } = {}): Promise<Indexer> {
+/**
+ * Starts `ponder start` (indexer + API), or with `serve` an API replica over the tables an indexer
+ * writes (Postgres only), in its own process group; stop() kills the group.
+ */
+export async function startIndexer(env: Record<string, string>, options: { root?: string; command?: "start" | "serve" } = {}): Promise<Indexer> {
   const port = await freePort();
   const dataPort = env.DATA_PORT ? Number(env.DATA_PORT) : await freePort();
   const root = options.root ? ["--root", options.root] : [];
-  const child = spawn("ponder", ["start", ...root, "--port", String(port), "--log-format", "json"], {
+  const child = spawn("ponder", [options.command ?? "start", ...root, "--port", String(port), "--log-format", "json"], {
     env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", DATA_HOST: "127.0.0.1", ...env, DATA_PORT: String(dataPort) },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],

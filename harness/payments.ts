@@ -13,12 +13,12 @@ import { resolveIndexTarget } from "../config/target.ts";
 /**
  * The official x402 client (v2, PAYMENT-SIGNATURE) paying with a viem account: configuration only.
  * The devnet's tokens are not the client's known Celo assets, so they are allowed by address,
- * each capped at 0.10 (the dearest route).
+ * each capped at 0.10 (the dearest single call) unless a caller that means to pay more (a batch) says so.
  */
-export function x402Fetch(privateKey: Hex, tokens: { address: Hex }[]) {
+export function x402Fetch(privateKey: Hex, tokens: { address: Hex }[], maxUnitsPerPayment = 100_000n) {
   return wrapFetchWithPaymentFromConfig(fetch, {
     schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(privateKey)) }],
-    spendControls: { allowedAssets: tokens.map((t) => ({ network: "eip155:42220" as const, asset: t.address, maxAmountPerPayment: "100000" })) },
+    spendControls: { allowedAssets: tokens.map((t) => ({ network: "eip155:42220" as const, asset: t.address, maxAmountPerPayment: String(maxUnitsPerPayment) })) },
   });
 }
 

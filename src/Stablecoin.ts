@@ -1,5 +1,6 @@
 import { ponder, type Context, type Event } from "ponder:registry";
-import { trackedWallet, transfer } from "ponder:schema";
+import { authorizationState, trackedWallet, transfer } from "ponder:schema";
+import type { Hex } from "viem";
 import type { Address } from "../config/addresses.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { addToFlow, addToReceived, addToTotals } from "./transfers.ts";
@@ -33,6 +34,29 @@ async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfe
 }
 
 ponder.on("Stablecoin:Transfer", onTransfer);
+
+// EIP-3009 nonces spent on chain, so that a payment can be verified without asking the chain. A
+// nonce is used or cancelled once, so a row is never updated. (In tracked mode only the outbound
+// entry registers these: the events come unfiltered, once.)
+async function onAuthorization(
+  kind: "used" | "canceled",
+  { event, context }: { event: Event<"Stablecoin:AuthorizationUsed" | "Stablecoin:AuthorizationCanceled">; context: Context },
+) {
+  await context.db
+    .insert(authorizationState)
+    .values({
+      token: event.log.address.toLowerCase() as Address,
+      authorizer: event.args.authorizer.toLowerCase() as Address,
+      nonce: event.args.nonce.toLowerCase() as Hex,
+      kind,
+      blockNumber: event.block.number,
+      transactionHash: event.transaction.hash,
+    })
+    .onConflictDoNothing();
+}
+
+ponder.on("Stablecoin:AuthorizationUsed", (args) => onAuthorization("used", args));
+ponder.on("Stablecoin:AuthorizationCanceled", (args) => onAuthorization("canceled", args));
 
 if (tracked) {
   // The tracked set goes in the database too: the per-wallet views list exactly these wallets.

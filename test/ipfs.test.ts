@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -42,6 +42,45 @@ describe("IPFS node", () => {
       const reopened = await openIpfs(dir);
       await expect(reopened.get(cid)).rejects.toThrow();
       await reopened.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("checks the bytes on every read: a block changed after it was served (same size, same mtime) is refused, and served again once restored", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ipfs-retamper-"));
+    try {
+      const node = await openIpfs(dir);
+      const original = '{"reportId":"REP-ABCDEFGHIJ","scores":{"reputation":71}}';
+      const small = await node.add(new TextEncoder().encode(original));
+      // Over one chunk: a UnixFS DAG (dag-pb root), read through the exporter rather than as one raw block.
+      const large = await node.add(new Uint8Array(1.5 * 1024 * 1024).map((_, i) => (i * 7) % 253));
+      expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
+      expect((await node.get(large))!.length).toBe(1.5 * 1024 * 1024);
+
+      const files = readdirSync(join(dir, "blocks"), { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
+      const forge = (file: string, change: (bytes: Buffer) => Buffer) => {
+        const before = readFileSync(file);
+        const { atime, mtime } = statSync(file);
+        const forged = change(Buffer.from(before));
+        expect(forged.length).toBe(before.length);
+        writeFileSync(file, forged);
+        utimesSync(file, atime, mtime); // size and mtime as they were: only the bytes tell
+        return () => writeFileSync(file, before);
+      };
+      const smallFile = files.find((f) => readFileSync(f).toString() === original)!;
+      const restoreSmall = forge(smallFile, (b) => Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')));
+      await expect(node.get(small)).rejects.toThrow(/does not match its CID/);
+      restoreSmall();
+      expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
+
+      // A leaf of the large file (the biggest block), one byte flipped.
+      const leaf = files.reduce((a, b) => (statSync(a).size >= statSync(b).size ? a : b));
+      const restoreLeaf = forge(leaf, (b) => ((b[1000] = b[1000]! ^ 1), b));
+      await expect(node.get(large)).rejects.toThrow();
+      restoreLeaf();
+      expect((await node.get(large))!.length).toBe(1.5 * 1024 * 1024);
+      await node.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -23,6 +23,7 @@ export const analyzeRoute = declareRoute("analyze", {
   ok: analyzeResultSchema,
   errors: { 400: ["unknown_field"], 404: ["wallet_not_indexed"] },
   middleware: [indexedWallet],
+  ownWalletFree: true,
 });
 
 export type AnalyzeDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens">; assessor: WalletAssessor };

@@ -1,13 +1,13 @@
-import { createRoute, type RouteConfig } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { unitsToUsd } from "../money.ts";
-import type { PricedRoute } from "../payments/core.ts";
 import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
 import { freeReadRule } from "../payments/free-read.ts";
 import { payment, type PaymentHooks } from "../payments/middleware.ts";
 import { type RouteId, PRICES } from "../payments/prices.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
+import { SIGN_IN_ERRORS, SIGN_IN_HEADER, type SignInGrants, type SignInRoute, signInRule } from "../payments/sign-in.ts";
 import type { AppEnv } from "./env.ts";
 import { errorBodySchema } from "./errors.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
@@ -51,6 +51,8 @@ type Declaration<M extends Method, P extends string, Req extends RouteConfig["re
   rateLimited?: boolean;
   /** A paid call that is free to a payer who paid for one of these routes about the same wallet recently. */
   freeAfter?: readonly { method: string; path: string; summary?: string }[];
+  /** A paid call that is free to a caller signed in (SIGN-IN-WITH-X) as the wallet it is about, limited per wallet. */
+  ownWalletFree?: boolean;
   payment?: PaymentHooks;
   /** Other answers that are not errors (e.g. health's 503, which carries the same report). */
   alsoAnswers?: A;
@@ -70,6 +72,25 @@ const errorResponse = (codes: readonly string[]) => ({
   content: { "application/json": { schema: errorBodySchema.extend({ error: errorBodySchema.shape.error.extend({ code: z.enum(codes as [string, ...string[]]) }) }) } },
 });
 
+const signInCodes = Object.keys(SIGN_IN_ERRORS);
+
+/** The security schemes paid routes name, registered once on the app's document. */
+export function registerPaymentSchemes(registry: OpenAPIHono["openAPIRegistry"]) {
+  registry.registerComponent("securitySchemes", "xPayment", {
+    type: "apiKey",
+    in: "header",
+    name: "X-PAYMENT",
+    description: "The service's payment JSON (from, to, value, validAfter, validBefore, nonce, signature, token), or x402 v1 base64",
+  });
+  registry.registerComponent("securitySchemes", "paymentSignature", { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 base64" });
+  registry.registerComponent("securitySchemes", "signInWithX", {
+    type: "apiKey",
+    in: "header",
+    name: SIGN_IN_HEADER,
+    description: "x402 sign-in-with-x: base64 JSON of a CAIP-122 (SIWE) message signed by your wallet, from the `sign-in-with-x` challenge of a 402 answer. No payment; see x-sign-in.",
+  });
+}
+
 const paymentCodes = (status: number) => (Object.entries(PAYMENT_ERRORS) as [PaymentErrorCode, number][]).filter(([, s]) => s === status).map(([code]) => code);
 
 /**
@@ -84,7 +105,9 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
   const microUsd = PRICES[id];
   const paid = microUsd > 0n;
   const freeRead = d.freeAfter && { after: d.freeAfter.map(routeName), rule: freeReadRule(d.freeAfter) };
-  const priced: PricedRoute = { name: routeName(d), description: d.description ?? d.summary, microUsd, ...(freeRead ? { freeRead } : {}) };
+  // Sign-in-with-x applies where it can make the call free: the free read, one's own wallet.
+  const signIn: SignInGrants | undefined = paid && (freeRead || d.ownWalletFree) ? { freeRead: Boolean(freeRead), ownWallet: Boolean(d.ownWalletFree) } : undefined;
+  const priced: SignInRoute = { name: routeName(d), description: d.description ?? d.summary, microUsd, ...(freeRead ? { freeRead } : {}), ...(signIn ? { signIn } : {}), ...(d.payment?.settleFirst ? { settleFirst: true } : {}) };
 
   const codes: Partial<Record<ErrorStatus, string[]>> = {};
   const add = (status: ErrorStatus, ...more: readonly string[]) => (codes[status] = [...new Set([...(codes[status] ?? []), ...more])]);
@@ -95,7 +118,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     add(415, "unsupported_media_type");
   }
   if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
-  if (d.rateLimited) add(429, "rate_limited");
+  if (d.rateLimited || signIn?.ownWallet) add(429, "rate_limited");
   add(500, "internal_error");
 
   return createRoute({
@@ -106,8 +129,10 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     description: d.description ?? d.summary,
     tags: d.tags,
     request: d.request as Req,
-    "x-price": { amountUnits: microUsd.toString(), usd: unitsToUsd(microUsd), ...(freeRead ? { freeWhen: freeRead.rule } : {}) },
-    ...(paid ? { security: [{ xPayment: [] }, { paymentSignature: [] }] } : {}),
+    // A route priced per unit names it: `per: "wallet"` means amountUnits is each wallet's price.
+    "x-price": { amountUnits: microUsd.toString(), usd: unitsToUsd(microUsd), ...(d.payment?.units ? { per: d.payment.units.name } : {}), ...(freeRead ? { freeWhen: freeRead.rule } : {}) },
+    ...(signIn ? { "x-sign-in": signInRule(signIn) } : {}),
+    ...(paid ? { security: [{ xPayment: [] }, { paymentSignature: [] }, ...(signIn ? [{ signInWithX: [] }] : [])] } : {}),
     responses: {
       200: {
         description: paid ? "The answer; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement receipt" : "The answer",
@@ -116,7 +141,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
       ...(paid
         ? {
             402: {
-              description: `Payment required or refused (codes: ${paymentCodes(402).join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements.`,
+              description: `Payment required or refused (codes: ${[...paymentCodes(402), ...(signIn ? signInCodes : [])].join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements${signIn ? "; both carry a fresh sign-in-with-x challenge in extensions" : ""}.`,
               headers: z.object({ "PAYMENT-REQUIRED": z.string().describe("base64 JSON of the x402 v2 PaymentRequired: the accepted tokens, amounts and treasury") }),
               content: { "application/json": { schema: paymentRequiredBodySchema } },
             },

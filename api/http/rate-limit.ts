@@ -3,29 +3,43 @@ import { readEnv } from "../../config/env.ts";
 import { errorBody } from "./errors.ts";
 
 /**
+ * Token buckets by key: `limit` takes per `windowMs`, refilled continuously, with a burst of
+ * `limit`. `take(key)` answers 0 when allowed (and takes one), else the seconds until one is.
+ * In memory, per API process.
+ */
+export function tokenBuckets(limit: number, windowMs: number, now: () => number = Date.now) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  const ratePerMs = limit / windowMs;
+  return {
+    limit,
+    take(key: string): number {
+      const t = now();
+      const b = buckets.get(key) ?? { tokens: limit, at: t };
+      b.tokens = Math.min(limit, b.tokens + (t - b.at) * ratePerMs);
+      b.at = t;
+      buckets.set(key, b);
+      if (b.tokens < 1) return Math.max(1, Math.ceil((1 - b.tokens) / ratePerMs / 1000));
+      b.tokens -= 1;
+      // Forget full buckets now and then, so the map holds only recent keys.
+      if (buckets.size > 10_000) for (const [k, v] of buckets) if (v.tokens + (t - v.at) * ratePerMs >= limit) buckets.delete(k);
+      return 0;
+    },
+  };
+}
+
+/**
  * A per-client token bucket: `perMinute` requests a minute, refilled continuously, with a burst of
  * `perMinute`. The client is the connection's remote address (X-Forwarded-For is not trusted: any
  * caller could set it). Past the limit: 429 `rate_limited` with Retry-After (seconds until one
  * request is allowed again). In memory, per API process.
  */
 export function rateLimit(perMinute: number, now: () => number = Date.now, what = "verifications"): MiddlewareHandler & { limit: number } {
-  const buckets = new Map<string, { tokens: number; at: number }>();
-  const ratePerMs = perMinute / 60_000;
+  const buckets = tokenBuckets(perMinute, 60_000, now);
   const middleware: MiddlewareHandler = async (c, next) => {
-    const t = now();
-    const key = clientOf(c);
-    const b = buckets.get(key) ?? { tokens: perMinute, at: t };
-    b.tokens = Math.min(perMinute, b.tokens + (t - b.at) * ratePerMs);
-    b.at = t;
-    if (b.tokens < 1) {
-      buckets.set(key, b);
-      const retryAfter = Math.max(1, Math.ceil((1 - b.tokens) / ratePerMs / 1000));
+    const retryAfter = buckets.take(clientOf(c));
+    if (retryAfter > 0) {
       return c.json(errorBody("rate_limited", `At most ${perMinute} ${what} a minute per client: retry in ${retryAfter} s.`, { limitPerMinute: perMinute, retryAfterSeconds: retryAfter }), 429, { "Retry-After": String(retryAfter) });
     }
-    b.tokens -= 1;
-    buckets.set(key, b);
-    // Forget full buckets now and then, so the map holds only recent clients.
-    if (buckets.size > 10_000) for (const [k, v] of buckets) if (v.tokens + (t - v.at) * ratePerMs >= perMinute) buckets.delete(k);
     await next();
   };
   return Object.assign(middleware, { limit: perMinute });

@@ -5,19 +5,21 @@ import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
-import { declareRoute, jsonBody } from "../http/declare.ts";
+import { declareRoute, jsonBody, routeName } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { ApiError } from "../http/errors.ts";
+import { log } from "../http/log.ts";
 import { pinContent } from "../ipfs/content.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
-import type { Claim, PaymentCore } from "../payments/core.ts";
+import type { Resolution } from "../payments/ledger.ts";
+import type { PaymentRow } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { walletRequest } from "../payments/middleware.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
-import { canonicalBytes, drawReportId, passportDocument } from "./document.ts";
+import { canonicalBytes, drawReportId, passportDocument, REPORT_ID } from "./document.ts";
 import { PublishError, type ReporterClient } from "./reporter.ts";
 import { type ReportResult, reportRequestSchema, reportResultSchema } from "./schema.ts";
 import { contentHashOf } from "./verify.ts";
@@ -29,31 +31,24 @@ export const UNPAID_REASON = "payment not settled";
 const published = new WeakMap<Context, { reportId: string; reporter: ReporterClient }>();
 
 /**
- * Settlement refused after the passport was published: revoke it on chain, then the refusal is the
- * answer. When the outcome is unknown (settlement_pending), watch the ledger row and revoke if it
- * ends unpaid (the retry with the same payment gets the stored passport answer if it settles).
+ * The one rule: a passport whose payment did not settle is revoked on chain ("payment not settled").
+ * Two ways lead here, both idempotent: the request's own refusal (below) and the payment
+ * reconciler's verdict on an outcome that was unknown (`revokeUnpaidReports`), which survives a restart.
  */
-async function revokeUnpaid(c: Context, { reply, claim, core }: { reply: { body: string }; claim: Claim; core: PaymentCore }) {
-  const passport = published.get(c);
-  if (!passport) return;
-  const code = codeOf(reply.body);
-  if (code === "settlement_pending") return void watchSettlement(core, claim, passport);
-  await passport.reporter.exclusive(() => passport.reporter.revoke(passport.reportId, UNPAID_REASON));
-  console.warn(`[passport] ${passport.reportId} revoked: its payment was not settled (${code})`);
+async function revokeUnpaid(reporter: ReporterClient, reportId: string, why: string | undefined): Promise<void> {
+  if (await reporter.revokeOnce(reportId, UNPAID_REASON)) log.warn(`[passport] ${reportId} revoked: its payment was not settled (${why ?? "refused"})`);
 }
 
-function watchSettlement(core: PaymentCore, claim: Claim, passport: { reportId: string; reporter: ReporterClient }) {
-  const deadline = Date.now() + 30 * 60_000;
-  const tick = async () => {
-    const row = await core.ledger.find(claim.key).catch(() => undefined);
-    if (row && ["failed", "expired", "used_elsewhere"].includes(row.status)) {
-      await passport.reporter.exclusive(() => passport.reporter.revoke(passport.reportId, UNPAID_REASON)).catch((e: Error) => console.error(`[passport] revoking ${passport.reportId}: ${e.message}`));
-      return;
-    }
-    if (row?.status === "settled" || Date.now() > deadline) return;
-    setTimeout(tick, 5_000).unref();
-  };
-  setTimeout(tick, 5_000).unref();
+/**
+ * Settlement refused after the passport was published: revoke it, then the refusal is the answer.
+ * An unknown outcome (settlement_pending) is left to the payment reconciler, which reads it from the
+ * chain (at the next sweep, or when the payer retries) and calls `revokeUnpaidReports` if it is not settled.
+ */
+async function revokeRefused(c: Context, { reply }: { reply: { body: string } }) {
+  const passport = published.get(c);
+  const code = codeOf(reply.body);
+  if (!passport || code === "settlement_pending") return;
+  await revokeUnpaid(passport.reporter, passport.reportId, code);
 }
 
 const codeOf = (body: string): string | undefined => {
@@ -76,8 +71,33 @@ export const reportRoute = declareRoute("report", {
   ok: reportResultSchema,
   errors: { 404: ["wallet_not_indexed"], 503: ["passport_publish_failed", "reporter_unavailable", "ipfs_unavailable"] },
   middleware: [indexedWallet],
-  payment: { ...walletRequest, onSettlementFailed: revokeUnpaid },
+  // A passport is an on-chain publication: never on credit, in either settlement mode.
+  payment: { ...walletRequest, onSettlementFailed: revokeRefused, settleFirst: true },
 });
+
+/**
+ * The payment reconciler's hook (PaymentDeps.onOutcome): a report payment whose outcome, read from
+ * the chain, is not `settled` (failed, expired, used_elsewhere) revokes the passport its stored
+ * answer names. Only rows that reached settlement have an answer: earlier ones published nothing
+ * that stands (a failed handler revokes its own passport).
+ */
+export function revokeUnpaidReports(reporter: ReporterClient | undefined) {
+  const name = routeName(reportRoute);
+  return async (row: Pick<PaymentRow, "route" | "responseBody">, outcome: Resolution): Promise<void> => {
+    if (outcome.status === "settled" || row.route !== name || !reporter?.contract) return;
+    const reportId = reportIdOf(row.responseBody);
+    if (reportId) await revokeUnpaid(reporter, reportId, `${outcome.status}: ${outcome.failure}`);
+  };
+}
+
+const reportIdOf = (body: string | null): string | undefined => {
+  try {
+    const id = body && JSON.parse(body).reportId;
+    return typeof id === "string" && REPORT_ID.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
 export type ReportDeps = {
   db: IndexDb;
@@ -174,7 +194,7 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
       };
       return c.json(reportResultSchema.parse(result), 200);
     } catch (error) {
-      await reporter.exclusive(() => reporter.revoke(issued.reportId, UNPAID_REASON)).catch(() => undefined);
+      await revokeUnpaid(reporter, issued.reportId, "the answer could not be made").catch(() => undefined);
       throw error;
     }
   };

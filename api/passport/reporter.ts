@@ -159,6 +159,30 @@ export function createReporter(settings: ReporterSettings) {
       return { transaction: hash, block: Number(receipt.blockNumber) };
     },
 
+    /**
+     * Revokes a passport of ours unless it is already revoked or not on chain: what may be asked
+     * more than once (a retried sweep, two replicas, the request and the reconciler) does it once.
+     * Returns whether this call revoked it.
+     */
+    async revokeOnce(reportId: string, reason: string): Promise<boolean> {
+      const { contract } = need();
+      const standing = async () => {
+        const [exists, revoked] = await client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+        return exists && !revoked;
+      };
+      return exclusive(async () => {
+        if (!(await standing())) return false;
+        try {
+          await api.revoke(reportId, reason);
+          return true;
+        } catch (error) {
+          // Revoked meanwhile by someone else (another replica): the contract refused the second revocation.
+          if (!(await standing())) return false;
+          throw error;
+        }
+      });
+    },
+
     /** Waits (in the background) for a publication whose receipt did not come in time, and revokes it if it is mined. */
     revokeIfMined(hash: Hex, reportId: string, reason: string): void {
       void (async () => {

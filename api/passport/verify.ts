@@ -9,7 +9,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
 import { withTimeout } from "../http/timeout.ts";
-import { type IpfsNode, parseCid } from "../ipfs/node.ts";
+import { type IpfsNode, parseCid, RAW, SHA2_256 } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { indexedHead } from "../stats/queries.ts";
 import { passportDocumentSchema, REPORT_ID } from "./document.ts";
@@ -17,10 +17,6 @@ import type { ReporterClient } from "./reporter.ts";
 import type { PassportStatus, VerifyResult } from "./schema.ts";
 
 type Row = typeof report.$inferSelect;
-
-/** sha256 multihash code and the raw codec: a small document is one raw block, so its CID's digest is the sha256 of its bytes. */
-const SHA2_256 = 0x12;
-const RAW = 0x55;
 
 export type Lookup = { kind: "id"; reportId: string } | { kind: "cid"; cid: CID; text: string } | { kind: "hash"; hex: Hex };
 

@@ -1,10 +1,12 @@
 import type { RouteConfig, RouteHandler } from "@hono/zod-openapi";
+import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
 import { z } from "zod";
 import { declareRoute, routeName } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { unitsToUsd } from "../money.ts";
 import type { PaymentCore } from "./core.ts";
 import { PLANNED_ROUTES, PRICES, type RouteId } from "./prices.ts";
+import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "./sign-in.ts";
 
 const priceSchema = z.object({
   route: z.string().describe('"METHOD /path"'),
@@ -15,7 +17,20 @@ const priceSchema = z.object({
   amountUnits: z.string().describe("Price in the token's smallest units"),
   usd: z.number(),
   available: z.boolean().describe("false: in the service interface, not served by this build yet"),
+  per: z.string().optional().describe('Set when the price is per unit of the request (e.g. "wallet": amountUnits per wallet answered)'),
   freeWhen: z.string().optional(),
+  signIn: z.string().optional().describe("Set where sign-in-with-x can make the call free: what it grants"),
+});
+
+const signInSchema = z.object({
+  extension: z.literal(SIGN_IN_WITH_X).describe("The x402 extension (@x402/extensions); 402 answers of these routes carry its challenge in extensions"),
+  header: z.string().describe("The request header carrying the signed proof (base64 JSON)"),
+  origin: z.string().nullable().describe("The origin the CAIP-122 message must name (domain and URI); null: the origin the request was sent to"),
+  chains: z.array(z.object({ chainId: z.string(), type: z.string() })),
+  maxAgeSeconds: z.number().describe("A proof is accepted this long after its issuedAt; each nonce is accepted once"),
+  ownWalletAnalysesPerHour: z.number().describe("Free analyses of the signed-in wallet itself, per wallet per hour; then 429 rate_limited"),
+  routes: z.array(z.string()),
+  refusals: z.record(z.string(), z.number()).describe("Codes of a refused sign-in, with their status; nothing is charged"),
 });
 
 export const configSchema = z.object({
@@ -29,6 +44,7 @@ export const configSchema = z.object({
   settlement: z.object({ mode: z.enum(["self", "facilitator"]), relayer: z.string().optional(), url: z.string().optional(), description: z.string() }),
   limits: z.object({ maxTimeoutSeconds: z.number(), maxAuthorizationLifetimeSeconds: z.number(), maxAmountUnits: z.string(), maxPaymentHeaderBytes: z.number() }),
   headers: z.object({ request: z.array(z.string()), response: z.array(z.string()) }),
+  signIn: signInSchema,
 });
 
 export const configRoute = declareRoute("config", {
@@ -36,7 +52,7 @@ export const configRoute = declareRoute("config", {
   path: "/api/x402/config",
   tags: ["Payments"],
   summary: "How to pay",
-  description: "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits. Free.",
+  description: "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits, and sign-in-with-x (signIn). Free.",
   ok: configSchema,
   rateLimited: true,
 });
@@ -46,7 +62,7 @@ export type ConfigDeps = { payments: PaymentCore; routes: readonly RouteConfig[]
 /** GET /api/x402/config: everything a client needs to pay, from the settings and the declared routes. */
 export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<typeof configRoute, AppEnv> {
   const { settings, facilitator } = payments;
-  const price = (id: RouteId, route: { method: string; path: string; description?: string; "x-price"?: { freeWhen?: string } }, available: boolean) => ({
+  const price = (id: RouteId, route: { method: string; path: string; description?: string; "x-price"?: { freeWhen?: string; per?: string }; "x-sign-in"?: string }, available: boolean) => ({
     route: routeName(route),
     method: route.method.toUpperCase(),
     path: route.path,
@@ -55,8 +71,11 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
     amountUnits: PRICES[id].toString(),
     usd: unitsToUsd(PRICES[id]),
     available,
+    ...(route["x-price"]?.per ? { per: route["x-price"].per } : {}),
     ...(route["x-price"]?.freeWhen ? { freeWhen: route["x-price"].freeWhen } : {}),
+    ...(route["x-sign-in"] ? { signIn: route["x-sign-in"] } : {}),
   });
+  const signIn = signInFor(payments).settings;
   const body: z.infer<typeof configSchema> = {
     publicPayTo: settings.payTo,
     chainId: settings.chainId,
@@ -79,8 +98,18 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
       maxPaymentHeaderBytes: settings.maxHeaderBytes,
     },
     headers: {
-      request: ["X-PAYMENT (service JSON or x402 v1 base64)", "PAYMENT-SIGNATURE (x402 v2 base64)"],
+      request: ["X-PAYMENT (service JSON or x402 v1 base64)", "PAYMENT-SIGNATURE (x402 v2 base64)", `${SIGN_IN_HEADER} (x402 sign-in-with-x, base64; instead of a payment where signIn says so)`],
       response: ["PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE", "PAYMENT-REQUIRED (on 402)"],
+    },
+    signIn: {
+      extension: SIGN_IN_WITH_X,
+      header: SIGN_IN_HEADER,
+      origin: signIn.origin ?? null,
+      chains: [{ chainId: settings.network, type: "eip191" }],
+      maxAgeSeconds: SIGN_IN_MAX_AGE_MS / 1000,
+      ownWalletAnalysesPerHour: signIn.ownAnalysesPerHour,
+      routes: routes.filter((r) => (r as { "x-sign-in"?: string })["x-sign-in"]).map(routeName),
+      refusals: SIGN_IN_ERRORS,
     },
   };
   return (c) => c.json(body, 200);

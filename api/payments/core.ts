@@ -8,12 +8,17 @@ import { errorBody } from "../http/errors.ts";
 import { unitsToUsd } from "../money.ts";
 import type { Billing } from "./billing.ts";
 import { PaymentError } from "./errors.ts";
-import type { Facilitator, Settler } from "./facilitator.ts";
+import type { Facilitator } from "./facilitator.ts";
+import { type Settler, usedIn } from "./relayer.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
 import { isAbandoned, isRerunning, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
-import { keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
+import { chainOutcome, keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
-import { checkPayment, type VerifiedPayment, verifyPayment } from "./verify.ts";
+import { priceInUnits } from "./prices.ts";
+import { checkPayment, signerOf, type VerifiedPayment, verifyPayment } from "./verify.ts";
+import { type PayerState, verifyWithoutRpc } from "./local-verify.ts";
+import type { PaymentAttempt } from "./header.ts";
+import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import { log } from "../http/log.ts";
 
@@ -26,6 +31,8 @@ export type PricedRoute = {
   microUsd: bigint;
   /** When set, the call is free to a payer who paid for one of these routes about the same wallet recently. */
   freeRead?: { after: readonly string[]; rule: string };
+  /** Always settled before the answer, whatever X402_SETTLEMENT says (the report: an on-chain publication). */
+  settleFirst?: boolean;
 };
 
 /** One paid request, as any HTTP adapter hands it over: already validated. */
@@ -49,7 +56,17 @@ export type Reply = { status: number; headers: Record<string, string>; body: str
  * A payment claimed for this request: the handler may run on it. `paid` says the payment is
  * already settled on chain (its answer was never stored): run the handler, do not settle again.
  */
-export type Claim = { key: PaymentKey; verified: VerifiedPayment | null; waived: boolean; billing: Billing; paid?: { transaction: string } };
+export type Claim = {
+  key: PaymentKey;
+  verified: VerifiedPayment | null;
+  waived: boolean;
+  billing: Billing;
+  paid?: { transaction: string };
+  /** Answered now, settled by the worker afterwards (X402_SETTLEMENT=deferred, within the caps). */
+  deferred?: boolean;
+  /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
+  repays?: boolean;
+};
 
 /** How the handler ended: its answer, or a failure (an error status, or a throw). */
 export type HandlerOutcome = { answer: StoredAnswer } | { failed: string };
@@ -65,6 +82,12 @@ export type PaymentDeps = {
   receiptWaitMs?: number;
   /** How long a retry waits for a settlement whose outcome is unknown before answering settlement_pending (SETTLING_WAIT_MS). */
   settlingWaitMs?: number;
+  /** What must follow an outcome read from the chain, before it is recorded (reconcile.ts OnOutcome): the report route revokes unpaid passports. */
+  onOutcome?: (row: PaymentRow, outcome: Resolution) => Promise<void>;
+  /** Deferred mode: the indexed payer state that verifies without RPC (api/payments/local-verify.ts). Without it, verification uses the RPC. */
+  payerState?: PayerState;
+  /** Called when a deferred payment joins the settlement queue (the in-process worker starts at once). */
+  onQueued?: () => void;
 };
 
 /** How long a copy of a request waits for the copy that is settling its payment. */
@@ -151,10 +174,18 @@ export class PaymentCore {
       return { headers: {} };
     }
     const verified = claim.verified!;
+    if (claim.deferred) {
+      await ledger.queued(key, outcome.answer);
+      this.deps.onQueued?.();
+      return { headers: receiptHeaders(null, this.settings.network, verified.payer) };
+    }
     const settled = this.facilitator.settler
       ? await this.settleSelf(this.facilitator.settler, key, verified, outcome.answer)
       : await this.settleRemote(key, verified, outcome.answer);
-    if ("transaction" in settled) return { headers: receiptHeaders(settled.transaction, this.settings.network, verified.payer) };
+    if ("transaction" in settled) {
+      if (claim.repays) await ledger.repay(verified.payer, key).catch((error: Error) => log.error(`[payments] debts repaid in ${settled.transaction} but not recorded: ${error.message}`));
+      return { headers: receiptHeaders(settled.transaction, this.settings.network, verified.payer) };
+    }
     return { reply: this.refusal(route, request.url, settled.refused) };
   }
 
@@ -180,7 +211,7 @@ export class PaymentCore {
     }
     const hash = submitted.signed.transaction;
     const receipt = await settler.receipt(hash, this.deps.receiptWaitMs ?? RECEIPT_WAIT_MS);
-    if (receipt?.status === "success") {
+    if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) {
       await ledger.settled(key, hash, answer).catch((error: Error) => log.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
       return { transaction: hash };
     }
@@ -228,8 +259,18 @@ export class PaymentCore {
     return { refused: settlementFailed(outcome.failure, outcome.transaction) };
   }
 
+  /** One row's outcome as the chain tells it, not recorded (chain errors are thrown). */
+  chainOutcome(row: PaymentRow): Promise<Resolution | "pending"> {
+    return chainOutcome(row, this.reconcileDeps());
+  }
+
+  /** Reads one row's outcome from the chain and records it (the settlement worker's verdict on a failed attempt). */
+  reconcileOne(row: PaymentRow): Promise<Resolution | "pending"> {
+    return reconcileRow(row, this.reconcileDeps());
+  }
+
   private reconcileDeps() {
-    return { chain: this.deps.chain, ledger: this.ledger, payTo: this.settings.payTo, settler: this.facilitator.settler };
+    return { chain: this.deps.chain, ledger: this.ledger, payTo: this.settings.payTo, settler: this.facilitator.settler, onOutcome: this.deps.onOutcome };
   }
 
   /**
@@ -264,12 +305,31 @@ export class PaymentCore {
       throw new PaymentError("payment_required", `${route.name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`);
     }
     const token = await checkPayment(attempt, route.microUsd, settings, request.caller, Math.floor(Date.now() / 1000));
-    const key = { token: token.address, payer: attempt.authorization.from, nonce: attempt.authorization.nonce };
+    const ownKey = { token: token.address, payer: attempt.authorization.from, nonce: attempt.authorization.nonce };
     const fingerprint = sha256(`${route.name}\n${request.path}\n${JSON.stringify(request.input)}`);
-    const signatureHash = sha256(attempt.signature.toLowerCase());
+    const ownSignatureHash = sha256(attempt.signature.toLowerCase());
+    // With a payment-identifier, the earlier payment sent under the same id (a retry signed anew)
+    // is followed instead: its answer, or its outcome, is this request's, and this one is not charged.
+    let [key, signatureHash, following] = [ownKey as PaymentKey, ownSignatureHash, false];
 
     for (let round = 0; ; round++) {
-      const existing = await ledger.find(key);
+      let existing = await ledger.find(key);
+      if (!following && !existing && attempt.paymentId) {
+        const earlier = await ledger.findByPaymentId(ownKey.payer, attempt.paymentId);
+        if (earlier && FOLLOWED.has(earlier.status)) {
+          if (earlier.fingerprint !== fingerprint) {
+            throw new PaymentError("payment_id_reused", `Payment identifier ${attempt.paymentId} already named another request; use a new identifier for a new request.`);
+          }
+          // Only the payer may collect what its identifier bought: the signature must be the payer's.
+          if ((await signerOf(attempt, token, settings)) !== ownKey.payer) await this.verify(attempt, token);
+          [key, signatureHash, following, existing] = [keyOf(earlier), earlier.signatureHash, true, earlier];
+        }
+      }
+      if (following && existing && !FOLLOWED.has(existing.status)) {
+        // The earlier payment failed or lapsed without charge: this one pays.
+        [key, signatureHash, following] = [ownKey, ownSignatureHash, false];
+        continue;
+      }
       if (existing && (existing.fingerprint !== fingerprint || existing.signatureHash !== signatureHash)) {
         throw new PaymentError("payment_reused", "This payment authorization was already presented with another request; sign a new one for this request.");
       }
@@ -292,7 +352,7 @@ export class PaymentCore {
         this.claims++;
         return { claim: { key, verified: null, waived: false, billing, paid: { transaction: existing.transaction! } } };
       }
-      if (existing?.status === "settled" || existing?.status === "waived") return { reply: this.replay(existing) };
+      if (existing?.status === "settled" || existing?.status === "waived" || existing?.status === "queued") return { reply: this.replay(existing) };
       if (existing?.status === "expired") throw new PaymentError("authorization_expired", "This authorization expired without being used: it was never charged. Sign a new one.");
       if (existing?.status === "used_elsewhere") {
         throw new PaymentError("nonce_already_used", `This authorization was used or cancelled on chain by a transaction that did not pay for this request (${existing.failure}); it was not charged here. Sign a new one.`);
@@ -302,7 +362,7 @@ export class PaymentCore {
 
       let verified: VerifiedPayment;
       try {
-        verified = await verifyPayment(attempt, token, this.deps);
+        verified = await this.verify(attempt, token);
       } catch (error) {
         // The nonce is spent but we hold a row for it: the chain says by whom (ours is never "already used").
         // (Another copy of this request may have claimed and settled it meanwhile: read the row again.)
@@ -316,7 +376,10 @@ export class PaymentCore {
         }
         throw error;
       }
-      const waived = await this.isFreeRead(route, verified.payer, request.subject);
+      // A payer whose deferred settlement failed pays that amount again with this call, settled first.
+      const owed = await ledger.debt(verified.payer);
+      if (owed > 0n && verified.amount < priceInUnits(route.microUsd, token.decimals) + owed) throw unsettledPayment(route, owed);
+      const waived = owed === 0n && (await this.isFreeRead(route, verified.payer, request.subject));
       // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
       if (this.draining) throw shuttingDown();
       const entry = {
@@ -326,13 +389,19 @@ export class PaymentCore {
         subject: request.subject ?? null,
         fingerprint,
         signatureHash,
+        paymentId: attempt.paymentId ?? null,
         encoding: attempt.encoding,
         validBefore: attempt.authorization.validBefore,
       };
-      if (await ledger.claim(entry)) {
+      const timing = settings.timing;
+      const deferrable = timing.mode === "deferred" && !route.settleFirst && !waived && owed === 0n && this.facilitator.settler !== undefined;
+      const claimed = deferrable
+        ? await ledger.claimDeferred(entry, { signature: attempt.signature, validAfter: attempt.authorization.validAfter }, { perPayer: timing.maxPerPayerMicroUsd, total: timing.maxTotalMicroUsd })
+        : (await ledger.claim(entry)) && "before";
+      if (claimed) {
         const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
         this.claims++;
-        return { claim: { key, verified, waived, billing } };
+        return { claim: { key, verified, waived, billing, deferred: claimed === "deferred", repays: owed > 0n } };
       }
     }
   }
@@ -356,6 +425,21 @@ export class PaymentCore {
     }
   }
 
+  /**
+   * Deferred mode verifies from the indexed balance and authorization events, less what this
+   * payer has claimed but not settled: no RPC on the hot path. Contract wallets, and before mode,
+   * go through the facilitator (the signature and a simulated transfer over RPC).
+   */
+  private async verify(attempt: PaymentAttempt, token: TokenInfo): Promise<VerifiedPayment> {
+    const { payerState } = this.deps;
+    if (this.settings.timing.mode === "deferred" && payerState) {
+      const unsettled = await this.ledger.unsettled(attempt.authorization.from, token.address);
+      const local = await verifyWithoutRpc(attempt, token, { settings: this.settings, state: payerState, unsettled });
+      if (local !== "needs_rpc") return local;
+    }
+    return verifyPayment(attempt, token, this.deps);
+  }
+
   private async isFreeRead(route: PricedRoute, payer: Address, subject: Address | undefined): Promise<boolean> {
     if (!route.freeRead || subject === undefined) return false;
     return this.deps.ledger.paidFor(payer, subject, [...route.freeRead.after], new Date(Date.now() - this.deps.cacheLifetimeMs));
@@ -366,21 +450,26 @@ export class PaymentCore {
     // 503s also name their code at the top level, where 402 answers have it: a client reads both alike.
     if (error.status === 503) return jsonReply(503, { ...errorBody(error.code, error.message, error.details), code: error.code }, { "Retry-After": String(RETRY_AFTER_SECONDS) });
     if (error.status !== 402) return jsonReply(error.status, errorBody(error.code, error.message, error.details));
-    const answer = paymentRequiredAnswer(this.settings, route, url, error);
+    const answer = paymentRequiredAnswer(this.settings, error.price === undefined ? route : { ...route, microUsd: error.price }, url, error);
     return jsonReply(402, answer.body, answer.headers);
   }
 
   /** The answer a settled (or waived) payment bought, again: same body, same status, one charge. */
   private replay(row: PaymentRow): Reply {
     const headers: Record<string, string> = { "content-type": row.responseType ?? "application/json", "x-payment-replayed": "true" };
-    if (row.transaction) Object.assign(headers, receiptHeaders(row.transaction, this.settings.network, row.payer as Address));
+    if (row.transaction || row.status === "queued") Object.assign(headers, receiptHeaders(row.status === "queued" ? null : row.transaction, this.settings.network, row.payer as Address));
     return { status: row.responseStatus ?? 200, headers, body: row.responseBody ?? "" };
   }
 }
 
-/** PAYMENT-RESPONSE (v2) and X-PAYMENT-RESPONSE (v1): the settlement receipt. */
-function receiptHeaders(transaction: string, network: PaymentSettings["network"], payer: string): Record<string, string> {
-  const encoded = encodePaymentResponseHeader({ success: true, transaction, network, payer });
+/**
+ * PAYMENT-RESPONSE (v2) and X-PAYMENT-RESPONSE (v1): the settlement receipt. A deferred payment's
+ * (transaction null) has no transaction yet: `extra.settlement` is "pending", and the payment is
+ * settled by the worker before its validBefore.
+ */
+function receiptHeaders(transaction: string | null, network: PaymentSettings["network"], payer: string): Record<string, string> {
+  const settlement = transaction === null ? { transaction: "", extra: { settlement: "pending" } } : { transaction };
+  const encoded = encodePaymentResponseHeader({ success: true, ...settlement, network, payer });
   return { "PAYMENT-RESPONSE": encoded, "X-PAYMENT-RESPONSE": encoded, "Access-Control-Expose-Headers": "PAYMENT-RESPONSE, X-PAYMENT-RESPONSE" };
 }
 
@@ -410,6 +499,9 @@ async function waitWhileRerunning(ledger: PaymentLedger, key: PaymentKey) {
   throw pending();
 }
 
+/** Rows a payment-identifier retry follows: their payment may yet be (or was) charged. */
+const FOLLOWED = new Set(["pending", "queued", "settling", "settled", "waived"]);
+
 const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
@@ -419,6 +511,14 @@ const pending = () =>
   new PaymentError(
     "settlement_pending",
     "This payment's settlement is under way and its outcome is not known yet. Retry with the same payment (same request) to get the answer it paid for; it will not be charged twice.",
+  );
+/** The payer owes failed deferred settlements: this call costs its price plus the debt, settled before it answers. */
+const unsettledPayment = (route: PricedRoute, owedUnits: bigint) =>
+  new PaymentError(
+    "unsettled_payment",
+    `An earlier answer to this payer was not paid: its deferred settlement failed (the authorization was cancelled or the balance moved). Pay the ${unitsToUsd(owedUnits)} USD owed with this call: authorize ${unitsToUsd(route.microUsd + owedUnits)} USD.`,
+    { owedUnits: owedUnits.toString() },
+    route.microUsd + owedUnits,
   );
 const shuttingDown = () => new PaymentError("settlement_unavailable", "The service is shutting down; nothing was charged. Retry with the same payment.");
 const unavailable = () =>

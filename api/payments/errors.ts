@@ -23,6 +23,7 @@ export const PAYMENT_ERRORS = {
   verification_failed: 402,
   caller_mismatch: 400,
   payment_reused: 409,
+  payment_id_reused: 409,
   settlement_failed: 402,
   unsettled_payment: 402,
   settlement_unavailable: 503,

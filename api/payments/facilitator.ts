@@ -1,52 +1,14 @@
 import { HTTPFacilitatorClient, type FacilitatorClient } from "@x402/core/http";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
-import { authorizationTypes, eip3009ABI, toFacilitatorEvmSigner } from "@x402/evm";
+import { authorizationTypes, toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import {
-  BaseError,
-  createPublicClient,
-  createWalletClient,
-  encodeFunctionData,
-  getAddress,
-  type Hex,
-  HttpRequestError,
-  http,
-  keccak256,
-  parseErc6492Signature,
-  parseSignature,
-  publicActions,
-  type PublicClient,
-  recoverTypedDataAddress,
-  type TransactionReceipt,
-  TimeoutError,
-} from "viem";
+import { createPublicClient, createWalletClient, getAddress, type Hex, http, publicActions, type PublicClient, recoverTypedDataAddress } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
 import type { PaymentErrorCode } from "./errors.ts";
-
-/** A settlement transaction signed and about to be broadcast: what the ledger records first. */
-export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
-
-/**
- * Self-settlement in two steps, so that the transaction hash is recorded before anything waits:
- * `submit` signs transferWithAuthorization with the relayer, hands it to `record` (the ledger),
- * then broadcasts it; `receipt` waits for it, and never decides anything from a timeout.
- */
-export type Settler = {
-  relayer: Hex;
-  submit: (payload: PaymentPayload, requirements: PaymentRequirements, record: (signed: SignedSettlement) => Promise<void>) => Promise<SubmitResult>;
-  receipt: (hash: Hex, timeoutMs: number) => Promise<TransactionReceipt | undefined>;
-  /** Sends an already signed transaction again (a dropped one would otherwise leave a nonce gap). */
-  rebroadcast: (raw: Hex) => Promise<void>;
-};
-
-export type SubmitResult =
-  /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
-  | { sent: true; signed: SignedSettlement; uncertain?: string }
-  /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
-  | { sent: false; reason: string; unavailable: boolean };
+import { type RelayerClient, relayerSettler, type Settler } from "./relayer.ts";
 
 export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}`; settler?: Settler };
 
@@ -105,113 +67,6 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
   };
 }
 
-type RelayerClient = PublicClient & {
-  prepareTransactionRequest: (args: Record<string, unknown>) => Promise<Record<string, unknown>>;
-  sendRawTransaction: (args: { serializedTransaction: Hex }) => Promise<Hex>;
-};
-
-/**
- * Relayer nonces: one send at a time (a mutex), from a local counter that starts from the chain's
- * pending count and is read again after any failure or receipt timeout. A transaction the node
- * dropped is then replaced by the next send (same nonce), so no gap blocks later ones, and a nonce
- * is never handed out twice while its transaction may still be mined.
- */
-function relayerSettler(client: RelayerClient, account: ReturnType<typeof privateKeyToAccount>): Settler {
-  const relayer = account.address.toLowerCase() as Hex;
-  let nextNonce: number | undefined;
-  let lock: Promise<unknown> = Promise.resolve();
-  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
-    const run = lock.then(fn, fn);
-    lock = run.catch(() => undefined);
-    return run;
-  };
-
-  return {
-    relayer,
-    async submit(payload, requirements, record) {
-      const data = transferCalldata(payload);
-      const token = getAddress(requirements.asset);
-      // Gas and fees outside the lock: the lock only covers nonce, signing, recording and sending.
-      let prepared: Record<string, unknown>;
-      try {
-        prepared = await client.prepareTransactionRequest({ account, to: token, data, chain: client.chain, parameters: ["chainId", "fees", "gas", "type"] });
-      } catch (error) {
-        return { sent: false, reason: firstLine(error), unavailable: isTransportError(error) };
-      }
-      return exclusive(async (): Promise<SubmitResult> => {
-        for (let attempt = 0; ; attempt++) {
-          let nonce: number;
-          try {
-            nonce = nextNonce ?? (await client.getTransactionCount({ address: account.address, blockTag: "pending" }));
-          } catch (error) {
-            return { sent: false, reason: firstLine(error), unavailable: true };
-          }
-          const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<typeof account.signTransaction>[0]);
-          const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
-          await record(signed); // throws: nothing was sent
-          try {
-            await client.sendRawTransaction({ serializedTransaction: rawTransaction });
-            nextNonce = nonce + 1;
-            return { sent: true, signed };
-          } catch (error) {
-            nextNonce = undefined;
-            const message = fullMessage(error);
-            // The node may have taken it before the answer was lost: the chain decides.
-            if (isTransportError(error) || /already known|known transaction|already imported/i.test(message)) return { sent: true, signed, uncertain: firstLine(error) };
-            // Another sender used this nonce (a restart, a second process with the key): this
-            // transaction can never be mined; sign again with the chain's count.
-            if (/nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(message) && attempt < 3) continue;
-            return { sent: false, reason: firstLine(error), unavailable: false };
-          }
-        }
-      });
-    },
-    async receipt(hash, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
-      let pause = 10;
-      for (;;) {
-        try {
-          // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
-          const remaining = Math.max(0, deadline - Date.now());
-          const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
-          if (receipt) return receipt;
-        } catch {
-          // not mined yet, or the RPC did not answer: wait, the transaction is recorded
-        }
-        if (Date.now() >= deadline) {
-          nextNonce = undefined; // a dropped transaction must not leave a gap
-          return undefined;
-        }
-        await new Promise((r) => setTimeout(r, pause));
-        pause = Math.min(100, pause * 2);
-      }
-    },
-    async rebroadcast(raw) {
-      await client.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
-    },
-  };
-}
-
-/** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
-function transferCalldata(payload: PaymentPayload): Hex {
-  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
-  const inner = parseErc6492Signature(signature).signature;
-  const args = [getAddress(a.from!), getAddress(a.to!), BigInt(a.value!), BigInt(a.validAfter!), BigInt(a.validBefore!), a.nonce as Hex] as const;
-  if (inner.length === 132) {
-    const sig = parseSignature(inner);
-    return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s] });
-  }
-  return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
-}
-
-/** The request never got an answer from the node (down, hung, refused): as opposed to the node refusing it. */
-export function isTransportError(error: unknown): boolean {
-  if (error instanceof BaseError) return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
-  return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
-}
-
-const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
 
 /** `promise`, or an error once `ms` passed without its answer (the chain did not answer in time: 503, never a refusal). */

@@ -1,4 +1,10 @@
+import type { Address } from "../../config/addresses.ts";
 import { MAX_AGE_MS } from "../wallet/assess.ts";
+import type { PricedRoute } from "./core.ts";
+import type { PaymentLedger } from "./ledger.ts";
+
+/** How long a paid call makes the free reads of that wallet free: the result cache lifetime. */
+export const FREE_READ_WINDOW_MS = MAX_AGE_MS;
 
 /**
  * The free-read rule, as the one sentence the 402 answers, GET /api/x402/config, the OpenAPI
@@ -8,7 +14,17 @@ export function freeReadRule(after: readonly { method: string; path: string }[])
   const names = after.map((r) => `${r.method.toUpperCase()} ${r.path}`);
   const list = names.length > 1 ? `${names.slice(0, -1).join(", ")} or ${names.at(-1)}` : names[0];
   return (
-    `Free to a payer who paid for ${list} about this wallet within the cache lifetime (${MAX_AGE_MS / 60_000} minutes): ` +
-    "send a payment header as usual; it is verified to identify you and not settled."
+    `Free to a payer who paid for ${list} about this wallet within the cache lifetime (${FREE_READ_WINDOW_MS / 60_000} minutes): ` +
+    "send a payment header as usual (it is verified to identify you and not settled), or sign in as that payer with SIGN-IN-WITH-X and send no payment."
   );
+}
+
+/**
+ * Whether `payer` paid for one of the routes `route` is free after, about `subject`, recently
+ * enough: the rule above, for a payer known by sign-in (PaymentCore.isFreeRead applies the same
+ * window to a payment header).
+ */
+export async function paidRecently(ledger: Pick<PaymentLedger, "paidFor">, route: Pick<PricedRoute, "freeRead">, payer: Address, subject: Address, now = Date.now()): Promise<boolean> {
+  if (!route.freeRead) return false;
+  return ledger.paidFor(payer, subject, [...route.freeRead.after], new Date(now - FREE_READ_WINDOW_MS));
 }

@@ -1,3 +1,4 @@
+import { isValidPaymentId, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
 import type { Hex } from "viem";
 import { z } from "zod";
 import { type Address, addressSchema } from "../../config/addresses.ts";
@@ -23,6 +24,8 @@ export type PaymentAttempt = {
   token?: Address;
   scheme?: string;
   network?: string;
+  /** The x402 `payment-identifier` the client chose for this paid request (an idempotency key). */
+  paymentId?: string;
 };
 
 const uint256 = z
@@ -33,15 +36,19 @@ const uint256 = z
 const bytes32 = z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be 32 bytes of hex").transform((v) => v.toLowerCase() as Hex);
 const signature = z.string().regex(/^0x([0-9a-fA-F]{2}){65,}$/, "must be a hex signature of at least 65 bytes").transform((v) => v as Hex);
 
+const paymentId = z.string().refine(isValidPaymentId, "must be 16-128 letters, digits, '-' or '_' (x402 payment-identifier)");
+/** The `payment-identifier` extension as a client echoes it: `{info: {required, id?}}`. */
+const paymentIdentifierSchema = z.object({ info: z.object({ id: paymentId.optional() }).loose() }).loose();
 const authorizationSchema = z.object({ from: addressSchema, to: addressSchema, value: uint256, validAfter: uint256, validBefore: uint256, nonce: bytes32 });
 const x402PayloadSchema = z.object({ signature, authorization: authorizationSchema });
 
-const specJsonSchema = authorizationSchema.extend({ signature, token: addressSchema });
+const specJsonSchema = authorizationSchema.extend({ signature, token: addressSchema, paymentId: paymentId.optional() });
 const v1Schema = z.object({ x402Version: z.literal(1), scheme: z.string(), network: z.string(), payload: x402PayloadSchema });
 const v2Schema = z.object({
   x402Version: z.literal(2),
   accepted: z.object({ scheme: z.string(), network: z.string(), asset: addressSchema }).loose(),
   payload: x402PayloadSchema,
+  extensions: z.record(z.string(), z.unknown()).optional(),
 });
 
 export type PaymentHeaders = { xPayment?: string; paymentSignature?: string };
@@ -62,14 +69,15 @@ export function decodePayment(headers: PaymentHeaders, maxBytes: number): Paymen
 
   if (name === "X-PAYMENT" && raw.startsWith("{")) {
     const spec = parse(specJsonSchema, json(raw, name), name);
-    const { signature, token, ...authorization } = spec;
-    return { encoding: "x-payment-json", authorization, signature, token };
+    const { signature, token, paymentId, ...authorization } = spec;
+    return { encoding: "x-payment-json", authorization, signature, token, ...(paymentId ? { paymentId } : {}) };
   }
   const decoded = json(base64(raw, name), name);
   const version = (decoded as { x402Version?: unknown } | null)?.x402Version;
   if (version === 2) {
     const v2 = parse(v2Schema, decoded, name);
-    return { encoding: "x402-v2", ...v2.payload, token: v2.accepted.asset, scheme: v2.accepted.scheme, network: v2.accepted.network };
+    const id = v2.extensions?.[PAYMENT_IDENTIFIER] === undefined ? undefined : parse(paymentIdentifierSchema, v2.extensions[PAYMENT_IDENTIFIER], name).info.id;
+    return { encoding: "x402-v2", ...v2.payload, token: v2.accepted.asset, scheme: v2.accepted.scheme, network: v2.accepted.network, ...(id ? { paymentId: id } : {}) };
   }
   if (version === 1) {
     const v1 = parse(v1Schema, decoded, name);

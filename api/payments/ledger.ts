@@ -1,6 +1,6 @@
 import { and, count, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
-import { payment, type PaymentRow, type PaymentStatus } from "../store/schema.ts";
+import { PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
@@ -14,7 +14,25 @@ export type NewPayment = PaymentKey & {
   encoding: string;
   /** The authorization's validBefore (unix seconds). */
   validBefore: bigint;
+  /** The x402 payment-identifier the client sent, if any. */
+  paymentId?: string | null;
 };
+
+/** What a deferred claim keeps so that the worker can submit the authorization later. */
+export type DeferredAuthorization = { signature: string; validAfter: bigint };
+
+/** Deferred-settlement caps, in the tokens' smallest units (micro-USD). */
+export type ExposureCaps = { perPayer: bigint; total: bigint };
+
+/** Rows answered before settlement whose money has not arrived yet: the service's exposure. */
+const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.status} in ('pending', 'queued', 'settling')`;
+/**
+ * A debt: an answer given before settlement whose settlement failed by the payer's doing (the
+ * transfer failed, or the authorization was cancelled), not yet paid again.
+ */
+const DEBT = sql`${payment.deferred} and ${payment.responseBody} is not null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.repaidBy} is null`;
+/** Serialises deferred claims, so that the caps hold exactly under concurrency (a transaction-scoped advisory lock). */
+const DEFERRED_CLAIM_LOCK = 0x78343032; // "x402"
 
 /** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
 export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
@@ -25,7 +43,13 @@ export type Resolution =
   | { status: "failed" | "expired" | "used_elsewhere"; failure: string; transaction?: string };
 
 /** Payments by outcome (stats and health): `reconciled` counts outcomes decided from the chain, whatever they are. */
-export type OutcomeCounts = Record<PaymentStatus, number> & { reconciled: number };
+export type OutcomeCounts = Record<PaymentStatus, number> & {
+  reconciled: number;
+  /** Deferred payments answered but never settled in time (the service's loss). */
+  deferredExpired: number;
+  /** Debts: deferred answers whose settlement failed by the payer's doing, not paid again (smallest units). */
+  owedUnits: string;
+};
 
 /** Paid calls answered (settled, or waived as a free read), by route and token, with the revenue settled. */
 export type ServedTotals = { rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[]; payers: number };
@@ -71,6 +95,12 @@ export class PaymentLedger {
     await (await this.store).select({ nonce: payment.nonce }).from(payment).limit(1);
   }
 
+  /** The payment the payer sent under this x402 payment-identifier, if any. */
+  async findByPaymentId(payer: Address, paymentId: string): Promise<PaymentRow | undefined> {
+    const [row] = await (await this.store).select().from(payment).where(and(eq(payment.payer, payer), eq(payment.paymentId, paymentId))).limit(1);
+    return row;
+  }
+
   async find(key: PaymentKey): Promise<PaymentRow | undefined> {
     const [row] = await (await this.store).select().from(payment).where(byKey(key)).limit(1);
     return row;
@@ -81,15 +111,50 @@ export class PaymentLedger {
    * whose earlier attempt failed or was abandoned, for the same request and signature).
    */
   async claim(entry: NewPayment): Promise<boolean> {
-    const inserted = await (await this.store)
+    return this.claimRow(await this.store, entry, null);
+  }
+
+  /**
+   * Claims the payment to be answered before it is settled, if the payer's and the service's
+   * unsettled value stay within `caps` with it: "deferred" then, "before" when a cap says this one
+   * settles first (claimed all the same), false when another request owns the payment.
+   */
+  async claimDeferred(entry: NewPayment, authorization: DeferredAuthorization, caps: ExposureCaps): Promise<"deferred" | "before" | false> {
+    return (await this.store).transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(${DEFERRED_CLAIM_LOCK})`);
+      const [open] = await tx
+        .select({
+          payer: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${entry.payer}), 0)::text`,
+          total: sql<string>`coalesce(sum(${payment.amount}), 0)::text`,
+        })
+        .from(payment)
+        .where(sql`(${OPEN_DEFERRED}) or (${DEBT})`);
+      const within = BigInt(open!.payer) + entry.amount <= caps.perPayer && BigInt(open!.total) + entry.amount <= caps.total;
+      const claimed = await this.claimRow(tx as unknown as ServiceDb, entry, within ? authorization : null);
+      return claimed && (within ? "deferred" : "before");
+    });
+  }
+
+  private async claimRow(db: ServiceDb, entry: NewPayment, deferred: DeferredAuthorization | null): Promise<boolean> {
+    const deferral = deferred
+      ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() }
+      : { deferred: false, signature: null, validAfter: null };
+    if (entry.paymentId) {
+      // The identifier passes on from a payment that was never charged (failed, expired) to this one.
+      await db
+        .update(payment)
+        .set({ paymentId: null })
+        .where(and(eq(payment.payer, entry.payer), eq(payment.paymentId, entry.paymentId), inArray(payment.status, ["failed", "expired", "used_elsewhere"])));
+    }
+    const inserted = await db
       .insert(payment)
-      .values({ ...entry, amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" })
+      .values({ ...entry, ...deferral, amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" })
       .onConflictDoNothing()
       .returning({ nonce: payment.nonce });
     if (inserted.length) return true;
-    const reclaimed = await (await this.store)
+    const reclaimed = await db
       .update(payment)
-      .set({ status: "pending", failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date() })
+      .set({ ...deferral, status: "pending", failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date() })
       .where(
         and(
           byKey(entry),
@@ -134,10 +199,77 @@ export class PaymentLedger {
         transaction,
         failure: null,
         ...(answer ? { responseStatus: answer.status, responseType: answer.type, responseBody: answer.body } : {}),
+        signature: null,
         settledAt: now,
         updatedAt: now,
       })
       .where(and(byKey(key), inArray(payment.status, ["pending", "settling", "failed"])));
+  }
+
+  /** A deferred payment answered: its row waits for the settlement worker with the answer it bought. */
+  async queued(key: PaymentKey, answer: StoredAnswer): Promise<void> {
+    await (await this.store)
+      .update(payment)
+      .set({ status: "queued", responseStatus: answer.status, responseType: answer.type, responseBody: answer.body, updatedAt: new Date() })
+      .where(and(byKey(key), eq(payment.status, "pending")));
+  }
+
+  /**
+   * The settlement worker's share of the queue: up to `limit` queued rows, soonest validBefore
+   * first, now `settling` and its own (FOR UPDATE SKIP LOCKED: two workers never take one row).
+   */
+  async takeQueued(limit: number): Promise<PaymentRow[]> {
+    const db = await this.store;
+    const rows = await db.execute(sql`
+      update ${payment} set status = 'settling', updated_at = now()
+      where (token, payer, nonce) in (
+        select token, payer, nonce from ${payment} where status = 'queued'
+        order by valid_before limit ${limit} for update skip locked)
+      returning token, payer, nonce`);
+    const keys = ((rows as unknown as { rows: PaymentKey[] }).rows ?? (rows as unknown as PaymentKey[])).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
+    if (keys.length === 0) return [];
+    return db.select().from(payment).where(or(...keys.map(byKey)));
+  }
+
+  /** Queued rows whose authorization runs out within `marginSeconds`: they can no longer be settled safely, and are marked expired. */
+  async expireQueued(nowSeconds: number, marginSeconds: number): Promise<number> {
+    const expired = await (await this.store)
+      .update(payment)
+      .set({ status: "expired", failure: "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)", signature: null, updatedAt: new Date() })
+      .where(and(eq(payment.status, "queued"), lt(payment.validBefore, String(nowSeconds + marginSeconds))))
+      .returning({ nonce: payment.nonce });
+    return expired.length;
+  }
+
+  /** A deferred row whose settlement did not go through for a reason of ours (RPC down, dropped transaction): back in the queue. */
+  async requeue(key: PaymentKey, attempted: boolean): Promise<void> {
+    await (await this.store)
+      .update(payment)
+      .set({ status: "queued", transaction: null, settler: null, settlerNonce: null, rawTransaction: null, ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}), updatedAt: new Date() })
+      .where(and(byKey(key), eq(payment.deferred, true), inArray(payment.status, ["settling", "failed"])));
+  }
+
+  /** What `payer` has claimed in `token` and not settled yet (smallest units): spoken for in its balance. */
+  async unsettled(payer: Address, token: Address): Promise<bigint> {
+    const [row] = await (await this.store)
+      .select({ open: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
+      .from(payment)
+      .where(and(eq(payment.payer, payer), eq(payment.token, token), inArray(payment.status, ["pending", "queued", "settling"])));
+    return BigInt(row?.open ?? "0");
+  }
+
+  /** What `payer` owes: deferred answers whose settlement failed by the payer's doing, not yet paid again (smallest units). */
+  async debt(payer: Address): Promise<bigint> {
+    const [row] = await (await this.store)
+      .select({ owed: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
+      .from(payment)
+      .where(and(eq(payment.payer, payer), DEBT));
+    return BigInt(row?.owed ?? "0");
+  }
+
+  /** The payer's debts are paid: the payment `by` (settled, covering them) repaid every one of them. */
+  async repay(payer: Address, by: PaymentKey): Promise<void> {
+    await (await this.store).update(payment).set({ repaidBy: by.nonce, updatedAt: new Date() }).where(and(eq(payment.payer, payer), DEBT));
   }
 
   /**
@@ -188,7 +320,7 @@ export class PaymentLedger {
   async failed(key: PaymentKey, failure: string, transaction?: string): Promise<void> {
     await (await this.store)
       .update(payment)
-      .set({ status: "failed", failure, transaction: transaction ?? null, updatedAt: new Date() })
+      .set({ status: "failed", failure, transaction: transaction ?? null, signature: null, updatedAt: new Date() })
       .where(and(byKey(key), inArray(payment.status, ["pending", "settling"])));
   }
 
@@ -235,10 +367,18 @@ export class PaymentLedger {
   async outcomeCounts(): Promise<OutcomeCounts> {
     const db = await this.store;
     const rows = await db.select({ status: payment.status, n: count() }).from(payment).groupBy(payment.status);
-    const [reconciled] = await db.select({ n: count() }).from(payment).where(isNotNull(payment.reconciledAt));
-    const counts = Object.fromEntries(["pending", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"].map((s) => [s, 0])) as OutcomeCounts;
+    const [extra] = await db
+      .select({
+        reconciled: sql<string>`count(*) filter (where ${payment.reconciledAt} is not null)`,
+        deferredExpired: sql<string>`count(*) filter (where ${payment.deferred} and ${payment.status} = 'expired')`,
+        owedUnits: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`,
+      })
+      .from(payment);
+    const counts = Object.fromEntries(PAYMENT_STATUSES.map((s) => [s, 0])) as unknown as OutcomeCounts;
     for (const row of rows) counts[row.status] = Number(row.n);
-    counts.reconciled = Number(reconciled?.n ?? 0);
+    counts.reconciled = Number(extra?.reconciled ?? 0);
+    counts.deferredExpired = Number(extra?.deferredExpired ?? 0);
+    counts.owedUnits = extra?.owedUnits ?? "0";
     return counts;
   }
 

@@ -1,8 +1,9 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { AppEnv } from "../http/env.ts";
-import type { Claim, PaymentCore, PricedRoute, Reply } from "./core.ts";
+import type { Claim, PaymentCore, Reply } from "./core.ts";
 import { log } from "../http/log.ts";
+import { SIGN_IN_HEADER, signInFor, type SignInRoute } from "./sign-in.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
 export type PaymentHooks = {
@@ -14,6 +15,13 @@ export type PaymentHooks = {
    * the passport it published). Runs before the refusal is sent.
    */
   onSettlementFailed?: (c: Context, failure: { reply: Reply; claim: Claim; core: PaymentCore }) => Promise<void>;
+  /** Settled before the answer even when X402_SETTLEMENT=deferred (what the handler does cannot be given on credit). */
+  settleFirst?: boolean;
+  /**
+   * A route priced per unit (the batch screen: per wallet answered): the declared price is the
+   * unit's, and this request costs `count` of them. Counted after validation, before the 402.
+   */
+  units?: { name: string; count: (input: Record<string, unknown>, c: Context<AppEnv>) => number };
 };
 
 /** Body routes name `walletAddress` (and the paying `callerAddress`); wallet routes take `address` from the path. */
@@ -33,10 +41,12 @@ const send = (c: Context, reply: Reply) => c.body(reply.body, reply.status as 20
  * The Hono adapter over the payment core (api/payments/core.ts), put after validation: it reads
  * the validated request, leaves `billing` for the handler, and settles once the handler answered.
  */
-export function payment(route: PricedRoute, hooks: PaymentHooks = walletRequest): MiddlewareHandler<AppEnv> {
+export function payment(declared: SignInRoute, hooks: PaymentHooks = walletRequest): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const core = c.var.payments;
     const input = validatedInput(c);
+    // This request's price: the 402 names it, and an authorization for less is refused.
+    const route = hooks.units ? { ...declared, microUsd: declared.microUsd * BigInt(hooks.units.count(input, c)) } : declared;
     const request = {
       headers: { xPayment: c.req.header("x-payment"), paymentSignature: c.req.header("payment-signature") },
       url: c.req.url,
@@ -45,8 +55,16 @@ export function payment(route: PricedRoute, hooks: PaymentHooks = walletRequest)
       subject: hooks.subject(input),
       caller: hooks.caller(input),
     };
+    // A sign-in that qualifies runs the handler with nothing charged and nothing to settle.
+    const signIn = signInFor(core);
+    const signedIn = await signIn.admit(route, { ...request, header: c.req.header(SIGN_IN_HEADER) });
+    if ("reply" in signedIn) return send(c, signedIn.reply);
+    if ("billing" in signedIn) {
+      c.set("billing", signedIn.billing);
+      return next();
+    }
     const admitted = await core.admit(route, request);
-    if ("reply" in admitted) return send(c, admitted.reply);
+    if ("reply" in admitted) return send(c, await signIn.advertise(route, request.url, admitted.reply));
     const { claim } = admitted;
     c.set("billing", claim.billing);
     try {

@@ -11,7 +11,8 @@ export function createPayments(
   settings: PaymentSettings,
   db: Promise<ServiceDb> | ServiceDb,
   facilitator: Facilitator = createFacilitator(settings),
-  timing: Pick<PaymentDeps, "receiptWaitMs" | "settlingWaitMs"> = {},
+  /** Shorter waits (tests), and what follows a reconciled outcome (the app: revoking unpaid passports). */
+  options: Pick<PaymentDeps, "receiptWaitMs" | "settlingWaitMs" | "onOutcome" | "payerState" | "onQueued"> = {},
 ): PaymentCore {
   return new PaymentCore({
     settings,
@@ -19,6 +20,6 @@ export function createPayments(
     chain: createPublicClient({ transport: http(settings.rpcUrl, { retryCount: 1, timeout: 10_000 }) }),
     ledger: new PaymentLedger(db),
     cacheLifetimeMs: MAX_AGE_MS,
-    ...timing,
+    ...options,
   });
 }

@@ -7,6 +7,8 @@ const CENT = 10_000n;
 
 export const PRICES = {
   screen: CENT,
+  /** Per wallet answered (api/screen/batch-route.ts): a batch costs what its single screens would. */
+  screenBatch: CENT,
   analyze: CENT,
   chat: CENT,
   report: 10n * CENT,

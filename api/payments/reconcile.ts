@@ -3,14 +3,21 @@ import { TransactionReceiptNotFoundError } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { PaymentRow } from "../store/schema.ts";
-import type { Settler } from "./facilitator.ts";
+import { type Settler, usedIn } from "./relayer.ts";
 import type { PaymentKey, PaymentLedger, Resolution } from "./ledger.ts";
 import { log } from "../http/log.ts";
 
 /** What reconciliation reads from the chain. */
 export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;
 
-export type ReconcileDeps = { chain: ReconcileChain; ledger: PaymentLedger; payTo: Address; settler?: Settler };
+/**
+ * What must follow an outcome read from the chain (the report route revokes the passport of a
+ * payment that did not settle). Called before the outcome is recorded: a crash or a throw leaves the
+ * row to the next sweep, so it runs at least once per outcome and must be idempotent.
+ */
+export type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
+
+export type ReconcileDeps = { chain: ReconcileChain; ledger: PaymentLedger; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
 
 /** A `settling` row not touched for this long is not in flight anywhere (settlers wait at most RECEIPT_WAIT_MS): the background reconciler takes it. */
 export const SETTLING_IDLE_MS = 15_000;
@@ -23,7 +30,8 @@ export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): Payme
 
 /**
  * The outcome of a payment, read from the chain's own state, never from a timeout:
- *  1. our settlement transaction's receipt (success: settled);
+ *  1. our settlement transaction's receipt (settled if this authorization was used in it: a batch
+ *     can succeed while one of its transfers failed);
  *  2. else the token's authorizationState(payer, nonce) at the latest block; when used, the
  *     AuthorizationUsed event names the transaction: settled if it paid the treasury (ours or
  *     anyone's), used_elsewhere if not (or AuthorizationCanceled: the payer cancelled it);
@@ -42,8 +50,9 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
       if (error instanceof TransactionReceiptNotFoundError) return undefined;
       throw error;
     });
-    if (receipt?.status === "success") return { status: "settled", transaction: row.transaction };
-    if (receipt?.status === "reverted") ourReverted = true;
+    if (receipt && usedIn(receipt, token, payer, nonce)) return { status: "settled", transaction: row.transaction };
+    // Reverted, or mined in a batch whose call for this authorization failed.
+    if (receipt) ourReverted = true;
   }
   const block = await chain.getBlock({ blockTag: "latest" });
   const used = await chain.readContract({ address: token, abi: devStablecoinAbi, functionName: "authorizationState", args: [payer, nonce], blockNumber: block.number });
@@ -72,7 +81,7 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
     if (cancelled) return { status: "used_elsewhere", failure: `the payer cancelled the authorization in ${cancelled.transactionHash}; not our charge` };
     return "pending"; // used, but the event is outside the searched blocks: left for an operator (stale report)
   }
-  if (ourReverted) return { status: "failed", failure: "the settlement transaction reverted; nothing charged", transaction: row.transaction! };
+  if (ourReverted) return { status: "failed", failure: "the settlement transaction reverted (or its transfer failed in the batch); nothing charged", transaction: row.transaction! };
   if (row.validBefore !== null && block.timestamp >= BigInt(row.validBefore)) {
     return { status: "expired", failure: `the authorization expired unused (validBefore ${row.validBefore}, chain time ${block.timestamp}); never charged` };
   }
@@ -88,6 +97,17 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
 const TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 const topicAddress = (topic: string | undefined) => (topic ? `0x${topic.slice(26)}`.toLowerCase() : undefined);
 
+/** A deferred row's settlement is tried this many times before its failure stands (and becomes the payer's debt). */
+export const MAX_SETTLE_ATTEMPTS = 3;
+
+/**
+ * A deferred row was answered already: the service settles it. A row left without a transaction
+ * (a worker that died before sending) and a failed attempt go back to the settlement queue, until
+ * MAX_SETTLE_ATTEMPTS failures say the payer's authorization cannot pay (a debt).
+ */
+const retriable = (row: PaymentRow, outcome: Resolution | "pending") =>
+  outcome === "pending" ? !row.transaction : outcome.status === "failed" && row.attempts + 1 < MAX_SETTLE_ATTEMPTS;
+
 /** Reads the outcome of `row` from the chain and records it. "pending" when the chain cannot tell yet (or did not answer). */
 export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promise<Resolution | "pending"> {
   let outcome: Resolution | "pending";
@@ -97,7 +117,18 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
     log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${(error as Error).message.split("\n")[0]})`);
     return "pending";
   }
-  if (outcome !== "pending") await deps.ledger.resolve(keyOf(row), outcome);
+  if (row.deferred && retriable(row, outcome)) {
+    await deps.ledger.requeue(keyOf(row), outcome !== "pending");
+    return "pending";
+  }
+  if (outcome === "pending") return outcome;
+  try {
+    await deps.onOutcome?.(row, outcome);
+  } catch (error) {
+    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: what follows its outcome (${outcome.status}) failed, left to the next sweep (${(error as Error).message.split("\n")[0]})`);
+    return "pending";
+  }
+  await deps.ledger.resolve(keyOf(row), outcome);
   return outcome;
 }
 

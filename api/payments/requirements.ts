@@ -1,11 +1,18 @@
 import type { Network, PaymentRequired, PaymentRequirements, PaymentRequirementsV1 } from "@x402/core/types";
-import { encodePaymentRequiredHeader } from "@x402/core/http";
+import { decodePaymentRequiredHeader, encodePaymentRequiredHeader } from "@x402/core/http";
+import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
 import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import type { PricedRoute } from "./core.ts";
+import type { PricedRoute, Reply } from "./core.ts";
 import { priceInUnits } from "./prices.ts";
 import type { PaymentRequiredBody } from "./schema.ts";
+
+/**
+ * The x402 extensions every 402 declares: `payment-identifier` (optional), an idempotency key
+ * beside the request fingerprint (docs/payments.md, "No double charge").
+ */
+export const PAYMENT_EXTENSIONS: Record<string, unknown> = { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) };
 
 /** x402 v1 names networks; v2 uses CAIP-2 (`eip155:42220`). */
 export const V1_NETWORK = "celo" as Network;
@@ -38,6 +45,7 @@ export function paymentRequiredAnswer(settings: PaymentSettings, route: PricedRo
     error: error.message,
     resource: { url: resourceUrl, description: route.description, mimeType: "application/json" },
     accepts,
+    extensions: PAYMENT_EXTENSIONS,
   };
   const v1Accepts: PaymentRequirementsV1[] = accepts.map((r) => ({
     scheme: r.scheme,
@@ -59,7 +67,19 @@ export function paymentRequiredAnswer(settings: PaymentSettings, route: PricedRo
     ...(error.details === undefined ? {} : { details: error.details }),
     accepts: v1Accepts,
     ...(route.freeRead ? { freeWhen: route.freeRead.rule } : {}),
+    extensions: PAYMENT_EXTENSIONS,
   };
   return { body, headers: { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(v2) } };
 }
 
+/**
+ * A 402 reply with x402 `extensions` (e.g. the sign-in-with-x challenge, fresh per answer) in
+ * both places a client reads: the v1 body and the v2 PAYMENT-REQUIRED header.
+ */
+export function withExtensions(reply: Reply, extensions: Record<string, unknown>): Reply {
+  const header = reply.headers["PAYMENT-REQUIRED"];
+  const decoded = header ? decodePaymentRequiredHeader(header) : undefined;
+  const headers = decoded ? { ...reply.headers, "PAYMENT-REQUIRED": encodePaymentRequiredHeader({ ...decoded, extensions: { ...decoded.extensions, ...extensions } }) } : reply.headers;
+  const body = JSON.parse(reply.body) as { extensions?: Record<string, unknown> };
+  return { ...reply, headers, body: JSON.stringify({ ...body, extensions: { ...body.extensions, ...extensions } }) };
+}

@@ -22,5 +22,9 @@ export const paymentRequiredBodySchema = z.object({
     }),
   ),
   freeWhen: z.string().optional().describe("Single-signal reads: when the call is free"),
+  extensions: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe("x402 extensions, as in the PAYMENT-REQUIRED header: `payment-identifier` (optional idempotency id) everywhere, and `sign-in-with-x` (a fresh CAIP-122 challenge) where signing in makes the call free"),
 });
 export type PaymentRequiredBody = z.infer<typeof paymentRequiredBodySchema>;

@@ -76,12 +76,8 @@ export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigin
 /** Verifies with the facilitator (signature, nonce unused, balance, by simulating the transfer). */
 export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, deps: VerifyDeps): Promise<VerifiedPayment> {
   const auth = attempt.authorization;
-  const requirements = requirementFor(deps.settings, token, auth.value);
-  const payload: PaymentPayload = {
-    x402Version: 2,
-    accepted: requirements,
-    payload: { signature: attempt.signature, authorization: wireAuthorization(auth) },
-  };
+  const payment = x402Payment(attempt, token, deps.settings);
+  const { payload, requirements } = payment;
   let result;
   try {
     result = await deps.facilitator.verify(payload, requirements);
@@ -93,6 +89,21 @@ export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, d
     if (code === "verification_failed") code = await diagnose(auth, token, deps.chain);
     throw new PaymentError(code, explain(code, token), { reason: result.invalidReason });
   }
+  return payment;
+}
+
+/**
+ * The x402 payload and requirements of an attempt in `token`: what the facilitator verifies and the
+ * settlement sends, whichever way the payment was verified.
+ */
+export function x402Payment(attempt: PaymentAttempt, token: TokenInfo, settings: PaymentSettings): VerifiedPayment {
+  const auth = attempt.authorization;
+  const requirements = requirementFor(settings, token, auth.value);
+  const payload: PaymentPayload = {
+    x402Version: 2,
+    accepted: requirements,
+    payload: { signature: attempt.signature, authorization: wireAuthorization(auth) },
+  };
   return { attempt, token, payer: auth.from, amount: auth.value, payload, requirements };
 }
 
@@ -114,7 +125,7 @@ async function diagnose(auth: Authorization, token: TokenInfo, chain: VerifyDeps
   return "verification_failed" as const;
 }
 
-function explain(code: string, token: TokenInfo): string {
+export function explain(code: string, token: TokenInfo): string {
   switch (code) {
     case "invalid_signature":
       return `The signature is not a valid EIP-3009 TransferWithAuthorization by "from" for ${token.symbol} (domain "${token.name}" version "${token.version}", chain 42220).`;
@@ -132,17 +143,37 @@ function explain(code: string, token: TokenInfo): string {
 /** x402 v1 payloads do not name their token: it is the one whose EIP-712 domain the signature is for. */
 async function tokenBySignature(attempt: PaymentAttempt, settings: PaymentSettings): Promise<TokenInfo | undefined> {
   for (const token of settings.tokens) {
-    const signer = await recoverTypedDataAddress({
+    if ((await signerOf(attempt, token, settings)) === attempt.authorization.from) return token;
+  }
+  // A contract wallet cannot be recovered locally: let the facilitator judge it against the first token.
+  return settings.tokens[0];
+}
+
+/** Recoveries already made, per attempt and token: a request recovers its signature once (it is the costly step). */
+const recovered = new WeakMap<PaymentAttempt, Map<Address, Promise<Address | undefined>>>();
+
+/**
+ * The EOA that signed the attempt's TransferWithAuthorization over `token`'s domain (lowercase), or
+ * undefined when the signature recovers to nothing (not a 65-byte ECDSA signature).
+ */
+export function signerOf(attempt: PaymentAttempt, token: TokenInfo, settings: Pick<PaymentSettings, "chainId">): Promise<Address | undefined> {
+  let byToken = recovered.get(attempt);
+  if (!byToken) recovered.set(attempt, (byToken = new Map()));
+  let signer = byToken.get(token.address);
+  if (!signer) {
+    signer = recoverTypedDataAddress({
       domain: { name: token.name, version: token.version, chainId: settings.chainId, verifyingContract: token.address },
       types: authorizationTypes,
       primaryType: "TransferWithAuthorization",
       message: attempt.authorization,
       signature: attempt.signature,
-    }).catch(() => undefined);
-    if (signer?.toLowerCase() === attempt.authorization.from) return token;
+    }).then(
+      (address) => address.toLowerCase() as Address,
+      () => undefined,
+    );
+    byToken.set(token.address, signer);
   }
-  // A contract wallet cannot be recovered locally: let the facilitator judge it against the first token.
-  return settings.tokens[0];
+  return signer;
 }
 
 export function wireAuthorization(auth: Authorization) {

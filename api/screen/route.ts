@@ -1,14 +1,9 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import type { IndexTarget } from "../../config/target.ts";
-import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { x402Billing } from "../payments/billing.ts";
-import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
-import { recentReports, validReport } from "../wallet/queries.ts";
-import { toLenderScreenResult } from "./response.ts";
 import { lenderScreenResultSchema, screenRequestSchema } from "./schema.ts";
+import { type ScreenDeps, screenWallets } from "./screen.ts";
 
 export const screenRoute = declareRoute("screen", {
   method: "post",
@@ -22,21 +17,11 @@ export const screenRoute = declareRoute("screen", {
   middleware: [indexedWallet],
 });
 
-export type ScreenDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "reporters">; assessor: WalletAssessor };
-
 /** The screen itself, after validation and payment (exported so benchmarks can time it unpaid). */
-export function screenHandler({ db, target, assessor }: ScreenDeps): RouteHandler<typeof screenRoute, AppEnv> {
+export function screenHandler(deps: ScreenDeps): RouteHandler<typeof screenRoute, AppEnv> {
   return async (c) => {
     const { walletAddress } = c.req.valid("json");
-    // The passport lookup does not depend on the assessment: both run at once.
-    const [assessment, reports] = await Promise.all([assessor.assess(walletAddress), recentReports(db, walletAddress)]);
-    const report = validReport(reports, assessment.asOf.timestamp);
-    const result = toLenderScreenResult(assessment, {
-      target,
-      baseUrl: new URL(c.req.url).origin,
-      report,
-      billing: x402Billing(c.var.billing),
-    });
-    return c.json(lenderScreenResultSchema.parse(result), 200);
+    const [result] = await screenWallets(deps, [walletAddress], { baseUrl: new URL(c.req.url).origin, billing: c.var.billing });
+    return c.json(result!, 200);
   };
 }

@@ -30,6 +30,7 @@ export const statsSchema = z.object({
   payments: z
     .object({
       pending: z.number().int(),
+      queued: z.number().int().describe("Deferred payments answered and waiting for the settlement worker (X402_SETTLEMENT=deferred)"),
       settling: z.number().int(),
       settled: z.number().int(),
       failed: z.number().int(),
@@ -37,6 +38,8 @@ export const statsSchema = z.object({
       expired: z.number().int(),
       used_elsewhere: z.number().int(),
       reconciled: z.number().int().describe("Rows whose outcome was decided from the chain's state (reconciliation)"),
+      deferredExpired: z.number().int().describe("Deferred payments answered but not settled before their validBefore: the service's loss"),
+      owedUnits: z.string().describe("Debts: deferred answers whose settlement failed by the payer's doing (cancelled, balance moved), not paid again; smallest units"),
     })
     .nullable()
     .describe("Payments in the ledger by outcome (docs/payments.md); null when the service store does not answer"),

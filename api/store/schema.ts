@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { boolean, check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { boolean, check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
@@ -81,7 +81,8 @@ export const payment = service.table(
   (t) => [
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
-    index("payment_payer_id").on(t.payer, t.paymentId),
+    // One payment-identifier per payer: the id names one paid request, however many times it is sent.
+    uniqueIndex("payment_payer_id").on(t.payer, t.paymentId),
     index("payment_deferred_open").on(t.payer).where(sql`${t.deferred} and ${t.repaidBy} is null and ${t.status} not in ('settled', 'waived', 'expired')`),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),

@@ -4,7 +4,7 @@ import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
-import { loadWalletFacts, walletPosition } from "./queries.ts";
+import { loadWalletsFacts, type WalletPosition, walletPositions } from "./queries.ts";
 
 export type Assessment = {
   facts: WalletFacts;
@@ -29,30 +29,48 @@ export class WalletAssessor {
 
   constructor(private readonly deps: AssessDeps) {}
 
+  /** In tracked-wallets mode, only the tracked set is indexed; otherwise every wallet is. */
+  isIndexed(address: Address): boolean {
+    const { tracked } = this.deps.target;
+    return !tracked || tracked.has(address);
+  }
+
   /** In tracked-wallets mode, a wallet outside the tracked set has no answer: 404. */
   ensureIndexed(address: Address): void {
-    const { tracked } = this.deps.target;
-    if (tracked && !tracked.has(address)) {
+    if (!this.isIndexed(address)) {
       throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
     }
   }
 
   async assess(address: Address): Promise<Assessment> {
+    return (await this.assessMany([address]))[0]!;
+  }
+
+  /** Many wallets in the same few statements (the batch screen), in the order given. */
+  async assessMany(addresses: readonly Address[]): Promise<Assessment[]> {
     const { db, target } = this.deps;
-    this.ensureIndexed(address);
+    for (const address of addresses) this.ensureIndexed(address);
     // A cached result needs only the wallet's position to be confirmed; without one, the position
     // is read with everything else in a single round.
-    const hit = this.cache.get(address);
-    const known = hit && Date.now() - hit.at < MAX_AGE_MS ? await walletPosition(db, target.schema, address) : undefined;
-    if (hit && known && hit.fingerprint === known.fingerprint) return { ...hit.value, cached: true };
-
-    const { facts, head, position } = await loadWalletFacts(db, target.schema, address, { position: known });
-    const asOf = { block: head ? Number(head.blockNumber) : 0, timestamp: facts.asOf };
-    const { fingerprint } = position;
-    const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
-    this.cache.delete(address);
-    this.cache.set(address, { fingerprint, at: Date.now(), value });
-    if (this.cache.size > MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
-    return { ...value, cached: false };
+    const hits = addresses.filter((a) => Date.now() - (this.cache.get(a)?.at ?? -Infinity) < MAX_AGE_MS);
+    const known = hits.length ? await walletPositions(db, target.schema, hits) : new Map<Address, WalletPosition>();
+    const answers = new Map<Address, Assessment>();
+    for (const [address, position] of known) {
+      const hit = this.cache.get(address)!;
+      if (hit.fingerprint === position.fingerprint) answers.set(address, { ...hit.value, cached: true });
+    }
+    const misses = addresses.filter((a) => !answers.has(a));
+    if (misses.length) {
+      const { head, wallets } = await loadWalletsFacts(db, target.schema, misses, { positions: known });
+      for (const [address, { facts, position }] of wallets) {
+        const asOf = { block: head ? Number(head.blockNumber) : 0, timestamp: facts.asOf };
+        const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
+        this.cache.delete(address);
+        this.cache.set(address, { fingerprint: position.fingerprint, at: Date.now(), value });
+        if (this.cache.size > MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+        answers.set(address, { ...value, cached: false });
+      }
+    }
+    return addresses.map((a) => answers.get(a)!);
   }
 }

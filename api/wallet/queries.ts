@@ -1,11 +1,11 @@
-import { desc, eq } from "ponder";
+import { desc, inArray } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { type IndexedHead, indexedHead } from "../stats/queries.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
-import { MAX_TRACED_FLOWS, type OutflowReader, traceFunding } from "./funding.ts";
+import { MAX_TRACED_FLOWS, type Outflow, type OutflowReader, traceFunding } from "./funding.ts";
 
 /** A wallet's lifetime position: balance per token and activity across tokens. */
 export type WalletPosition = {
@@ -15,13 +15,18 @@ export type WalletPosition = {
   fingerprint: string;
 };
 
-export async function walletPosition(db: IndexDb, schema: string, address: Address): Promise<WalletPosition> {
-  const rows = await queryPrepared<{ token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }>(
+/** The positions of wallets in one statement (a batch's cache check is one round trip, not one per wallet), balances in token order. */
+export async function walletPositions(db: IndexDb, schema: string, addresses: readonly Address[]): Promise<Map<Address, WalletPosition>> {
+  const rows = await queryPrepared<{ address: Address; token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }>(
     db,
-    `position:${schema}`,
-    `select token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = $1`,
-    [address],
+    `positions:${schema}`,
+    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = any($1::text[]) order by address, token`,
+    [addresses],
   );
+  return new Map(addresses.map((address) => [address, positionOf(rows.filter((r) => r.address === address))]));
+}
+
+function positionOf(rows: { token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }[]): WalletPosition {
   return {
     balances: rows.map((r) => ({ token: r.token, balance: BigInt(r.balance) })),
     account: rows.length
@@ -41,23 +46,27 @@ const windowStart = (schema: string, days: string) =>
   `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - ${days}::numeric * ${DAY}`;
 
 /**
- * The wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
+ * Each wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
  * taken from the checkpoint inside the statement, so this read need not wait for the head's.
  */
-async function windowTransfers(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletTransfer[]> {
+async function windowTransfers(db: IndexDb, schema: string, addresses: readonly Address[], windowDays: number): Promise<Map<Address, WalletTransfer[]>> {
   const since = windowStart(schema, "$2");
-  const rows = await queryPrepared<{ direction: "in" | "out"; counterparty: Address; token: Address; value: string; at: string }>(
+  const rows = await queryPrepared<{ wallet: Address; direction: "in" | "out"; counterparty: Address; token: Address; value: string; at: string }>(
     db,
     `window_transfers:${schema}`,
-    // Two index-only range scans in one round trip.
-    `select 'out' as direction, "to" as counterparty, token, value::text, timestamp::text as at
-       from "${schema}".transfer where "from" = $1 and timestamp > ${since}
-     union all
-     select 'in', "from", token, value::text, timestamp::text
-       from "${schema}".transfer where "to" = $1 and timestamp > ${since}`,
-    [address, windowDays],
+    // Per wallet, two index-only range scans; all wallets in one round trip.
+    `select w.address as wallet, t.* from unnest($1::text[]) as w(address) cross join lateral (
+       select 'out' as direction, "to" as counterparty, token, value::text, timestamp::text as at
+         from "${schema}".transfer where "from" = w.address and timestamp > ${since}
+       union all
+       select 'in', "from", token, value::text, timestamp::text
+         from "${schema}".transfer where "to" = w.address and timestamp > ${since}) t`,
+    [addresses, windowDays],
   );
-  return rows.map((r) => ({ direction: r.direction, counterparty: r.counterparty, token: r.token, value: BigInt(r.value), at: Number(r.at) })).sort((a, b) => a.at - b.at);
+  const byWallet = new Map<Address, WalletTransfer[]>(addresses.map((a) => [a, []]));
+  for (const r of rows) byWallet.get(r.wallet)!.push({ direction: r.direction, counterparty: r.counterparty, token: r.token, value: BigInt(r.value), at: Number(r.at) });
+  for (const list of byWallet.values()) list.sort((a, b) => a.at - b.at);
+  return byWallet;
 }
 
 /**
@@ -72,26 +81,49 @@ export async function loadWalletFacts(
   address: Address,
   options: { windowDays?: number; position?: WalletPosition } = {},
 ): Promise<{ facts: WalletFacts; head: IndexedHead | null; position: WalletPosition }> {
+  const { head, wallets } = await loadWalletsFacts(db, schema, [address], { windowDays: options.windowDays, positions: options.position && new Map([[address, options.position]]) });
+  return { head, ...wallets.get(address)! };
+}
+
+/**
+ * loadWalletFacts for many wallets at once, with the same statements: each reads every wallet's
+ * rows in one round trip, and the funding traces' hops share theirs. A batch of 100 wallets costs
+ * a handful of statements, not 100 times as many.
+ */
+export async function loadWalletsFacts(
+  db: IndexDb,
+  schema: string,
+  addresses: readonly Address[],
+  options: { windowDays?: number; positions?: Map<Address, WalletPosition> } = {},
+): Promise<{ head: IndexedHead | null; wallets: Map<Address, { facts: WalletFacts; position: WalletPosition }> }> {
   const windowDays = options.windowDays ?? WINDOW_DAYS;
-  const window = windowTransfers(db, schema, address, windowDays);
-  const [position, head, transfers, firstSeen, funding] = await Promise.all([
-    options.position ?? walletPosition(db, schema, address),
+  const unknown = addresses.filter((a) => !options.positions?.has(a));
+  const window = windowTransfers(db, schema, addresses, windowDays);
+  const outflows = coalesced(outflowsOf(db, schema));
+  const [read, head, transfers, firstSeen, funding] = await Promise.all([
+    unknown.length ? walletPositions(db, schema, unknown) : new Map<Address, WalletPosition>(),
     indexedHead(db, schema),
     window,
-    drainSinksFirstSeen(db, schema, address, windowDays),
-    traceFunding(address, outflowsOf(db, schema), async () => (await window).filter((t) => t.direction === "in").map((t) => t.counterparty)),
+    drainSinksFirstSeen(db, schema, addresses, windowDays),
+    Promise.all(addresses.map((a) => traceFunding(a, outflows, async () => (await window).get(a)!.filter((t) => t.direction === "in").map((t) => t.counterparty)))),
   ]);
   const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
-  const facts: WalletFacts = {
-    address,
-    asOf,
-    account: position.account,
-    balances: position.balances,
-    transfers,
-    firstSeen,
-    funding,
-  };
-  return { facts, head, position };
+  const wallets = new Map(
+    addresses.map((address, i) => {
+      const position = options.positions?.get(address) ?? read.get(address)!;
+      const facts: WalletFacts = {
+        address,
+        asOf,
+        account: position.account,
+        balances: position.balances,
+        transfers: transfers.get(address)!,
+        firstSeen: firstSeen.get(address)!,
+        funding: funding[i]!,
+      };
+      return [address, { facts, position }];
+    }),
+  );
+  return { head, wallets };
 }
 
 /**
@@ -102,26 +134,49 @@ export async function loadWalletFacts(
  * entry of the payee's transfer index on either side: two index probes per candidate, however busy
  * it is (a candidate can be an exchange). test/db/drain-rule.test.ts holds the two equal.
  */
-async function drainSinksFirstSeen(db: IndexDb, schema: string, address: Address, windowDays: number): Promise<WalletFacts["firstSeen"]> {
+async function drainSinksFirstSeen(db: IndexDb, schema: string, addresses: readonly Address[], windowDays: number): Promise<Map<Address, WalletFacts["firstSeen"]>> {
   const since = windowStart(schema, "$2");
-  const rows = await queryPrepared<{ address: Address; first_at: string }>(
+  const rows = await queryPrepared<{ wallet: Address; address: Address; first_at: string }>(
     db,
     `first_seen:${schema}`,
-    `with once as (
-       select "to" as payee, min(timestamp) as paid_at from "${schema}".transfer
-       where "from" = $1 and timestamp > ${since} group by "to" having count(*) = ${DRAIN_SINK_PAYMENTS}
-     )
-     select o.payee as address, least(
+    `select w.address as wallet, o.payee as address, least(
        (select min(timestamp) from "${schema}".transfer where "to" = o.payee),
        (select min(timestamp) from "${schema}".transfer where "from" = o.payee))::text as first_at
-     from once o
+     from unnest($1::text[]) as w(address)
+     cross join lateral (
+       select "to" as payee, min(timestamp) as paid_at from "${schema}".transfer
+       where "from" = w.address and timestamp > ${since} group by "to" having count(*) = ${DRAIN_SINK_PAYMENTS}
+     ) o
      where exists (
        select 1 from "${schema}".transfer i
-       where i."to" = $1 and i.timestamp > ${since} and i.timestamp between o.paid_at - ${DRAIN_SECONDS} and o.paid_at
-         and (i.value >= ${DUST_FLOOR_UNITS} or i."from" = $1))`,
-    [address, windowDays],
+       where i."to" = w.address and i.timestamp > ${since} and i.timestamp between o.paid_at - ${DRAIN_SECONDS} and o.paid_at
+         and (i.value >= ${DUST_FLOOR_UNITS} or i."from" = w.address))`,
+    [addresses, windowDays],
   );
-  return rows.map((r) => ({ address: r.address, firstAt: Number(r.first_at) }));
+  const byWallet = new Map<Address, WalletFacts["firstSeen"]>(addresses.map((a) => [a, []]));
+  for (const r of rows) byWallet.get(r.wallet)!.push({ address: r.address, firstAt: Number(r.first_at) });
+  return byWallet;
+}
+
+/**
+ * An outflow reader shared by concurrent funding traces (a batch's wallets): the members asked
+ * for in the same turn are read in one statement, and each trace gets its own members' rows.
+ */
+function coalesced(read: OutflowReader): OutflowReader {
+  let queued: { members: Set<Address>; rows: Promise<Outflow[]> } | undefined;
+  return async (members) => {
+    if (!queued) {
+      const batch = { members: new Set<Address>(), rows: undefined as unknown as Promise<Outflow[]> };
+      batch.rows = new Promise<void>((r) => setImmediate(r)).then(() => {
+        queued = undefined;
+        return read([...batch.members]);
+      });
+      queued = batch;
+    }
+    for (const m of members) queued.members.add(m);
+    const wanted = new Set(members);
+    return (await queued.rows).filter((o) => wanted.has(o.member));
+  };
 }
 
 /** Members' outgoing flows, each read at most MAX_TRACED_FLOWS + 1 deep, with each payee's lifetime inflow. */
@@ -146,9 +201,26 @@ function outflowsOf(db: IndexDb, schema: string): OutflowReader {
 
 export type ValidReport = typeof report.$inferSelect;
 
+/** How many of a wallet's latest passports are read: enough history to find the one still valid. */
+const RECENT_REPORTS = 20;
+
 /** The wallet's latest passports, newest first: enough history to find the one still valid. */
-export function recentReports(db: IndexDb, wallet: Address): Promise<ValidReport[]> {
-  return db.select().from(report).where(eq(report.wallet, wallet)).orderBy(desc(report.publishedAt)).limit(20);
+export async function recentReports(db: IndexDb, wallet: Address): Promise<ValidReport[]> {
+  return (await recentReportsOf(db, [wallet])).get(wallet) ?? [];
+}
+
+/**
+ * recentReports of many wallets in one statement (a batch). Passports are few per wallet (each is
+ * a paid, attested report), so all of theirs are read and each list is cut after.
+ */
+export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]): Promise<Map<Address, ValidReport[]>> {
+  const rows = await db.select().from(report).where(inArray(report.wallet, [...wallets])).orderBy(desc(report.publishedAt));
+  const byWallet = new Map<Address, ValidReport[]>(wallets.map((w) => [w, []]));
+  for (const r of rows) {
+    const list = byWallet.get(r.wallet as Address);
+    if (list && list.length < RECENT_REPORTS) list.push(r);
+  }
+  return byWallet;
 }
 
 /** The latest of `reports` still valid at `asOf`: not revoked, not expired, not superseded. */

@@ -30,6 +30,7 @@ export const analysisRoute = declareRoute("analysis", {
   ok: analysisSchema,
   errors: walletErrors,
   middleware: [indexedWallet],
+  ownWalletFree: true,
 });
 
 export const signalsRoute = declareRoute("signals", {

@@ -4,6 +4,7 @@ import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
 import { storedConversations } from "../../api/chat/conversations.ts";
 import { openIpfs } from "../../api/ipfs/node.ts";
+import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
 import { createDataApp } from "../../api/data/app.ts";
@@ -13,6 +14,8 @@ import { shutdownGracefully } from "../../api/http/shutdown.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
+import { indexedPayerState } from "../../api/payments/local-verify.ts";
+import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
 import { readEnv } from "../../config/env.ts";
@@ -23,7 +26,18 @@ import { resolveIndexTarget } from "../../config/target.ts";
 const target = resolveIndexTarget();
 const store = openServiceStore(serviceStoreLocation(target.database));
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
-const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db));
+// Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
+const reporter = createReporter(resolveReporterSettings(target));
+// A passport whose payment the reconciler finds unsettled is revoked on chain (durable: the ledger row names it).
+// Deferred settlement (X402_SETTLEMENT=deferred) verifies from the indexed payer state and queues
+// the settlement for the worker, which every replica runs on the shared queue.
+let worker: SettlementWorker | undefined;
+const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db), undefined, {
+  onOutcome: revokeUnpaidReports(reporter),
+  payerState: indexedPayerState(db, target),
+  onQueued: () => worker?.kick(),
+});
+worker = new SettlementWorker(payments).start();
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
 // chain: once at start, then on a schedule.
@@ -36,6 +50,7 @@ shutdownGracefully({
   limitMs: SHUTDOWN_DRAIN_MS,
   drain: async (deadline) => {
     reconciler.stop();
+    await worker?.stop();
     const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
     if (!drained) console.warn(`[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`);
   },
@@ -62,9 +77,6 @@ void startDataListener(
 // The service's own IPFS node (offline): passport documents and statements are pinned here.
 const ipfs = openIpfs(target.ipfsDirectory);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
-
-// Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
-const reporter = createReporter(resolveReporterSettings(target));
 
 const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
 

@@ -1,39 +1,14 @@
-import { PGlite } from "@electric-sql/pglite";
-import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
-import { drizzle as pgDrizzle } from "drizzle-orm/node-postgres";
-import pg from "pg";
 import { zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { IndexDb } from "../../api/db.ts";
 import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
 import { drainCandidates, DUST_FLOOR_UNITS, isDrain } from "../../api/scoring/rules.ts";
 import { loadWalletFacts } from "../../api/wallet/queries.ts";
 import type { Address } from "../../config/addresses.ts";
-import { devnetDatabaseUrl } from "../../config/target.ts";
-import * as schema from "../../ponder.schema.ts";
 import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type DatabaseSlot, testDatabase, waitForBlock } from "../support/indexer.ts";
-
-/** The API's read path (loadWalletFacts) on a drizzle client over the slot's database, as bench:screen opens it. */
-async function withIndexDb<T>(slot: DatabaseSlot, fn: (db: IndexDb) => Promise<T>): Promise<T> {
-  if (slot.kind === "pglite") {
-    const client = new PGlite(slot.env.PGLITE_DIR!);
-    try {
-      return await fn(pgliteDrizzle(client, { schema, casing: "snake_case" }) as unknown as IndexDb);
-    } finally {
-      await client.close();
-    }
-  }
-  const client = new pg.Client({ connectionString: devnetDatabaseUrl(slot.env.DATABASE_URL!) });
-  await client.connect();
-  try {
-    return await fn(pgDrizzle(client, { schema, casing: "snake_case" }) as unknown as IndexDb);
-  } finally {
-    await client.end();
-  }
-}
+import { withIndexDb } from "../support/index-db.ts";
+import { testDatabase, waitForBlock } from "../support/indexer.ts";
 
 /** A wallet's transfers over the scoring window, from the chain's own logs (not the indexer's tables). */
 function chainWindow(wallet: Address, transfers: ChainTransfer[], asOf: number): WalletTransfer[] {

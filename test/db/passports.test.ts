@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -10,13 +10,15 @@ import { type Hex, keccak256, parseEventLogs, toBytes, toEventSelector } from "v
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
+import { UNPAID_REASON } from "../../api/passport/report-route.ts";
+import { createReporter } from "../../api/passport/reporter.ts";
 import { reputationReporterArtifact } from "../../contracts/artifacts.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type Indexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 const exec = promisify(execFile);
@@ -28,6 +30,8 @@ describe(`passports: report and verify (${testDatabase})`, () => {
   let env: IndexedDevnet;
   let devnet: TestDevnet;
   let indexer: Indexer;
+  /** The service's settings (env), to start it again on the same database and IPFS directory. */
+  let serviceEnv: Record<string, string>;
   let ipfsDir: string;
   let original: Hex;
   let lender: { address: Hex; privateKey: Hex };
@@ -48,6 +52,15 @@ describe(`passports: report and verify (${testDatabase})`, () => {
   const verify = (id: string) => api("GET", `/api/agent/verify/${id}`);
   const indexedUpTo = async () => waitForBlock(indexer, Number(BigInt(await rpc<string>(rpcUrl(), "eth_blockNumber"))));
   const asReporter = () => devnetClients(rpcUrl(), devnet.manifest.service.reporter.privateKey as Hex);
+  const blockFiles = () =>
+    (function walk(dir: string): string[] {
+      return readdirSync(dir).flatMap((name) => (statSync(join(dir, name)).isDirectory() ? walk(join(dir, name)) : [join(dir, name)]));
+    })(join(ipfsDir, "blocks"));
+  /** Transactions from `from` waiting in anvil's mempool (automine off). */
+  const pooled = async (from: string) => {
+    const pool = await rpc<{ pending: Record<string, Record<string, { hash: Hex }>> }>(rpcUrl(), "txpool_content");
+    return Object.entries(pool.pending).flatMap(([sender, txs]) => (sender.toLowerCase() === from.toLowerCase() ? Object.values(txs).map((tx) => tx.hash) : []));
+  };
   const send = async (client: ReturnType<typeof devnetClients>, hash: Promise<Hex>) => {
     const receipt = await client.publicClient.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
     expect(receipt.status).toBe("success");
@@ -66,11 +79,13 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     original = deployed.contractAddress!.toLowerCase() as Hex;
     await send(asReporter(), asReporter().walletClient.writeContract({ address: original, abi: reputationReporterAbi, functionName: "publishFinancialReport", args: [persona("merchant"), lender.address, 77, 70, "2000-4000 USD", "REP-ORIGINAL01", "0x" + "ab".repeat(32)] }));
     ipfsDir = mkdtempSync(join(tmpdir(), "passport-ipfs-"));
-    indexer = await env.index({ IPFS_DIR: ipfsDir, ONCHAIN_REPORTER_ADDRESS: original, VERIFY_RATE_LIMIT_PER_MINUTE: "120" });
+    serviceEnv = { IPFS_DIR: ipfsDir, ONCHAIN_REPORTER_ADDRESS: original, VERIFY_RATE_LIMIT_PER_MINUTE: "120" };
+    indexer = await env.index(serviceEnv);
     await indexedUpTo();
   }, 300_000);
 
   afterAll(async () => {
+    await indexer?.stop(); // the service started again by a test, if any (env.stop() stops the first)
     await env?.stop();
     if (ipfsDir) rmSync(ipfsDir, { recursive: true, force: true });
   });
@@ -210,10 +225,7 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     expect(res.status).toBe(200);
     await indexedUpTo();
     expect((await verify(res.body.reportId)).body.status).toBe("confirmed");
-    const files = (function walk(dir: string): string[] {
-      return readdirSync(dir).flatMap((name) => (statSync(join(dir, name)).isDirectory() ? walk(join(dir, name)) : [join(dir, name)]));
-    })(join(ipfsDir, "blocks"));
-    const file = files.find((f) => readFileSync(f).includes(res.body.reportId))!;
+    const file = blockFiles().find((f) => readFileSync(f).includes(res.body.reportId))!;
     expect(file).toBeDefined();
     const text = readFileSync(file, "utf8");
     writeFileSync(file, text.replace(`"reputation":${res.body.scores.reputation}`, `"reputation":${(res.body.scores.reputation + 1) % 100}`));
@@ -221,6 +233,31 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     expect(changed.body).toMatchObject({ status: "tampered", valid: false, integrity: { checked: true, contentMatchesCid: false } });
     writeFileSync(file, text);
     expect((await verify(res.body.reportId)).body.status).toBe("confirmed");
+  });
+
+  it("checks the content on every verification: a block changed after a successful one, keeping its size and mtime, is tampered", async () => {
+    const p = issued.first; // superseded by now: its content is checked all the same
+    expect((await verify(p.reportId)).body).toMatchObject({ status: "superseded", integrity: { checked: true, contentMatchesCid: true, attestationMatchesContent: true } });
+    expect((await api("GET", `/ipfs/${p.ipfsCid}`)).status).toBe(200);
+    // Its own document (the second one names it too, in `supersedes`).
+    const file = blockFiles().find((f) => readFileSync(f).includes(`"reportId":"${p.reportId}"`))!;
+    const text = readFileSync(file, "utf8");
+    const { atime, mtime } = statSync(file);
+    const score = String(p.scores.reputation);
+    const forged = text.replace(`"reputation":${score},`, `"reputation":${score.slice(0, -1)}${(Number(score.at(-1)) + 1) % 10},`);
+    expect([forged.length, forged === text]).toEqual([text.length, false]);
+    writeFileSync(file, forged);
+    utimesSync(file, atime, mtime); // only the bytes tell
+    try {
+      expect((await verify(p.reportId)).body).toMatchObject({ status: "tampered", valid: false, integrity: { checked: true, contentMatchesCid: false } });
+      // GET /ipfs/{cid} refuses the forged bytes too.
+      const served = await api("GET", `/ipfs/${p.ipfsCid}`);
+      expect(served.status).toBe(500);
+      expect(JSON.stringify(served.body)).not.toContain(p.reportId);
+    } finally {
+      writeFileSync(file, text);
+    }
+    expect((await verify(p.reportId)).body).toMatchObject({ status: "superseded", integrity: { contentMatchesCid: true } });
   });
 
   it("verifies passports of the original OnchainReporter (its event, through the indexer)", async () => {
@@ -293,6 +330,51 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     const revoked = logs.find((l) => l.eventName === "ReportRevoked" && l.args.reportId === published.args.reportId) as { args: { reason: string } } | undefined;
     expect(revoked?.args.reason).toBe("payment not settled");
     expect((await verify(published.args.reportId)).body).toMatchObject({ status: "revoked", valid: false, revocationReason: "payment not settled" });
+  });
+
+  it("settlement outcome unknown, then the service restarts: when the chain says the payment failed, the reconciler revokes the passport its ledger row names", async () => {
+    const relayer = devnet.manifest.service.relayer;
+    const reporterAddress = devnet.manifest.service.reporter.address;
+    const before = await treasuryUsdt();
+    const outcomes = async () => (await api("GET", "/api/stats")).body.payments as { failed: number; reconciled: number };
+    const counted = await outcomes();
+    const headers = await pay();
+    await rpc(rpcUrl(), "evm_setAutomine", [false]);
+    try {
+      const request = api("POST", "/api/agent/report", headers, { walletAddress: persona("merchant"), callerAddress: lender.address });
+      await waitFor("the publication in the mempool", async () => ((await pooled(reporterAddress)).length ? true : undefined));
+      await rpc(rpcUrl(), "evm_mine"); // published; the settlement sent next is never mined
+      const [settlement] = await waitFor("the settlement in the mempool", async () => ((await pooled(relayer.address)).length ? pooled(relayer.address) : undefined));
+      const answer = await request; // no receipt in time: the outcome is unknown
+      expect([answer.status, answer.body.code]).toEqual([503, "settlement_pending"]);
+      // The service stops with the row `settling`: no process holds the passport in memory any more.
+      await indexer.stop();
+      // The settlement never makes it: dropped, and the relayer's nonce taken by another transaction.
+      await rpc(rpcUrl(), "anvil_dropTransaction", [settlement]);
+    } finally {
+      await rpc(rpcUrl(), "evm_setAutomine", [true]);
+    }
+    const asRelayer = devnetClients(rpcUrl(), relayer.privateKey as Hex);
+    await send(asRelayer, asRelayer.walletClient.sendTransaction({ to: relayer.address, value: 0n }));
+
+    const logs = parseEventLogs({ abi: reputationReporterAbi, logs: await asReporter().publicClient.getLogs({ address: devnet.manifest.reporter.address, fromBlock: 0n, toBlock: "latest" }) });
+    const { reportId } = (logs.filter((l) => l.eventName === "FinancialReportPublished" && l.args.wallet.toLowerCase() === persona("merchant")).at(-1)! as { args: { reportId: string } }).args;
+    const status = () => asReporter().publicClient.readContract({ address: devnet.manifest.reporter.address, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+    expect((await status())[1]).toBe(false); // standing while nobody runs
+
+    // Started again on the same store: the start-up sweep reads the outcome (failed) from the chain
+    // and revokes the passport named in the row's stored answer.
+    indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env, ...serviceEnv });
+    await waitFor("the revocation", async () => ((await status())[1] ? true : undefined), indexer);
+    expect((await status())[4]).toBe(UNPAID_REASON);
+    await indexedUpTo();
+    expect((await verify(reportId)).body).toMatchObject({ status: "revoked", valid: false, revocationReason: UNPAID_REASON });
+    expect(await treasuryUsdt()).toBe(before);
+    // The ledger row was decided from the chain by the new process: failed.
+    expect(await outcomes()).toMatchObject({ failed: counted.failed + 1, reconciled: counted.reconciled + 1 });
+    // Asked again (another sweep, another replica): already revoked, nothing is sent.
+    const reporter = createReporter({ rpcUrl: rpcUrl(), contract: devnet.manifest.reporter.address, privateKey: devnet.manifest.service.reporter.privateKey as Hex, original });
+    expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
   });
 
   it("a reorg that removes the attestation's block: verify no longer says confirmed", async () => {

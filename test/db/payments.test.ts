@@ -280,6 +280,32 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(before.lenderUsdt - after.lenderUsdt).toBe(10_000n);
   });
 
+  it("honours the x402 payment-identifier: a retry signed anew under the same id gets the same answer, charged once", async () => {
+    const id = `pay_${randomNonce().slice(2, 34)}`;
+    const withId = async (paymentId: string, body?: unknown) => {
+      const signed = await sign({ to: treasury });
+      return { nonce: signed.authorization.nonce, res: await screen({ "x-payment": JSON.stringify({ ...JSON.parse(specHeader(signed, USDT.address)), paymentId }) }, body) };
+    };
+    const before = await balances();
+    const first = await withId(id);
+    expect(first.res.status).toBe(200);
+    const answer = await first.res.text();
+    // The client lost the answer and retried with a new authorization (new nonce), same id and request.
+    const retry = await withId(id);
+    expect(retry.res.status).toBe(200);
+    expect(retry.res.headers.get("x-payment-replayed")).toBe("true");
+    expect(await retry.res.text()).toBe(answer);
+    expect(await nonceUsed(USDT, lender.address, retry.nonce)).toBe(false);
+    expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
+    // The same id on another request is refused, and charges nothing.
+    const other = await withId(id, { walletAddress: "0x00000000000000000000000000000000000b0b01", callerAddress: lender.address });
+    expect([other.res.status, ((await other.res.json()) as { error: { code: string } }).error.code]).toEqual([409, "payment_id_reused"]);
+    expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
+    // The 402 declares the extension.
+    const unpaid = await screen({});
+    expect(((await unpaid.json()) as { extensions: Record<string, unknown> }).extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
+  });
+
   it("settles nothing when the handler fails", async () => {
     const signed = await sign({ to: treasury });
     const before = await balances();

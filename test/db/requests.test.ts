@@ -46,7 +46,7 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   const valid = (id: string): Call => {
     const route = ROUTES.find((r) => r.route.operationId === id)!.route;
     const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income").replace("{cid}", pinnedCid ?? unpinnedCid).replace("{id}", reportId ?? "REP-ZZZZZZZZZZ");
-    const body = route.method === "post" ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address, ...(id === "chat" ? { message: "is it trustworthy?" } : {}) }) : undefined;
+    const body = route.method === "post" ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address, ...(id === "chat" ? { message: "is it trustworthy?" } : {}), ...(id === "screenBatch" ? { wallets: [wallet] } : {}) }) : undefined;
     return { method: route.method.toUpperCase(), path, headers: body ? json : {}, body };
   };
 

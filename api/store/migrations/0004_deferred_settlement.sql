@@ -5,6 +5,6 @@ ALTER TABLE "service"."payment" ADD COLUMN "valid_after" numeric(78, 0);--> stat
 ALTER TABLE "service"."payment" ADD COLUMN "attempts" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE "service"."payment" ADD COLUMN "payment_id" text;--> statement-breakpoint
 ALTER TABLE "service"."payment" ADD COLUMN "repaid_by" text;--> statement-breakpoint
-CREATE INDEX "payment_payer_id" ON "service"."payment" USING btree ("payer","payment_id");--> statement-breakpoint
+CREATE UNIQUE INDEX "payment_payer_id" ON "service"."payment" USING btree ("payer","payment_id");--> statement-breakpoint
 CREATE INDEX "payment_deferred_open" ON "service"."payment" USING btree ("payer") WHERE "service"."payment"."deferred" and "service"."payment"."repaid_by" is null and "service"."payment"."status" not in ('settled', 'waived', 'expired');--> statement-breakpoint
 ALTER TABLE "service"."payment" ADD CONSTRAINT "payment_status_check" CHECK (status in ('pending', 'queued', 'settling', 'settled', 'failed', 'waived', 'expired', 'used_elsewhere'));

@@ -1,0 +1,101 @@
+import { type Hex, hexToBigInt, hexToNumber, isErc6492Signature, size, slice } from "viem";
+import type { Address } from "../../config/addresses.ts";
+import type { TokenInfo } from "../../config/celo.ts";
+import type { PaymentSettings } from "../../config/payments.ts";
+import type { IndexTarget } from "../../config/target.ts";
+import { type IndexDb, queryPrepared } from "../db.ts";
+import { PaymentError } from "./errors.ts";
+import type { PaymentAttempt } from "./header.ts";
+import { explain, signerOf, type VerifiedPayment, x402Payment } from "./verify.ts";
+
+/** What the indexer knows about a payer, read from the indexed tables (no RPC). */
+export type PayerState = {
+  /**
+   * The wallet's indexed balance in `token` (smallest units); null when the index does not follow
+   * the wallet's whole balance (tracked mode, a wallet outside the set): then the chain must tell.
+   */
+  balance(token: Address, wallet: Address): Promise<bigint | null>;
+  /** Whether the indexer has seen AuthorizationUsed or AuthorizationCanceled for this authorization. */
+  nonceState(token: Address, authorizer: Address, nonce: Hex): Promise<"used" | "canceled" | null>;
+};
+
+/** secp256k1's n / 2: FiatToken's ECRecover (and the devnet token) refuse a higher `s`. */
+const HALF_CURVE_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
+
+/**
+ * Verifies an EIP-3009 authorization locally: the signature is recovered (an EOA's), the window,
+ * recipient, amount and token were already checked by checkPayment; the nonce must not be spent in
+ * the indexed events; the indexed balance less `unsettled` (the payer's amounts in this token that
+ * this service has claimed but not yet settled, this payment excluded) must cover the amount.
+ * Returns the same VerifiedPayment verifyPayment returns, or "needs_rpc" for what only the chain
+ * can judge: a contract wallet's signature (EIP-6492, or not a 65-byte ECDSA signature: EIP-1271)
+ * and a balance the index does not follow. Refusals throw verifyPayment's PaymentError codes.
+ *
+ * The index trails the chain by its polling interval: a nonce spent or a balance moved in the last
+ * moments passes here and fails at settlement, the exposure deferred settlement bounds.
+ */
+export async function verifyWithoutRpc(
+  attempt: PaymentAttempt,
+  token: TokenInfo,
+  deps: { settings: PaymentSettings; state: PayerState; unsettled: bigint },
+): Promise<VerifiedPayment | "needs_rpc"> {
+  const auth = attempt.authorization;
+  if (isErc6492Signature(attempt.signature) || size(attempt.signature) !== 65) return "needs_rpc";
+  // The index is read while the signature is recovered (CPU): one wait for both.
+  const reads = Promise.all([deps.state.nonceState(token.address, auth.from, auth.nonce), deps.state.balance(token.address, auth.from)]);
+  reads.catch(() => undefined); // a refused signature leaves it unawaited
+  const signer = await signerOf(attempt, token, deps.settings);
+  // Not the payer's key: a contract wallet's owner signature (EIP-1271) looks just like this, and
+  // only the chain can judge it; a good signature is never called bad.
+  if (signer !== auth.from) return "needs_rpc";
+  // The payer's key, in a form the token refuses (high s, odd v): it can never settle.
+  if (!isCanonical(attempt.signature)) throw new PaymentError("invalid_signature", explain("invalid_signature", token));
+  let nonce, balance;
+  try {
+    [nonce, balance] = await reads;
+  } catch (error) {
+    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
+  }
+  if (nonce) throw new PaymentError("nonce_already_used", explain("nonce_already_used", token), { reason: `authorization ${nonce}` });
+  if (balance === null) return "needs_rpc";
+  if (balance - deps.unsettled < auth.value) {
+    throw new PaymentError("insufficient_balance", explain("insufficient_balance", token), { reason: deps.unsettled > 0n ? "balance less unsettled payments" : "balance" });
+  }
+  return x402Payment(attempt, token, deps.settings);
+}
+
+/** The form FiatToken's ECRecover accepts: v 27 or 28, low s. */
+function isCanonical(signature: Hex): boolean {
+  const v = hexToNumber(slice(signature, 64, 65));
+  return (v === 27 || v === 28) && hexToBigInt(slice(signature, 32, 64)) <= HALF_CURVE_ORDER;
+}
+
+/**
+ * The PayerState over the indexed tables: the `balance` view (the index's one balance rule: inflows
+ * less outflows of `flow`) and `authorization_state`. Prepared statements, each an index lookup.
+ */
+export function indexedPayerState(db: IndexDb, target: Pick<IndexTarget, "schema" | "tracked">): PayerState {
+  const { schema, tracked } = target;
+  return {
+    async balance(token, wallet) {
+      // In tracked mode the index holds only the transfers that touch tracked wallets.
+      if (tracked && !tracked.has(wallet)) return null;
+      const [row] = await queryPrepared<{ balance: string }>(
+        db,
+        `payer_balance:${schema}`,
+        `select balance::text from "${schema}".balance where address = $1 and token = $2`,
+        [wallet, token],
+      );
+      return row ? BigInt(row.balance) : 0n;
+    },
+    async nonceState(token, authorizer, nonce) {
+      const [row] = await queryPrepared<{ kind: "used" | "canceled" }>(
+        db,
+        `authorization_state:${schema}`,
+        `select kind from "${schema}".authorization_state where token = $1 and authorizer = $2 and nonce = $3`,
+        [token, authorizer, nonce.toLowerCase()],
+      );
+      return row?.kind ?? null;
+    },
+  };
+}

@@ -1,0 +1,298 @@
+import pg from "pg";
+import { createPublicClient, createWalletClient, type Hex, http } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { anvilDevAccount } from "../../devnet/accounts.ts";
+import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
+
+type Answer = { status: number; headers: Headers; body: Record<string, unknown> };
+
+// One indexer (`ponder start`, relayer anvil #4) and two API replicas (`ponder serve`, relayers #6
+// and #7) on one Postgres database, as docs/operations.md deploys them; then the chain and the
+// database fail under them. The database is a private cluster of this test's own (it is
+// restarted), so the file runs once, in the Postgres project.
+describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () => {
+  let postgres: PrivatePostgres | undefined;
+  let devnet: TestDevnet;
+  let slot: DatabaseSlot;
+  let indexer: Indexer;
+  /** The two replicas serving (relayers #6 and #7). */
+  const replicas: Indexer[] = [];
+  /** A third replica started on #6 too: it must have refused to start. */
+  let clash: Indexer;
+  const started: Indexer[] = [];
+  /** Each process's own IPFS node directory, under one temporary directory. */
+  let ipfsDir: string | undefined;
+  let lender: { address: Hex; privateKey: Hex };
+  let treasury: Hex;
+  let borrower: Hex;
+  const PRICE = 10_000n;
+  const rpc = async (method: string, params: unknown[] = []) => {
+    const res = await fetch(devnet.manifest.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+    const body = (await res.json()) as { result?: unknown; error?: { message: string } };
+    if (body.error) throw new Error(`${method}: ${body.error.message}`);
+    return body.result;
+  };
+  const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
+  const pay = async () => specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury }), devnet.manifest.tokens.USDT.address);
+  const screen = async (replica: Indexer, header: string, wallet = borrower): Promise<Answer> => {
+    const res = await fetch(`${replica.url}/api/lender/screen`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-payment": header },
+      body: JSON.stringify({ walletAddress: wallet, callerAddress: lender.address }),
+    });
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+  };
+  /** The screen's content: what differs between two payments for it (time of answer, billing) left out. */
+  const content = ({ body }: Answer) => {
+    const { screenedAt: _at, x402Billing: _billing, ...rest } = body;
+    return rest;
+  };
+  /**
+   * Screens `wallet` on both replicas with the chain's block production paused, so both compute on
+   * the same indexed head; the two settlements are then mined together.
+   */
+  const screenOnBoth = async (wallet: Hex) => {
+    await rpc("evm_setAutomine", [false]);
+    try {
+      const calls = replicas.map(async (r) => screen(r, await pay(), wallet));
+      await waitFor("both settlements in the mempool", async () => (Number(((await rpc("txpool_status")) as { pending: string }).pending) >= 2 ? true : undefined), undefined, 60_000);
+      await rpc("evm_mine");
+      return await Promise.all(calls);
+    } finally {
+      await rpc("evm_setAutomine", [true]);
+    }
+  };
+  const ledgerRows = async (nonce: Hex) => {
+    const client = new pg.Client({ connectionString: slot.store.kind === "postgres" ? slot.store.connectionString : "" });
+    await client.connect();
+    try {
+      return (await client.query<{ status: string; transaction: string | null }>(`select status, transaction from service.payment where nonce = $1`, [nonce])).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  /** An API process of this deployment: the indexer, or a replica settling with anvil key #relayer. */
+  const service = async (relayer?: number) => {
+    const own: Record<string, string> = relayer === undefined ? {} : { X402_RELAYER_PRIVATE_KEY: anvilDevAccount(relayer).privateKey };
+    const serving = await startIndexer(
+      { DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, IPFS_DIR: join(ipfsDir!, String(started.length)), ...own },
+      { command: relayer === undefined ? "start" : "serve" },
+    );
+    started.push(serving);
+    return serving;
+  };
+  const ready = (r: Indexer) => waitFor("the replica's API", async () => ((await fetch(`${r.url}/api/x402/config`).catch(() => undefined))?.ok ? true : undefined), r);
+
+  /** Anvil's process state (Linux): "T" once SIGSTOP has taken effect. */
+  const anvilState = () => /^State:\s+(\w)/m.exec(readFileSync(`/proc/${devnet.anvil.pid}/status`, "utf8"))?.[1];
+  const health = async (r: Indexer) => {
+    const res = await fetch(`${r.url}/api/health/integrations`);
+    return { status: res.status, body: (await res.json()) as { status: string; integrations: Record<string, { status: string }> } };
+  };
+  const healthy = (r: Indexer) => waitFor("health to be ok", async () => ((await health(r).catch(() => undefined))?.status === 200 ? true : undefined), r, 60_000);
+  const usedOnChain = (nonce: Hex) =>
+    createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).readContract({
+      address: devnet.manifest.tokens.USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "authorizationState",
+      args: [lender.address, nonce],
+    });
+  /**
+   * "Charged with data, or neither": an answer with data means the authorization was used on chain,
+   * a refusal that says nothing was charged means it was not (settlement_pending: not known yet).
+   */
+  const expectConsistent = async (answer: Answer, nonce: Hex) => {
+    if (answer.status !== 200 && answer.body.code === "settlement_pending") return;
+    expect({ status: answer.status, used: await usedOnChain(nonce) }).toEqual({ status: answer.status, used: answer.status === 200 });
+  };
+  /** A client that retries a refused call with the same payment until it gets its data. */
+  const payUntilAnswered = async (replica: Indexer, header: string) => {
+    const refusals: string[] = [];
+    for (let attempt = 0; attempt < 60; attempt++) {
+      const answer = await screen(replica, header).catch((error: Error) => ({ status: 0, body: { code: error.message } }) as unknown as Answer);
+      if (answer.status === 200) return answer;
+      console.log(`[DBG] retry ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
+      refusals.push(`${answer.status} ${String(answer.body.code ?? (answer.body.error as { code?: string } | undefined)?.code ?? "")}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    throw new Error(`no answer with data after 60 attempts: ${refusals.join(", ")}`);
+  };
+
+  beforeAll(async () => {
+    ipfsDir = mkdtempSync(join(tmpdir(), "replicas-ipfs-"));
+    postgres = await startPrivatePostgres();
+    devnet = await startTestDevnet({ wallets: 4, months: 12, seed: 31 });
+    treasury = devnet.manifest.service.treasury.address;
+    lender = devnet.manifest.lenders[0] as unknown as typeof lender;
+    borrower = devnet.manifest.personas.salaried!.address;
+    slot = databaseSlot("postgres", postgres.url);
+    await slot.prepare();
+    indexer = await service();
+    // `ponder serve` needs the schema the indexer creates; the replicas then start during the backfill.
+    await waitFor("the indexer's schema", () => slot.read(async (q) => ((await q(`select 1 from information_schema.schemata where schema_name = '${slot.schema}'`)).length ? true : undefined)), indexer);
+    // Two of them on relayer #6: whichever takes the relayer's lock second must refuse to start.
+    const [one, other, second] = await Promise.all([service(6), service(6), service(7)]);
+    clash = await waitFor("one replica on relayer #6 to exit", async () => [one, other].find((r) => r.child.exitCode !== null));
+    const first = clash === one ? other : one;
+    replicas.push(first, second);
+    await Promise.all([ready(first), ready(second)]);
+    await waitForBlock(indexer, devnet.manifest.headBlock);
+  }, 240_000);
+
+  afterAll(async () => {
+    if (devnet) process.kill(devnet.anvil.pid, "SIGCONT");
+    await rpc("evm_setAutomine", [true]).catch(() => undefined);
+    await Promise.all(started.map((r) => r.stop()));
+    await devnet?.stop();
+    postgres?.stop();
+    if (ipfsDir) rmSync(ipfsDir, { recursive: true, force: true });
+  });
+
+  describe("sharing one database", () => {
+    it("both replicas answer the same screen identically, and neither keeps a result the other's newer data made stale", async () => {
+      const [a, b] = await screenOnBoth(borrower);
+      expect([a!.status, b!.status]).toEqual([200, 200]);
+      expect(content(a!)).toEqual(content(b!));
+      expect(a!.body.cached).toBe(false);
+
+      // New activity for the borrower: both replicas answer from it (the first one's cached result is
+      // keyed on the wallet's indexed position, read from the shared database at every call).
+      const sender = createWalletClient({ account: privateKeyToAccount(lender.privateKey), transport: http(devnet.manifest.rpcUrl) });
+      const hash = await sender.writeContract({ chain: null, address: devnet.manifest.tokens.USDT.address, abi: devStablecoinAbi, functionName: "transfer", args: [borrower, 5_000_000n] });
+      const { blockNumber } = await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash, pollingInterval: 50 });
+      const block = Number(blockNumber);
+      await waitForBlock(indexer, block);
+      const [c, d] = await screenOnBoth(borrower);
+      expect([c!.status, d!.status]).toEqual([200, 200]);
+      expect(content(c!)).toEqual(content(d!));
+      expect([c!.body.cached, d!.body.cached]).toEqual([false, false]);
+      const count = (x: Answer) => (x.body.whatLendersAlreadySee as { transactionCount: number }).transactionCount;
+      expect(count(c!)).toBe(count(a!) + 1);
+    });
+
+    it("a payment settled through one replica is answered by the other with the stored answer and not charged again; on another request it is refused", async () => {
+      const [first, second] = replicas as [Indexer, Indexer];
+      const before = await treasuryUsdt();
+      const header = await pay();
+      const paid = await screen(first, header);
+      expect(paid.status).toBe(200);
+      const replayed = await screen(second, header);
+      expect(replayed.status).toBe(200);
+      expect(replayed.headers.get("x-payment-replayed")).toBe("true");
+      expect(replayed.body).toEqual(paid.body);
+      const other = Object.values(devnet.manifest.personas).find((p) => p.address !== borrower)!.address;
+      const reused = await screen(second, header, other);
+      expect(reused.status).toBe(409);
+      expect((reused.body.error as { code: string }).code).toBe("payment_reused");
+      expect((await treasuryUsdt()) - before).toBe(PRICE);
+    });
+
+    it("50 concurrent copies of one payment spread across both replicas settle it exactly once, and every copy gets that one answer", async () => {
+      const before = await treasuryUsdt();
+      const signed = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury });
+      const header = specHeader(signed, devnet.manifest.tokens.USDT.address);
+      const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => screen(replicas[i % 2]!, header)));
+      // A copy that waited too long for the settling one is told to retry with the same payment.
+      for (const a of answers) {
+        if (a.status !== 200) expect({ status: a.status, code: a.body.code }).toEqual({ status: 503, code: "settlement_pending" });
+      }
+      const retried = await Promise.all(answers.map((a, i) => (a.status === 200 ? a : screen(replicas[i % 2]!, header))));
+      expect(retried.map((a) => a.status)).toEqual(retried.map(() => 200));
+      expect(new Set(retried.map((a) => JSON.stringify(a.body))).size).toBe(1);
+      expect((await treasuryUsdt()) - before).toBe(PRICE);
+      expect(await ledgerRows(signed.authorization.nonce)).toEqual([{ status: "settled", transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) }]);
+    });
+
+    it("a second process on a relayer key already in use refuses to start, and says why", async () => {
+      expect(clash.child.exitCode).toBe(1);
+      expect(clash.output()).toContain(`Another process already settles payments with relayer ${anvilDevAccount(6).address}`);
+      // The replica that holds the key serves.
+      expect((await fetch(`${replicas[0]!.url}/api/x402/config`)).status).toBe(200);
+    });
+  });
+
+  describe("faults they recover from without a restart", () => {
+    it("the RPC frozen: health says it is down (503); resumed: ok (200) again, and a payment made during the freeze is charged once, with its data", async () => {
+      const [first, second] = replicas as [Indexer, Indexer];
+      const signed = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury });
+      const header = specHeader(signed, devnet.manifest.tokens.USDT.address);
+      expect((await health(first)).status).toBe(200);
+      // Each replica has verified a payment lately. (Without one, @x402/evm 2.27 checks the token's
+      // code in the background and drops that check when an earlier RPC call of the verification
+      // fails: under a frozen chain its rejection goes unhandled, and Ponder exits on it. Reported.)
+      for (const r of replicas) expect((await screen(r, await pay())).status).toBe(200);
+
+      const before = await treasuryUsdt();
+      process.kill(devnet.anvil.pid, "SIGSTOP");
+      let during: Answer;
+      try {
+        await waitFor("anvil to stop", async () => (anvilState() === "T" ? true : undefined));
+        const [report, answer] = await Promise.all([health(first), screen(second, header)]);
+        expect(anvilState(), "anvil was resumed during the freeze by something else").toBe("T");
+        expect(report.status, JSON.stringify(report.body)).toBe(503);
+        expect(report.body.integrations.rpc!.status, JSON.stringify(report.body.integrations.rpc)).toBe("down");
+        during = answer;
+      } finally {
+        process.kill(devnet.anvil.pid, "SIGCONT");
+      }
+      // The chain answers again: health is ok again on both replicas, nothing restarted.
+      await Promise.all([healthy(first), healthy(second)]);
+      await expectConsistent(during, signed.authorization.nonce);
+      const paid = await payUntilAnswered(second, header);
+      expect(paid.status).toBe(200);
+      expect(await usedOnChain(signed.authorization.nonce)).toBe(true);
+      expect((await treasuryUsdt()) - before).toBe(PRICE);
+      expect(await ledgerRows(signed.authorization.nonce)).toEqual([{ status: "settled", transaction: expect.any(String) }]);
+      // A new payment on the other replica works too.
+      expect((await screen(first, await pay())).status).toBe(200);
+    });
+
+    it("Postgres restarted under the running service: every process recovers by itself, and payments made across the restart are charged once each, with their data", async () => {
+      const before = await treasuryUsdt();
+      const payments = await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          const signed = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury });
+          return { nonce: signed.authorization.nonce, header: specHeader(signed, devnet.manifest.tokens.USDT.address) };
+        }),
+      );
+      // The payments go out one after another, alternating replicas, while the server restarts.
+      const T0 = Date.now();
+      const step = (what: string) => console.log(`[DBG] +${Date.now() - T0} ${what}`);
+      const restarted = postgres!.restart().then(() => step("restarted"));
+      const first = await Promise.all(
+        payments.map(async (p, i) => {
+          await new Promise((r) => setTimeout(r, i * 100));
+          const a = await screen(replicas[i % 2]!, p.header).catch((error: Error) => ({ status: 0, headers: new Headers(), body: { error: error.message } }) as Answer);
+          step(`first ${i}: ${a.status} ${JSON.stringify(a.body).slice(0, 200)}`);
+          return a;
+        }),
+      );
+      await restarted;
+      for (const r of [...replicas, indexer]) expect(r.child.exitCode, r.output().slice(-2000)).toBeNull();
+      await Promise.all([...replicas, indexer].map(healthy));
+      step("healthy");
+      // Each process holds its relayer's lock again, on a new connection.
+      for (const r of [...replicas, indexer]) await waitFor("the relayer lock taken again", async () => (r.output().includes("relayer lock taken again") ? true : undefined), r, 30_000);
+      step("locks");
+      for (const [i, p] of payments.entries()) await expectConsistent(first[i]!, p.nonce);
+      step("consistent");
+      // Every payment is answered with its data when retried as it was, and charged once.
+      const answers = await Promise.all(payments.map((p, i) => (first[i]!.status === 200 ? first[i]! : payUntilAnswered(replicas[i % 2]!, p.header))));
+      step("answered");
+      expect(answers.map((a) => a.status)).toEqual(payments.map(() => 200));
+      expect((await treasuryUsdt()) - before).toBe(PRICE * BigInt(payments.length));
+      for (const p of payments) expect((await ledgerRows(p.nonce)).map((r) => r.status)).toEqual(["settled"]);
+      // The indexer follows the chain again: a new block is indexed and served.
+      const block = Number(await rpc("eth_blockNumber"));
+      await waitForBlock(indexer, block, 60_000);
+    });
+  });
+});
