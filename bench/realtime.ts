@@ -22,7 +22,7 @@ import { histogramDelta, readMetrics } from "./support/prom.ts";
 // minus Ponder's indexed block, sampled every 250 ms), how long Ponder took per block ("Indexed
 // block" log lines and its /metrics), and paid screens (plus a signal read, free after the screen):
 // on Postgres against an API replica (ponder serve; --api indexer: the indexer's own API), on
-// PGlite against the indexer's own API (one process only). --rates steps the rate up and stops at the first rate that falls behind;
+// PGlite against the indexer's own API (one process only). --rates steps the rate up, and stops once the lag clearly grows;
 // --profile also writes a CPU profile of the indexer (node --cpu-prof) and summarizes it.
 const { values } = parseArgs({
   options: {
@@ -295,8 +295,10 @@ async function runDatabase(db: TestDatabase) {
       );
       if (recorder.samples.length) log(`  errors: ${recorder.samples.slice(0, 3).join(" | ")}`);
       if (values.profile) printBreakdown(metricsBefore, metricsAfter, lines.length);
-      if (!result.meets) {
-        log(`${db}: ${rate} transfers/block is past what it sustains; not stepping further`);
+      // One window over target can be a spike (this machine is shared): step on while the lag
+      // stays bounded, and stop once the indexer is clearly falling behind.
+      if (result.lagP50 > TARGET_LAG + 1 || result.lagEnd > 3 * TARGET_LAG) {
+        log(`${db}: falling behind at ${rate} transfers/block; not stepping further`);
         break;
       }
     }
@@ -352,7 +354,7 @@ for (const db of databases) {
   const at200 = own.find((r) => r.rate === 200);
   console.log(
     `${db}: largest rate sustained (lag p99 <= ${TARGET_LAG} blocks): ${sustained.length ? `${Math.max(...sustained)} transfers/block` : "none of those tried"}` +
-      (own.some((r) => !r.meets) ? `; falls behind at ${own.find((r) => !r.meets)!.rate}` : "; the highest rate tried was sustained") +
+      (own.some((r) => !r.meets) ? `; over target at ${own.filter((r) => !r.meets).map((r) => r.rate).join(", ")}` : "; the highest rate tried was sustained") +
       (at200 ? `; at 200/block: lag p99 ${at200.lagP99}, max ${at200.lagMax} (${at200.meets ? "target met" : "target NOT met"})` : ""),
   );
 }

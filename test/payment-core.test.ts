@@ -56,7 +56,7 @@ describe("payment core", () => {
   const wallet = "0x00000000000000000000000000000000000000b0" as const;
 
   const coreWith = (facilitator: ScriptedFacilitator) =>
-    new PaymentCore({ settings, facilitator, chain: undefined as never, ledger: new PaymentLedger(store.db), cacheLifetimeMs: 600_000 });
+    new PaymentCore({ settings, facilitator, chain: undefined as never, ledger: new PaymentLedger(store.db) });
   const header = async () => ({ xPayment: specHeader(await signAuthorization(payer, USDT, { to: treasury }), USDT.address) });
   const request = (headers: { xPayment?: string }, input: { walletAddress: `0x${string}` } = { walletAddress: wallet }) => ({
     headers,

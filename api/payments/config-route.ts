@@ -1,11 +1,12 @@
 import type { RouteConfig, RouteHandler } from "@hono/zod-openapi";
-import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
 import { z } from "zod";
 import { declareRoute, routeName } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { unitsToUsd } from "../money.ts";
 import type { PaymentCore } from "./core.ts";
 import { PLANNED_ROUTES, PRICES, type RouteId } from "./prices.ts";
+import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
+import { PAYMENT_EXTENSIONS } from "./requirements.ts";
 import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "./sign-in.ts";
 
 const priceSchema = z.object({
@@ -41,7 +42,15 @@ export const configSchema = z.object({
   scheme: z.string(),
   tokens: z.array(z.object({ symbol: z.string(), address: z.string(), decimals: z.number(), eip712: z.object({ name: z.string(), version: z.string() }) })),
   prices: z.array(priceSchema),
-  settlement: z.object({ mode: z.enum(["self", "facilitator"]), relayer: z.string().optional(), url: z.string().optional(), description: z.string() }),
+  settlement: z.object({
+    mode: z.enum(["self", "facilitator"]),
+    relayer: z.string().optional(),
+    url: z.string().optional(),
+    description: z.string(),
+    timing: z.enum(["before", "deferred"]).describe("X402_SETTLEMENT: settled before the answer, or answered first and settled by a worker (PAYMENT-RESPONSE extra.settlement = pending)"),
+    deferredMaxPerPayerUnits: z.string().optional().describe("Deferred: most unsettled value per payer (smallest units); past it a call settles first"),
+  }),
+  extensions: z.array(z.string()).describe("x402 extensions honoured: payment-identifier (idempotency id in the payment payload's extensions), sign-in-with-x"),
   limits: z.object({ maxTimeoutSeconds: z.number(), maxAuthorizationLifetimeSeconds: z.number(), maxAmountUnits: z.string(), maxPaymentHeaderBytes: z.number() }),
   headers: z.object({ request: z.array(z.string()), response: z.array(z.string()) }),
   signIn: signInSchema,
@@ -87,10 +96,14 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
       ...routes.map((r) => price(r.operationId as RouteId, r as Parameters<typeof price>[1], true)),
       ...(Object.entries(PLANNED_ROUTES) as [RouteId, NonNullable<(typeof PLANNED_ROUTES)[RouteId]>][]).map(([id, r]) => price(id, r, false)),
     ],
-    settlement:
-      settings.settlement.mode === "self"
-        ? { mode: "self", relayer: facilitator.relayer, description: "The service submits transferWithAuthorization itself; payers need no gas." }
-        : { mode: "facilitator", url: settings.settlement.url, description: "A remote x402 facilitator verifies and settles." },
+    settlement: {
+      ...(settings.settlement.mode === "self"
+        ? { mode: "self" as const, relayer: facilitator.relayer, description: "The service submits transferWithAuthorization itself; payers need no gas." }
+        : { mode: "facilitator" as const, url: settings.settlement.url, description: "A remote x402 facilitator verifies and settles." }),
+      timing: settings.timing.mode,
+      ...(settings.timing.mode === "deferred" ? { deferredMaxPerPayerUnits: settings.timing.maxPerPayerMicroUsd.toString() } : {}),
+    },
+    extensions: [...Object.keys(PAYMENT_EXTENSIONS), SIGN_IN_WITH_X],
     limits: {
       maxTimeoutSeconds: settings.maxTimeoutSeconds,
       maxAuthorizationLifetimeSeconds: settings.maxLifetimeSeconds,

@@ -11,9 +11,10 @@ import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
 import { type Settler, usedIn } from "./relayer.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
-import { isAbandoned, isRerunning, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
+import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
 import { chainOutcome, keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
+import { paidRecently } from "./free-read.ts";
 import { priceInUnits } from "./prices.ts";
 import { checkPayment, signerOf, type VerifiedPayment, verifyPayment } from "./verify.ts";
 import { type PayerState, verifyWithoutRpc } from "./local-verify.ts";
@@ -76,8 +77,6 @@ export type PaymentDeps = {
   facilitator: Facilitator;
   chain: Pick<PublicClient, "readContract" | "getBalance"> & ReconcileChain;
   ledger: PaymentLedger;
-  /** How long a paid analysis makes single-signal reads of that wallet free (the result cache lifetime). */
-  cacheLifetimeMs: number;
   /** How long a request waits for its settlement's receipt before answering settlement_pending (RECEIPT_WAIT_MS). */
   receiptWaitMs?: number;
   /** How long a retry waits for a settlement whose outcome is unknown before answering settlement_pending (SETTLING_WAIT_MS). */
@@ -134,7 +133,10 @@ export class PaymentCore {
       return await this.claim(route, request);
     } catch (error) {
       if (error instanceof PaymentError) return { reply: this.refusal(route, request.url, error) };
-      throw error;
+      // Nothing is claimed yet: whatever failed (the service store down, most likely), nothing can
+      // have been charged, and the client should retry, not read a 500.
+      log.error(`[payments] ${route.name}: admission failed: ${firstLine(error)}`);
+      return { reply: this.refusal(route, request.url, new PaymentError("settlement_unavailable", "The payment could not be taken right now (the service's ledger did not answer); nothing was charged. Retry with the same payment.")) };
     } finally {
       this.admitting--;
     }
@@ -166,7 +168,7 @@ export class PaymentCore {
       return { headers: receiptHeaders(claim.paid.transaction, this.settings.network, claim.billing.payer) };
     }
     if ("failed" in outcome) {
-      await ledger.failed(key, `${outcome.failed}; nothing settled`);
+      await this.release(key, `${outcome.failed}; nothing settled`);
       return { headers: {} };
     }
     if (waived) {
@@ -202,7 +204,7 @@ export class PaymentCore {
       });
     } catch (error) {
       // The ledger could not record the transaction: it was not sent.
-      await ledger.failed(key, `settlement not sent: ${firstLine(error)}`).catch(() => undefined);
+      await this.release(key, `settlement not sent: ${firstLine(error)}`);
       return { refused: unavailable() };
     }
     if (!submitted.sent) {
@@ -217,6 +219,25 @@ export class PaymentCore {
     }
     // Reverted, or no receipt yet: the chain's state decides (the nonce may have been used by another transaction).
     return this.decideFromChain(key);
+  }
+
+  /**
+   * Marks a claim failed (nothing charged) so that a retry may claim it again. A write the store
+   * refuses (it is down) is tried again every second in the background: otherwise the row would
+   * stay claimed until ABANDONED_AFTER_MS, and the payer's retries would wait for it.
+   */
+  private async release(key: PaymentKey, failure: string): Promise<void> {
+    const attempt = () => this.ledger.failed(key, failure);
+    try {
+      await attempt();
+    } catch {
+      const deadline = Date.now() + ABANDONED_AFTER_MS;
+      const retry = () => {
+        if (Date.now() > deadline) return;
+        setTimeout(() => attempt().catch(retry), 1_000).unref?.();
+      };
+      retry();
+    }
   }
 
   /** A remote facilitator settles in one call; if it fails without a verdict, the chain decides. */
@@ -441,8 +462,7 @@ export class PaymentCore {
   }
 
   private async isFreeRead(route: PricedRoute, payer: Address, subject: Address | undefined): Promise<boolean> {
-    if (!route.freeRead || subject === undefined) return false;
-    return this.deps.ledger.paidFor(payer, subject, [...route.freeRead.after], new Date(Date.now() - this.deps.cacheLifetimeMs));
+    return subject !== undefined && paidRecently(this.ledger, route, payer, subject);
   }
 
   /** The refusal for `error`: a 402 with the payment requirements, or the error body with its status. */

@@ -37,7 +37,7 @@ export const RELAYER_RPC_TIMEOUT_MS = 10_000;
  * sends and waits in one step and turns a receipt timeout into a failure, which a payment whose
  * transaction is mined later cannot afford.
  */
-export function createFacilitator(settings: Pick<PaymentSettings, "network" | "settlement" | "rpcUrl">): Facilitator {
+export function createFacilitator(settings: Pick<PaymentSettings, "network" | "settlement" | "rpcUrl" | "tokens">): Facilitator {
   const { settlement } = settings;
   const probeClient = createPublicClient({ chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: PROBE_TIMEOUT_MS }) });
   if (settlement.mode === "facilitator") {
@@ -51,7 +51,13 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
   const client = walletClient(RELAYER_RPC_TIMEOUT_MS);
   // viem's client is the signer the x402 packages expect; its typed-data overloads are only wider.
   // It verifies with short RPC timeouts (a frozen chain answers 503 quickly).
-  const signer = toFacilitatorEvmSigner({ ...walletClient(VERIFY_RPC_TIMEOUT_MS), address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0], {
+  const verifier = walletClient(VERIFY_RPC_TIMEOUT_MS);
+  // The accepted tokens are contracts by configuration: the package's check that the asset has code
+  // runs in the background and, when an earlier RPC step fails first, is left unawaited: its
+  // rejection would end the process (Ponder exits on an unhandled rejection). Only payers' code is asked.
+  const tokens = new Set(settings.tokens.map((t) => t.address.toLowerCase()));
+  const getCode: typeof verifier.getCode = (args) => (tokens.has(args.address.toLowerCase()) ? Promise.resolve("0x01") : verifier.getCode(args));
+  const signer = toFacilitatorEvmSigner({ ...verifier, getCode, address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0], {
     confirmationTimeoutMs: 60_000,
   });
   const local = new x402Facilitator().register(settings.network, new ExactEvmScheme(signer));

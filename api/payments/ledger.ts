@@ -1,6 +1,6 @@
 import { and, count, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
-import { PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus } from "../store/schema.ts";
+import { PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
@@ -25,12 +25,12 @@ export type DeferredAuthorization = { signature: string; validAfter: bigint };
 export type ExposureCaps = { perPayer: bigint; total: bigint };
 
 /** Rows answered before settlement whose money has not arrived yet: the service's exposure. */
-const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.status} in ('pending', 'queued', 'settling')`;
+const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('pending', 'queued', 'settling')`;
 /**
  * A debt: an answer given before settlement whose settlement failed by the payer's doing (the
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
-const DEBT = sql`${payment.deferred} and ${payment.responseBody} is not null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.repaidBy} is null`;
+const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
 /** Serialises deferred claims, so that the caps hold exactly under concurrency (a transaction-scoped advisory lock). */
 const DEFERRED_CLAIM_LOCK = 0x78343032; // "x402"
 
@@ -249,6 +249,17 @@ export class PaymentLedger {
       .where(and(byKey(key), eq(payment.deferred, true), inArray(payment.status, ["settling", "failed"])));
   }
 
+  /**
+   * Spends a sign-in-with-x nonce for `wallet` until `expiresAt`: true the first time, on any
+   * replica; false when it was already used. Expired nonces are pruned on the way.
+   */
+  async spendSignInNonce(nonce: string, wallet: Address, expiresAt: Date): Promise<boolean> {
+    const db = await this.store;
+    const inserted = await db.insert(signInNonce).values({ nonce, wallet, expiresAt }).onConflictDoNothing().returning({ nonce: signInNonce.nonce });
+    if (inserted.length > 0 && Math.random() < 0.01) await db.delete(signInNonce).where(lt(signInNonce.expiresAt, new Date()));
+    return inserted.length > 0;
+  }
+
   /** What `payer` has claimed in `token` and not settled yet (smallest units): spoken for in its balance. */
   async unsettled(payer: Address, token: Address): Promise<bigint> {
     const [row] = await (await this.store)
@@ -406,12 +417,20 @@ export class PaymentLedger {
     return { count: Number(row?.n ?? 0), oldest: row?.oldest ? new Date(row.oldest) : null };
   }
 
-  /** Whether `payer` settled a payment for any of `routes` about `subject` since `since`. */
+  /** Whether `payer` paid for any of `routes` about `subject` since `since` (settled, or a deferred answer on its way to settlement). */
   async paidFor(payer: Address, subject: string, routes: string[], since: Date): Promise<boolean> {
     const [row] = await (await this.store)
       .select({ nonce: payment.nonce })
       .from(payment)
-      .where(and(eq(payment.payer, payer), eq(payment.subject, subject), eq(payment.status, "settled"), inArray(payment.route, routes), gt(payment.settledAt, since)))
+      .where(
+        and(
+          eq(payment.payer, payer),
+          eq(payment.subject, subject),
+          inArray(payment.route, routes),
+          // Settled, or answered on deferred credit and still settling (within the caps: the exposure is bounded).
+          or(and(eq(payment.status, "settled"), gt(payment.settledAt, since)), and(eq(payment.deferred, true), inArray(payment.status, ["queued", "settling"]), gt(payment.createdAt, since))),
+        ),
+      )
       .limit(1);
     return row !== undefined;
   }

@@ -1,7 +1,6 @@
 import { createPublicClient, http } from "viem";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { ServiceDb } from "../store/store.ts";
-import { MAX_AGE_MS } from "../wallet/assess.ts";
 import { PaymentCore, type PaymentDeps } from "./core.ts";
 import { createFacilitator, type Facilitator } from "./facilitator.ts";
 import { PaymentLedger } from "./ledger.ts";
@@ -19,7 +18,6 @@ export function createPayments(
     facilitator,
     chain: createPublicClient({ transport: http(settings.rpcUrl, { retryCount: 1, timeout: 10_000 }) }),
     ledger: new PaymentLedger(db),
-    cacheLifetimeMs: MAX_AGE_MS,
     ...options,
   });
 }

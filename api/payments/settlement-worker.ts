@@ -16,7 +16,7 @@ export const WORKER_INTERVAL_MS = 500;
  */
 export const EXPIRY_MARGIN_SECONDS = 30;
 
-export type WorkerRun = { taken: number; settled: number; expired: number };
+export type WorkerRun = { taken: number; expired: number };
 
 /**
  * Settles deferred payments (X402_SETTLEMENT=deferred) from the queue in the service store. Any
@@ -27,6 +27,8 @@ export type WorkerRun = { taken: number; settled: number; expired: number };
  */
 export class SettlementWorker {
   private running: Promise<WorkerRun> | null = null;
+  /** Settlements sent and waiting for their receipt: the next rows do not wait for them. */
+  private readonly following = new Set<Promise<unknown>>();
   private again = false;
   private timer: NodeJS.Timeout | undefined;
 
@@ -42,13 +44,12 @@ export class SettlementWorker {
   run(): Promise<WorkerRun> {
     if (this.running) return this.running;
     this.running = (async () => {
-      const total: WorkerRun = { taken: 0, settled: 0, expired: 0 };
+      const total: WorkerRun = { taken: 0, expired: 0 };
       try {
         do {
           this.again = false;
           const once = await this.runOnce();
           total.taken += once.taken;
-          total.settled += once.settled;
           total.expired += once.expired;
           if (once.taken === MAX_BATCH) this.again = true;
         } while (this.again);
@@ -67,19 +68,21 @@ export class SettlementWorker {
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
-    const outcomes = await Promise.all(rows.map((row) => this.settle(row)));
-    return { taken: rows.length, settled: outcomes.filter(Boolean).length, expired };
+    // Submitted together (one transaction); their receipts are awaited apart, so that the rows
+    // queued meanwhile go in the next transaction without waiting for this one's block.
+    await Promise.all(rows.map((row) => this.settle(row)));
+    return { taken: rows.length, expired };
   }
 
-  /** Submits one taken row (it joins the others in one transaction) and records its outcome. True when settled. */
-  private async settle(row: PaymentRow): Promise<boolean> {
+  /** Submits one taken row (it joins the others in one transaction); its outcome is recorded once the chain has it. */
+  private async settle(row: PaymentRow): Promise<void> {
     const { ledger, settings, facilitator } = this.core;
     const key = keyOf(row);
     const token = settings.tokens.find((t) => t.address === row.token);
     const settler = facilitator.settler;
     if (!token || !settler || !row.signature || row.validAfter === null || row.validBefore === null) {
       await ledger.failed(key, "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)");
-      return false;
+      return;
     }
     const attempt = {
       encoding: row.encoding as never,
@@ -93,19 +96,22 @@ export class SettlementWorker {
         if (!(await ledger.settling(key, null, signed))) throw new Error("the ledger row is no longer this worker's");
       })
       .catch(() => null);
-    if (!submitted) return false;
+    if (!submitted) return;
     if (!submitted.sent) {
       // The RPC did not answer: nothing was tried, try again later.
       if (submitted.unavailable) await ledger.requeue(key, false);
       else await this.refused(row, submitted.reason);
-      return false;
+      return;
     }
-    const receipt = await settler.receipt(submitted.signed.transaction, RECEIPT_WAIT_MS);
-    if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) {
-      await ledger.settled(key, submitted.signed.transaction);
-      return true;
-    }
-    return (await this.decide(key)) === "settled";
+    const hash = submitted.signed.transaction;
+    const followed = (async () => {
+      const receipt = await settler.receipt(hash, RECEIPT_WAIT_MS);
+      if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) await ledger.settled(key, hash);
+      else await this.decide(key);
+    })()
+      .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${error.message.split("\n")[0]} (left to the reconciler)`))
+      .finally(() => this.following.delete(followed));
+    this.following.add(followed);
   }
 
   /**
@@ -137,9 +143,10 @@ export class SettlementWorker {
     return this;
   }
 
-  /** Stops the schedule and waits for the run under way. */
+  /** Stops the schedule and waits for the run under way and the receipts it is waiting for. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
+    await Promise.all([...this.following]);
   }
 }

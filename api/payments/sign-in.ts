@@ -86,7 +86,7 @@ export type SignInOutcome = { pass: true } | { billing: Billing } | { reply: Rep
 type Proof = { wallet: Address; nonce: string; issuedAt: string } | { refused: { reason: string; message: string } };
 
 export class SignIn {
-  /** Nonces granted, until their proof is too old to be accepted anyway (per process). */
+  /** Nonces this process granted (a cache of the store's record, which holds for every replica), until their proof is too old anyway. */
   private readonly spent = new Map<string, number>();
   private readonly analyses: ReturnType<typeof tokenBuckets>;
 
@@ -113,13 +113,14 @@ export class SignIn {
       const message = `Signed in as ${wallet}, which gets nothing free here (${request.subject ? `about ${request.subject}` : "this call"}); nothing was charged. Pay for this call.`;
       return { reply: await this.refusal(route, request.url, "sign_in_not_entitled", message, { wallet, subject: request.subject ?? null }) };
     }
-    // From here to the grant nothing awaits: the nonce is checked and spent in one step.
-    if (this.isSpent(proof.nonce)) return { reply: await this.refusal(route, request.url, "sign_in_invalid", "This sign-in was already used; nothing was charged. Sign a new challenge.", { reason: "invalid_siwx_nonce" }) };
     if (grant === "own-wallet") {
       const retryAfter = this.analyses.take(wallet);
       if (retryAfter > 0) return paying ? { pass: true } : { reply: this.rateLimited(retryAfter) };
     }
-    this.spend(proof.nonce, proof.issuedAt);
+    // One use per proof, on every replica: the service store records the nonce it granted.
+    if (!(await this.spend(proof.nonce, wallet, proof.issuedAt))) {
+      return { reply: await this.refusal(route, request.url, "sign_in_invalid", "This sign-in was already used; nothing was charged. Sign a new challenge.", { reason: "invalid_siwx_nonce" }) };
+    }
     return { billing: { chargedUnits: 0n, token: this.core.settings.tokens[0]!, payer: wallet, waived: true } };
   }
 
@@ -184,11 +185,14 @@ export class SignIn {
     return (this.spent.get(nonce) ?? 0) > this.now();
   }
 
-  private spend(nonce: string, issuedAt: string) {
+  private async spend(nonce: string, wallet: Address, issuedAt: string): Promise<boolean> {
     const now = this.now();
     // Past issuedAt + max age the proof is refused as too old: the nonce need not be kept longer.
-    this.spent.set(nonce, Math.max(Date.parse(issuedAt) || 0, now) + SIGN_IN_MAX_AGE_MS + 1000);
-    if (this.spent.size > 10_000) for (const [n, until] of this.spent) if (until <= now) this.spent.delete(n);
+    const until = Math.max(Date.parse(issuedAt) || 0, now) + SIGN_IN_MAX_AGE_MS + 1000;
+    if (this.isSpent(nonce) || !(await this.core.ledger.spendSignInNonce(nonce, wallet, new Date(until)))) return false;
+    this.spent.set(nonce, until);
+    if (this.spent.size > 10_000) for (const [n, t] of this.spent) if (t <= now) this.spent.delete(n);
+    return true;
   }
 
   private async refusal(route: SignInRoute, url: string, code: SignInErrorCode, message: string, details: unknown): Promise<Reply> {

@@ -83,13 +83,28 @@ export const payment = service.table(
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
     // One payment-identifier per payer: the id names one paid request, however many times it is sent.
     uniqueIndex("payment_payer_id").on(t.payer, t.paymentId),
-    index("payment_deferred_open").on(t.payer).where(sql`${t.deferred} and ${t.repaidBy} is null and ${t.status} not in ('settled', 'waived', 'expired')`),
+    // A payer's deferred rows by status: its debts and what it has outstanding, read on every deferred claim.
+    index("payment_deferred_payer").on(t.payer, t.status).where(sql`${t.deferred} and ${t.repaidBy} is null`),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
 );
 
 export type PaymentRow = typeof payment.$inferSelect;
+
+/**
+ * Sign-in-with-x nonces that granted something (api/payments/sign-in.ts): one use per proof across
+ * every replica. A row is kept until its proof would be refused as too old anyway.
+ */
+export const signInNonce = service.table(
+  "sign_in_nonce",
+  {
+    nonce: text("nonce").primaryKey(),
+    wallet: text("wallet").notNull(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+  },
+  (t) => [index("sign_in_nonce_expires").on(t.expiresAt)],
+);
 
 /**
  * Chat conversations (POST /api/agent/chat): what a follow-up needs, the wallets being discussed

@@ -55,9 +55,10 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     wallets = [...new Set([...personas, ...background])].slice(0, 100);
     expect(wallets).toHaveLength(100);
     indexer = await env.index();
-    await waitForBlock(indexer, devnet.manifest.headBlock);
+    // Generous: on a loaded machine the first backfill of 100 wallets' history can take minutes.
+    await waitForBlock(indexer, devnet.manifest.headBlock, 200_000);
     doc = (await (await fetch(`${indexer.url}/openapi.json`)).json()) as OpenApiDocument;
-  }, 240_000);
+  }, 300_000);
 
   afterAll(async () => {
     await tracked?.indexer.stop();

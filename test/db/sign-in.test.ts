@@ -132,7 +132,7 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     // Where signing in makes nothing free, it is not offered.
     const screen = await send({ method: "POST", path: "/api/lender/screen", body: { walletAddress: borrower } });
     expect(screen.status).toBe(402);
-    expect(screen.body.extensions).toBeUndefined();
+    expect(screen.body.extensions[SIGN_IN_WITH_X]).toBeUndefined();
 
     const config = (await send({ method: "GET", path: "/api/x402/config" })).body;
     expect(config.signIn).toEqual({
