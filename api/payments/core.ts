@@ -342,7 +342,7 @@ export class PaymentCore {
             throw new PaymentError("payment_id_reused", `Payment identifier ${attempt.paymentId} already named another request; use a new identifier for a new request.`);
           }
           // Only the payer may collect what its identifier bought: the signature must be the payer's.
-          if ((await signerOf(attempt, token, settings)) !== ownKey.payer) await this.verify(attempt, token);
+          if ((await signerOf(attempt, token, settings)) !== ownKey.payer) await verifyPayment(attempt, token, this.deps);
           [key, signatureHash, following, existing] = [keyOf(earlier), earlier.signatureHash, true, earlier];
         }
       }
@@ -381,9 +381,10 @@ export class PaymentCore {
       if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
       if (this.draining) throw shuttingDown();
 
+      const open = await ledger.openFor(ownKey.payer, token.address);
       let verified: VerifiedPayment;
       try {
-        verified = await this.verify(attempt, token);
+        verified = await this.verify(attempt, token, open.unsettled);
       } catch (error) {
         // The nonce is spent but we hold a row for it: the chain says by whom (ours is never "already used").
         // (Another copy of this request may have claimed and settled it meanwhile: read the row again.)
@@ -398,7 +399,7 @@ export class PaymentCore {
         throw error;
       }
       // A payer whose deferred settlement failed pays that amount again with this call, settled first.
-      const owed = await ledger.debt(verified.payer);
+      const owed = open.owed;
       if (owed > 0n && verified.amount < priceInUnits(route.microUsd, token.decimals) + owed) throw unsettledPayment(route, owed);
       const waived = owed === 0n && (await this.isFreeRead(route, verified.payer, request.subject));
       // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
@@ -451,10 +452,9 @@ export class PaymentCore {
    * payer has claimed but not settled: no RPC on the hot path. Contract wallets, and before mode,
    * go through the facilitator (the signature and a simulated transfer over RPC).
    */
-  private async verify(attempt: PaymentAttempt, token: TokenInfo): Promise<VerifiedPayment> {
+  private async verify(attempt: PaymentAttempt, token: TokenInfo, unsettled: bigint): Promise<VerifiedPayment> {
     const { payerState } = this.deps;
     if (this.settings.timing.mode === "deferred" && payerState) {
-      const unsettled = await this.ledger.unsettled(attempt.authorization.from, token.address);
       const local = await verifyWithoutRpc(attempt, token, { settings: this.settings, state: payerState, unsettled });
       if (local !== "needs_rpc") return local;
     }

@@ -31,8 +31,6 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
 const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
-/** Serialises deferred claims, so that the caps hold exactly under concurrency (a transaction-scoped advisory lock). */
-const DEFERRED_CLAIM_LOCK = 0x78343032; // "x402"
 
 /** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
 export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
@@ -118,21 +116,25 @@ export class PaymentLedger {
    * Claims the payment to be answered before it is settled, if the payer's and the service's
    * unsettled value stay within `caps` with it: "deferred" then, "before" when a cap says this one
    * settles first (claimed all the same), false when another request owns the payment.
+   *
+   * Optimistic: the row is claimed as deferred, then the open amounts are summed with it; over a
+   * cap, it is turned into a settle-first claim before anything is answered. Of two concurrent
+   * claims, the one summing last sees both rows (each sum starts after its own insert committed),
+   * so the caps are never passed; at worst both settle first.
    */
   async claimDeferred(entry: NewPayment, authorization: DeferredAuthorization, caps: ExposureCaps): Promise<"deferred" | "before" | false> {
-    return (await this.store).transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${DEFERRED_CLAIM_LOCK})`);
-      const [open] = await tx
-        .select({
-          payer: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${entry.payer}), 0)::text`,
-          total: sql<string>`coalesce(sum(${payment.amount}), 0)::text`,
-        })
-        .from(payment)
-        .where(sql`(${OPEN_DEFERRED}) or (${DEBT})`);
-      const within = BigInt(open!.payer) + entry.amount <= caps.perPayer && BigInt(open!.total) + entry.amount <= caps.total;
-      const claimed = await this.claimRow(tx as unknown as ServiceDb, entry, within ? authorization : null);
-      return claimed && (within ? "deferred" : "before");
-    });
+    const db = await this.store;
+    if (!(await this.claimRow(db, entry, authorization))) return false;
+    const [open] = await db
+      .select({
+        payer: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${entry.payer}), 0)::text`,
+        total: sql<string>`coalesce(sum(${payment.amount}), 0)::text`,
+      })
+      .from(payment)
+      .where(sql`(${OPEN_DEFERRED}) or (${DEBT})`);
+    if (BigInt(open!.payer) <= caps.perPayer && BigInt(open!.total) <= caps.total) return "deferred";
+    await db.update(payment).set({ deferred: false, signature: null, validAfter: null }).where(and(byKey(entry), eq(payment.status, "pending")));
+    return "before";
   }
 
   private async claimRow(db: ServiceDb, entry: NewPayment, deferred: DeferredAuthorization | null): Promise<boolean> {
@@ -260,22 +262,20 @@ export class PaymentLedger {
     return inserted.length > 0;
   }
 
-  /** What `payer` has claimed in `token` and not settled yet (smallest units): spoken for in its balance. */
-  async unsettled(payer: Address, token: Address): Promise<bigint> {
+  /**
+   * What is open for `payer`, in one read: `unsettled`, what it has claimed in `token` and not
+   * settled yet (spoken for in its balance); `owed`, its debts (deferred answers whose settlement
+   * failed by its doing, not paid again), smallest units.
+   */
+  async openFor(payer: Address, token: Address): Promise<{ unsettled: bigint; owed: bigint }> {
     const [row] = await (await this.store)
-      .select({ open: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
+      .select({
+        unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${payment.status} in ('pending', 'queued', 'settling')), 0)::text`,
+        owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`,
+      })
       .from(payment)
-      .where(and(eq(payment.payer, payer), eq(payment.token, token), inArray(payment.status, ["pending", "queued", "settling"])));
-    return BigInt(row?.open ?? "0");
-  }
-
-  /** What `payer` owes: deferred answers whose settlement failed by the payer's doing, not yet paid again (smallest units). */
-  async debt(payer: Address): Promise<bigint> {
-    const [row] = await (await this.store)
-      .select({ owed: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
-      .from(payment)
-      .where(and(eq(payment.payer, payer), DEBT));
-    return BigInt(row?.owed ?? "0");
+      .where(and(eq(payment.payer, payer), inArray(payment.status, ["pending", "queued", "settling", "failed", "used_elsewhere"])));
+    return { unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") };
   }
 
   /** The payer's debts are paid: the payment `by` (settled, covering them) repaid every one of them. */

@@ -8,6 +8,8 @@ import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
 
+/** A run starts this long after a payment is queued: on Celo a block takes a second, so waiting a little lets one transaction carry every payment queued meanwhile. */
+export const KICK_DELAY_MS = 25;
 /** How often the worker looks at the queue when nothing woke it (another replica's rows, retries). */
 export const WORKER_INTERVAL_MS = 500;
 /**
@@ -30,14 +32,24 @@ export class SettlementWorker {
   /** Settlements sent and waiting for their receipt: the next rows do not wait for them. */
   private readonly following = new Set<Promise<unknown>>();
   private again = false;
+  private scheduled: NodeJS.Timeout | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly core: PaymentCore) {}
 
-  /** Runs the queue now (a payment was just queued), or right after the run under way. */
+  /**
+   * A payment was just queued: runs the queue shortly (KICK_DELAY_MS, so that the payments queued
+   * meanwhile share its transaction), or right after the run under way.
+   */
   kick(): void {
     if (this.running) this.again = true;
-    else void this.run();
+    else if (!this.scheduled) {
+      this.scheduled = setTimeout(() => {
+        this.scheduled = undefined;
+        void this.run();
+      }, KICK_DELAY_MS);
+      this.scheduled.unref?.();
+    }
   }
 
   /** Runs until the queue is empty (or nothing more can be taken); one run at a time in this process. */
@@ -137,8 +149,8 @@ export class SettlementWorker {
   }
 
   start(intervalMs = WORKER_INTERVAL_MS): this {
-    this.kick();
-    this.timer = setInterval(() => this.kick(), intervalMs);
+    void this.run();
+    this.timer = setInterval(() => (this.running ? undefined : void this.run()), intervalMs);
     this.timer.unref?.();
     return this;
   }
@@ -146,6 +158,7 @@ export class SettlementWorker {
   /** Stops the schedule and waits for the run under way and the receipts it is waiting for. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    clearTimeout(this.scheduled);
     await this.running;
     await Promise.all([...this.following]);
   }
