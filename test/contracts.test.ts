@@ -106,9 +106,11 @@ describe("generated files", () => {
     const files = await compileContracts();
     expect([...files.keys()].sort()).toEqual([
       "abis/DevStablecoin.ts",
+      "abis/Multicall3.ts",
       "abis/ReputationReporter.ts",
       "abis/index.ts",
       "contracts/artifacts/DevStablecoin.json",
+      "contracts/artifacts/Multicall3.json",
       "contracts/artifacts/ReputationReporter.json",
     ]);
     for (const [path, expected] of files) {

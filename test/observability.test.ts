@@ -19,7 +19,7 @@ const SIGNATURE = `0x${"ab".repeat(65)}`;
 const PAYER = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 /** Enough of a payment core for the free routes (the x402 config reads its settings once). */
 const payments = {
-  settings: { payTo: PAYER, chainId: 42220, network: "eip155:42220", tokens: [], settlement: { mode: "facilitator", url: "http://127.0.0.1:9" }, maxTimeoutSeconds: 60, maxLifetimeSeconds: 3600, maxAmountMicroUsd: 1n, maxHeaderBytes: 4096 },
+  settings: { payTo: PAYER, chainId: 42220, network: "eip155:42220", tokens: [], settlement: { mode: "facilitator", url: "http://127.0.0.1:9" }, timing: { mode: "before" }, maxTimeoutSeconds: 60, maxLifetimeSeconds: 3600, maxAmountMicroUsd: 1n, maxHeaderBytes: 4096 },
   facilitator: {},
 } as never;
 const paymentHeader = Buffer.from(JSON.stringify({ signature: SIGNATURE, from: PAYER, privateKey: PRIVATE_KEY })).toString("base64");

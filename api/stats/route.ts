@@ -16,7 +16,7 @@ export const statsRoute = declareRoute("stats", {
   tags: ["Service"],
   summary: "What the indexer holds and how far behind it is",
   description:
-    "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). One answer serves every caller for 1 s: cheap enough to poll every second, by many clients. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
+    "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
   ok: statsSchema,
   rateLimited: true,
 });
@@ -35,9 +35,6 @@ export const LEDGER_STATS_TTL_MS = 2_000;
  * `load()` shared: callers while it runs get its promise, and for `ttlMs` after it answered, its
  * answer. With a TTL of 0, concurrent callers share one call and nobody gets an old answer.
  */
-/** How long one stats answer serves every caller (it is at most this old, besides the ledger's own LEDGER_STATS_TTL_MS). */
-const STATS_REUSE_MS = 1_000;
-
 function reuse<T>(ttlMs: number, load: () => Promise<T>): () => Promise<T> {
   let last: { done: number | null; value: Promise<T> } | undefined;
   return () => {
@@ -88,9 +85,10 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
     };
   };
   const build = async (): Promise<Stats> => {
-    // Sequential on purpose: PGlite is a single connection.
-    const totals = await indexedTotals(db);
+    // Sequential on purpose: PGlite is a single connection. The head first: the totals read after
+    // it include at least that block.
     const indexed = await indexedHead(db, target.schema);
+    const totals = await indexedTotals(db);
     const chainTip = await head();
     const [payments, servedFigures] = await ledgerFigures!();
     return {
@@ -117,12 +115,9 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
       generatedAt: new Date().toISOString(),
     };
   };
-  // Callers within STATS_REUSE_MS of each other share one answer: pollers cost the database and
-  // the RPC once a second, however many they are.
-  const answer = reuse(STATS_REUSE_MS, async () => statsSchema.parse(await build()));
   return async (c) => {
     const ledger = c.var.payments.ledger;
     ledgerFigures ??= reuse(LEDGER_STATS_TTL_MS, async () => [await ledger.outcomeCounts().catch(() => null), await ledger.servedTotals().then(served).catch(() => null)]);
-    return c.json(await answer(), 200);
+    return c.json(statsSchema.parse(await build()), 200);
   };
 }

@@ -158,7 +158,38 @@ describe(`deferred settlement (${testDatabase})`, () => {
     expect(receipt(next.res).transaction).toBe("");
   });
 
-  it("settles every queued row exactly once after the service is killed with -9 and started again", async () => {
+  it("counts an authorization its payer cancels right after calling as a debt, refused with unsettled_payment", async () => {
+    const payer = await newPayer(100_000n);
+    const account = privateKeyToAccount(payer);
+    await automine(false);
+    const signed = await signAuthorization(payer, usdt(), { to: treasury });
+    const res = await screen(payer, wallets()[0]!, specHeader(signed, usdt().address));
+    expect(res.status).toBe(200);
+    expect(receipt(res).transaction).toBe("");
+    // The payer cancels that very authorization, paying more gas than the relayer: mined first.
+    const cancel = await account.signTypedData({
+      domain: { name: usdt().name, version: usdt().version, chainId: 42220, verifyingContract: usdt().address },
+      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+      primaryType: "CancelAuthorization",
+      message: { authorizer: account.address, nonce: signed.authorization.nonce },
+    });
+    const wallet = createWalletClient({ account, chain: celoChain(rpcUrl), transport: http(rpcUrl) });
+    await wallet.writeContract({ address: usdt().address, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [account.address, signed.authorization.nonce, cancel], maxPriorityFeePerGas: parseGwei("50"), maxFeePerGas: parseGwei("500") });
+    await automine(true);
+    await mine();
+    await waitFor("the cancelled settlement to stand as a debt", async () => (BigInt((await payments()).owedUnits as string) >= PRICE ? true : undefined), service, 60_000);
+    const refused = await paidScreen(payer, wallets()[1]!);
+    expect(refused.res.status).toBe(402);
+    expect(((await refused.res.json()) as { code: string }).code).toBe("unsettled_payment");
+    // Pays its debt with the next call, which settles first.
+    const repaid = await paidScreen(payer, wallets()[1]!, 2n * PRICE);
+    expect(repaid.res.status).toBe(200);
+    expect(receipt(repaid.res).transaction).toMatch(/^0x[0-9a-f]{64}$/);
+  });
+
+  // Postgres only, to keep the suite short: the queue is the same code on PGlite (the tests above
+  // run there), and a PGlite service restarting after a crash is exercised by restart.test.ts.
+  it.runIf(testDatabase === "postgres")("settles every queued row exactly once after the service is killed with -9 and started again", async () => {
     const payer = await newPayer(1_000_000n);
     const before = await treasuryUsdt();
     await automine(false);
