@@ -10,7 +10,7 @@ import { anvilDevAccount } from "../devnet/accounts.ts";
 import { rpc, rpcBatch } from "../devnet/rpc.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, type TestDatabase, waitForBlock } from "../harness/indexer.ts";
-import { chainHead, fmtMs, log, paidHeader, pct, Recorder, sampleLag, screenWallets, sleep, startReplica } from "../harness/traffic.ts";
+import { chainHead, cleanupOnExit, fmtMs, log, paidHeader, pct, Recorder, sampleLag, screenWallets, sleep, startReplica } from "../harness/traffic.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
 import { histogramDelta, readMetrics } from "./support/prom.ts";
 
@@ -46,15 +46,7 @@ const warmup = Number(values.warmup);
 const TARGET_LAG = 2;
 
 // Everything started here is stopped on the way out, Ctrl-C included.
-const closers: (() => Promise<unknown>)[] = [];
-const closeAll = async () => {
-  while (closers.length) await closers.pop()!().catch((error) => log(`cleanup: ${(error as Error).message}`));
-};
-for (const signal of ["SIGINT", "SIGTERM"] as const)
-  process.once(signal, () => {
-    log(`${signal}: stopping everything this benchmark started…`);
-    void closeAll().finally(() => process.exit(130));
-  });
+const { closers, closeAll } = cleanupOnExit();
 
 /** Produces one block a second on anvil with `rate` transfers in it, until stopped. */
 class BlockProducer {

@@ -4,7 +4,7 @@ import { SIGNAL_NAMES } from "../api/wallet/signal-catalog.ts";
 import { anvilDevAccount } from "../devnet/accounts.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts";
-import { chainHead, fmtMs, groupRssMb, log, paidHeader, pct, Recorder, type Replica, screenWallets, sleep, startReplica } from "../harness/traffic.ts";
+import { chainHead, cleanupOnExit, fmtMs, groupRssMb, log, paidHeader, pct, Recorder, type Replica, screenWallets, sleep, startReplica } from "../harness/traffic.ts";
 
 // npm run bench:soak -- [--minutes 10] [--rate 20] [--wallets 300] [--pollers 16] [--poll-seconds 15] [--rounds 3] [--concurrency 4]
 // One indexer (ponder start) and two API replicas (ponder serve, each with its own relayer key)
@@ -37,15 +37,7 @@ const pollSeconds = Number(values["poll-seconds"]);
 const concurrency = Number(values.concurrency);
 const rounds = Number(values.rounds);
 
-const closers: (() => Promise<unknown>)[] = [];
-const closeAll = async () => {
-  while (closers.length) await closers.pop()!().catch((error) => log(`cleanup: ${(error as Error).message}`));
-};
-for (const signal of ["SIGINT", "SIGTERM"] as const)
-  process.once(signal, () => {
-    log(`${signal}: stopping everything this benchmark started…`);
-    void closeAll().finally(() => process.exit(130));
-  });
+const { closers, closeAll } = cleanupOnExit();
 
 const lines: string[] = [];
 const report = (line = "") => lines.push(line);

@@ -17,6 +17,23 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const fmtMs = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} ms` : "-");
 
 /** Latencies and outcomes per route label. */
+/**
+ * What a benchmark started, stopped on the way out in reverse order, Ctrl-C (SIGINT/SIGTERM)
+ * included: push a stopper when something starts, call closeAll() at the end.
+ */
+export function cleanupOnExit() {
+  const closers: (() => Promise<unknown>)[] = [];
+  const closeAll = async () => {
+    while (closers.length) await closers.pop()!().catch((error) => log(`cleanup: ${(error as Error).message}`));
+  };
+  for (const signal of ["SIGINT", "SIGTERM"] as const)
+    process.once(signal, () => {
+      log(`${signal}: stopping everything this benchmark started…`);
+      void closeAll().finally(() => process.exit(130));
+    });
+  return { closers, closeAll };
+}
+
 export class Recorder {
   readonly times = new Map<string, number[]>();
   readonly errors = new Map<string, number>();
