@@ -1,5 +1,5 @@
 import type { Billing } from "../payments/billing.ts";
-import type { PaymentCore } from "../payments/core.ts";
+import type { Claim, PaymentCore } from "../payments/core.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 
 /**
@@ -11,5 +11,7 @@ export type AppEnv = {
     payments: PaymentCore;
     assessor: WalletAssessor;
     billing: Billing;
+    /** The payment claimed for this request (set by the payment middleware on paid routes). */
+    claim: Claim;
   };
 };

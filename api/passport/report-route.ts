@@ -83,9 +83,9 @@ export const reportRoute = declareRoute("report", {
  */
 export function revokeUnpaidReports(reporter: ReporterClient | undefined) {
   const name = routeName(reportRoute);
-  return async (row: Pick<PaymentRow, "route" | "responseBody">, outcome: Resolution): Promise<void> => {
+  return async (row: Pick<PaymentRow, "route" | "responseBody" | "reference">, outcome: Resolution): Promise<void> => {
     if (outcome.status === "settled" || row.route !== name || !reporter?.contract) return;
-    const reportId = reportIdOf(row.responseBody);
+    const reportId = row.reference ?? reportIdOf(row.responseBody);
     if (reportId) await revokeUnpaid(reporter, reportId, `${outcome.status}: ${outcome.failure}`);
   };
 }
@@ -137,6 +137,9 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
           if (!(await reporter.exists(reportId))) break;
           if (draw > 8) throw new PublishError("could not draw a free report id", false);
         }
+        // Named in the ledger before it exists on chain: if the process dies before the answer is
+        // stored, the reconciler still knows which passport an unpaid claim must revoke.
+        await c.var.payments.ledger.reference(c.var.claim.key, reportId);
         const document = passportDocument(assessment, { reportId, buyer, issuedAt, expiresAt, supersedes, contract: reporter.contract!, chainId: reporter.chainId });
         try {
           const bytes = canonicalBytes(document);

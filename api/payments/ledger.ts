@@ -208,6 +208,11 @@ export class PaymentLedger {
       .where(and(byKey(key), inArray(payment.status, ["pending", "settling", "failed"])));
   }
 
+  /** Records what the claimed call made that must be undone if its payment fails (the report's id), before making it. */
+  async reference(key: PaymentKey, reference: string): Promise<void> {
+    await (await this.store).update(payment).set({ reference, updatedAt: new Date() }).where(and(byKey(key), eq(payment.status, "pending")));
+  }
+
   /** A deferred payment answered: its row waits for the settlement worker with the answer it bought. */
   async queued(key: PaymentKey, answer: StoredAnswer): Promise<void> {
     await (await this.store)

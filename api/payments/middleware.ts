@@ -67,6 +67,7 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
     if ("reply" in admitted) return send(c, await signIn.advertise(route, request.url, admitted.reply));
     const { claim } = admitted;
     c.set("billing", claim.billing);
+    c.set("claim", claim);
     try {
       await next();
     } catch (error) {

@@ -77,6 +77,12 @@ export const payment = service.table(
     paymentId: text("payment_id"),
     /** A failed deferred row (a debt) was paid again by the payment with this nonce. */
     repaidBy: text("repaid_by"),
+    /**
+     * What the paid call made that must be undone if its payment fails, recorded before it is made:
+     * the report's REP- id, written before publishing, so that a crash before the answer is stored
+     * still leaves the reconciler the passport to revoke.
+     */
+    reference: text("reference"),
   },
   (t) => [
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),

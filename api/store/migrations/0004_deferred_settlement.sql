@@ -11,6 +11,7 @@ ALTER TABLE "service"."payment" ADD COLUMN "valid_after" numeric(78, 0);--> stat
 ALTER TABLE "service"."payment" ADD COLUMN "attempts" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE "service"."payment" ADD COLUMN "payment_id" text;--> statement-breakpoint
 ALTER TABLE "service"."payment" ADD COLUMN "repaid_by" text;--> statement-breakpoint
+ALTER TABLE "service"."payment" ADD COLUMN "reference" text;--> statement-breakpoint
 CREATE INDEX "sign_in_nonce_expires" ON "service"."sign_in_nonce" USING btree ("expires_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "payment_payer_id" ON "service"."payment" USING btree ("payer","payment_id");--> statement-breakpoint
 CREATE INDEX "payment_deferred_payer" ON "service"."payment" USING btree ("payer","status") WHERE "service"."payment"."deferred" and "service"."payment"."repaid_by" is null;--> statement-breakpoint

@@ -1,0 +1,73 @@
+import { createPublicClient, type Hex, http } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
+import { reportRoute, revokeUnpaidReports, UNPAID_REASON } from "../../api/passport/report-route.ts";
+import { createReporter } from "../../api/passport/reporter.ts";
+import { routeName } from "../../api/http/declare.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { keyOf } from "../../api/payments/reconcile.ts";
+import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
+import { devnetPaymentSettings, nowSeconds, randomNonce } from "../support/payments.ts";
+
+// The report route names its passport in the ledger row before publishing it. If the process dies
+// after the publication and before the settlement (no answer stored), the reconciler still finds
+// the passport to revoke once the payment's authorization lapses unused.
+describe(`a passport published by a claim that never settled (${testDatabase})`, () => {
+  let devnet: TestDevnet;
+  let slot: DatabaseSlot;
+  let store: ServiceStore;
+
+  beforeAll(async () => {
+    devnet = await startTestDevnet({ wallets: 2, months: 2, slotHours: 24 * 7 });
+    slot = databaseSlot();
+    await slot.prepare();
+    store = await openServiceStore(slot.store);
+  }, 240_000);
+
+  afterAll(async () => {
+    await store?.close();
+    await slot?.drop();
+    await devnet?.stop();
+  });
+
+  it("is revoked on chain by the reconciler, from the reference its ledger row recorded", async () => {
+    const { rpcUrl, reporter: deployed, service, lenders, personas } = devnet.manifest;
+    const reporter = createReporter({ rpcUrl, contract: deployed.address, privateKey: service.reporter.privateKey as Hex, original: null });
+    const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, { onOutcome: revokeUnpaidReports(reporter) });
+    const payer = lenders[0]!.address as Hex;
+    const reportId = "REP-CRASHED001";
+
+    // The claim (authorization already past its validBefore: it can never be settled now), the
+    // reference written before publishing, then the publication; the process "dies" here.
+    const entry = {
+      token: devnet.manifest.tokens.USDT.address,
+      payer,
+      nonce: randomNonce(),
+      amount: 100_000n,
+      route: routeName(reportRoute),
+      subject: personas.salaried!.address,
+      fingerprint: "f".repeat(64),
+      signatureHash: "s".repeat(64),
+      encoding: "x-payment-json",
+      validBefore: nowSeconds() - 1n,
+    };
+    expect(await payments.ledger.claim(entry)).toBe(true);
+    await payments.ledger.reference(entry, reportId);
+    await reporter.exclusive(() =>
+      reporter.publish({ wallet: personas.salaried!.address, buyer: payer, reputationScore: 70, financialHealthScore: 70, loanCapacity: "1000", reportId, reportHash: "bafkreiexample", expiresAt: nowSeconds() + 86_400n, supersedes: "" }),
+    );
+    const status = () => createPublicClient({ transport: http(rpcUrl) }).readContract({ address: deployed.address, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+    expect((await status())[1]).toBe(false);
+
+    // A later sweep (ABANDONED_AFTER_MS passed: the row is read as its request died) decides it.
+    const [row] = await payments.ledger.unresolved(0).then((rows) => rows.filter((r) => r.nonce === entry.nonce));
+    const abandoned = row ?? (await payments.ledger.find(keyOf(entry)))!;
+    expect(abandoned.responseBody).toBeNull();
+    expect(await payments.reconcileOne({ ...abandoned, updatedAt: new Date(0) })).toMatchObject({ status: "expired" });
+    const [, revoked] = await status();
+    expect(revoked).toBe(true);
+    expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
+  });
+});
