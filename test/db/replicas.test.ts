@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
@@ -34,12 +35,7 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
   let treasury: Hex;
   let borrower: Hex;
   const PRICE = 10_000n;
-  const rpc = async (method: string, params: unknown[] = []) => {
-    const res = await fetch(devnet.manifest.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
-    const body = (await res.json()) as { result?: unknown; error?: { message: string } };
-    if (body.error) throw new Error(`${method}: ${body.error.message}`);
-    return body.result;
-  };
+  const rpc = (method: string, params: unknown[] = []) => devnetRpc(devnet.manifest.rpcUrl, method, params);
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
   const pay = async () => specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury }), devnet.manifest.tokens.USDT.address);
   const screen = async (replica: Indexer, header: string, wallet = borrower): Promise<Answer> => {

@@ -1,6 +1,7 @@
 import type { Hex } from "viem";
 import { createPublicClient, decodeFunctionData, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
@@ -20,12 +21,7 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
   let lender: { address: Hex; privateKey: Hex };
   let treasury: Hex;
 
-  const rpc = async (method: string, params: unknown[] = []) => {
-    const res = await fetch(devnet.manifest.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
-    const body = (await res.json()) as { result?: unknown; error?: { message: string } };
-    if (body.error) throw new Error(`${method}: ${body.error.message}`);
-    return body.result;
-  };
+  const rpc = (method: string, params: unknown[] = []) => devnetRpc(devnet.manifest.rpcUrl, method, params);
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
   const screen = (url: string, header: string): Promise<Outcome> =>
     fetch(`${url}/api/lender/screen`, {
