@@ -29,9 +29,13 @@ export const transfer = onchainTable(
 
 /**
  * The one aggregate the handlers maintain: money that moved from one wallet to another, per token
- * and UTC calendar month. A transfer costs a single upsert here; every per-wallet figure (monthly
- * flows, balances, counterparties) is a sum over the wallet's flow rows, which stay few (one per
- * counterparty and month) however many transfers there were. See docs/data-model.md.
+ * and UTC day (`day` = block timestamp / 86400, the unix day number). A transfer costs a single
+ * upsert here; every per-wallet figure (monthly flows, balances, counterparties) is a sum over the
+ * wallet's flow rows, which stay few (one per counterparty and active day) however many transfers
+ * there were. `month` ("YYYY-MM") is the day's UTC month, kept so that the views and readers group
+ * by it: a UTC day never crosses a UTC month. The key is by day, not by month, because Ponder can
+ * predict `timestamp / 86400n` from the coming events and so, following the head, loads a block's
+ * flow rows in one batched query instead of one lookup per transfer. See docs/data-model.md.
  */
 export const flow = onchainTable(
   "flow",
@@ -39,17 +43,21 @@ export const flow = onchainTable(
     from: t.hex().notNull(),
     to: t.hex().notNull(),
     token: t.hex().notNull(),
+    day: t.bigint().notNull(),
     month: t.text().notNull(),
     total: t.bigint().notNull(),
     transfers: t.integer().notNull(),
     firstAt: t.bigint().notNull(),
     lastAt: t.bigint().notNull(),
   }),
-  // Covering indexes for both sides of a wallet: its flow rows come from the index alone.
+  // Covering indexes for both sides of a wallet: its flow rows come from the index alone. `month`
+  // comes before `day` so that a wallet's rows are read in (counterparty, token, month) groups
+  // (the funding trace's outflows: api/wallet/queries.ts); the day determines the month, so the
+  // order is the same as by day.
   (table) => ({
-    pk: primaryKey({ columns: [table.from, table.to, table.token, table.month] }),
-    fromIdx: index().on(table.from, table.to, table.token, table.month, table.total, table.transfers, table.firstAt, table.lastAt),
-    toIdx: index().on(table.to, table.from, table.token, table.month, table.total, table.transfers, table.firstAt, table.lastAt),
+    pk: primaryKey({ columns: [table.from, table.to, table.token, table.day] }),
+    fromIdx: index().on(table.from, table.to, table.token, table.month, table.day, table.total, table.transfers, table.firstAt, table.lastAt),
+    toIdx: index().on(table.to, table.from, table.token, table.month, table.day, table.total, table.transfers, table.firstAt, table.lastAt),
   }),
 );
 
@@ -111,7 +119,8 @@ export const trackedWallet = onchainTable("tracked_wallet", (t) => ({
 /**
  * Each flow seen from both of its wallets: the sender's outflow and the recipient's inflow. The
  * zero address (mints, burns) is a counterparty, never a wallet of its own; in tracked mode only
- * tracked wallets are.
+ * tracked wallets are. A pair has one row per active day, so the views only sum, take extremes
+ * and count distinct counterparties over these rows, never count the rows themselves.
  */
 const sides = sql`
   select "from" as address, "to" as counterparty, token, month, 0::numeric(78,0) as inflow, total as outflow,
@@ -148,8 +157,8 @@ export const accountMonth = onchainView("account_month", {
 }).as(sql`
   select address, token, month, sum(inflow) as inflow, sum(outflow) as outflow, ${countsAndTimesSql},
          count(distinct counterparty)::int as counterparties,
-         count(*) filter (where transfers_in > 0)::int as payers,
-         count(*) filter (where transfers_out > 0)::int as payees
+         count(distinct counterparty) filter (where transfers_in > 0)::int as payers,
+         count(distinct counterparty) filter (where transfers_out > 0)::int as payees
   from (${sides}) s where ${notZero} group by address, token, month`);
 
 /** Per wallet and token: balance (all inflows less all outflows) and lifetime flows. */

@@ -13,13 +13,18 @@ export type TransferFact = {
 };
 
 /**
- * Folds one transfer into the (from, to, token, month) flow row: the only aggregate written per
+ * Folds one transfer into the (from, to, token, day) flow row: the only aggregate written per
  * transfer. Per-wallet figures are views over these rows (ponder.schema.ts).
+ *
+ * `day` must stay exactly `block.timestamp / 86400n`, and `from`, `to`, `token` equal to the event's
+ * fields: Ponder recognises those values in the key, so following the head it predicts the block's
+ * flow rows and loads them in one query (node_modules/ponder/src/indexing-store/profile.ts) instead
+ * of one lookup per transfer. `month` is not in the key: a UTC day lies in one UTC month.
  */
 export async function addToFlow(db: Context["db"], t: TransferFact): Promise<void> {
   await db
     .insert(flow)
-    .values({ from: t.from, to: t.to, token: t.token, month: monthOf(t.timestamp), total: t.value, transfers: 1, firstAt: t.timestamp, lastAt: t.timestamp })
+    .values({ from: t.from, to: t.to, token: t.token, day: t.timestamp / 86400n, month: monthOf(t.timestamp), total: t.value, transfers: 1, firstAt: t.timestamp, lastAt: t.timestamp })
     .onConflictDoUpdate((row) => ({ total: row.total + t.value, transfers: row.transfers + 1, lastAt: t.timestamp }));
 }
 

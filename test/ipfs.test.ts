@@ -1,4 +1,5 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -47,7 +48,7 @@ describe("IPFS node", () => {
     }
   });
 
-  it("checks the bytes on every read: a block changed after it was served (same size, same mtime) is refused, and served again once restored", async () => {
+  it("never serves a block changed after it was served (same size, same mtime), even one it keeps verified in memory, and serves it again once restored", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ipfs-retamper-"));
     try {
       const node = await openIpfs(dir);
@@ -61,11 +62,13 @@ describe("IPFS node", () => {
       const files = readdirSync(join(dir, "blocks"), { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
       const forge = (file: string, change: (bytes: Buffer) => Buffer) => {
         const before = readFileSync(file);
-        const { atime, mtime } = statSync(file);
+        const { mtimeNs } = statSync(file, { bigint: true });
         const forged = change(Buffer.from(before));
         expect(forged.length).toBe(before.length);
         writeFileSync(file, forged);
-        utimesSync(file, atime, mtime); // size and mtime as they were: only the bytes tell
+        // Size and mtime as they were, to the nanosecond (utimes would round it): only the bytes, and the ctime, tell.
+        execFileSync("touch", ["-m", "-d", `@${mtimeNs / 1_000_000_000n}.${String(mtimeNs % 1_000_000_000n).padStart(9, "0")}`, file]);
+        expect(statSync(file, { bigint: true }).mtimeNs).toBe(mtimeNs);
         return () => writeFileSync(file, before);
       };
       const smallFile = files.find((f) => readFileSync(f).toString() === original)!;
@@ -73,6 +76,12 @@ describe("IPFS node", () => {
       await expect(node.get(small)).rejects.toThrow(/does not match its CID/);
       restoreSmall();
       expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
+      // Unchanged for a while, its verified bytes are kept and served from memory; a write still shows (its ctime moves).
+      await new Promise((r) => setTimeout(r, 2_100));
+      expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
+      const restoreAgain = forge(smallFile, (b) => Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')));
+      await expect(node.get(small)).rejects.toThrow(/does not match its CID/);
+      restoreAgain();
 
       // A leaf of the large file (the biggest block), one byte flipped.
       const leaf = files.reduce((a, b) => (statSync(a).size >= statSync(b).size ? a : b));

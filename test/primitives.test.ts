@@ -1,6 +1,9 @@
-import { zeroAddress } from "viem";
+import { authorizationTypes } from "@x402/evm";
+import { type Hex, keccak256, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
+import { recoverSigner, recoverTypedDataSigner, recoveryBackend } from "../api/payments/ecrecover.ts";
 import { addressSchema } from "../config/addresses.ts";
 import { monthOf } from "../shared/month.ts";
 
@@ -38,5 +41,37 @@ describe("addresses and months", () => {
   it("keys months by UTC calendar month", () => {
     expect(monthOf(Date.UTC(2026, 0, 31, 23, 59, 59) / 1000)).toBe("2026-01");
     expect(monthOf(BigInt(Date.UTC(2026, 1, 1) / 1000))).toBe("2026-02");
+  });
+});
+
+describe("signature recovery (api/payments/ecrecover.ts)", () => {
+  const typedData = (nonce: Hex) => ({
+    domain: { name: "Tether USD", version: "1", chainId: 42220, verifyingContract: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e" as Hex },
+    types: authorizationTypes,
+    primaryType: "TransferWithAuthorization" as const,
+    message: { from: zeroAddress, to: zeroAddress, value: 10_000n, validAfter: 0n, validBefore: 2n ** 40n, nonce },
+  });
+
+  it("recovers what viem recovers, with the native library when it loads", async () => {
+    // The prebuilt binding ships for linux-x64 glibc: this machine kind must use it, not the 30x slower fallback.
+    expect(recoveryBackend).toBe("libsecp256k1");
+    for (let i = 0; i < 20; i++) {
+      const account = privateKeyToAccount(generatePrivateKey());
+      const data = typedData(keccak256(toHex(i)));
+      const signature = await account.signTypedData(data);
+      expect(await recoverTypedDataSigner({ ...data, signature })).toBe(account.address.toLowerCase());
+      expect(await recoverTypedDataSigner({ ...data, signature })).toBe((await recoverTypedDataAddress({ ...data, signature })).toLowerCase());
+      // v as 0/1 (yParity) recovers the same key.
+      const yParity = `${signature.slice(0, 130)}${signature.endsWith("1b") ? "00" : "01"}` as Hex;
+      expect(await recoverTypedDataSigner({ ...data, signature: yParity })).toBe(account.address.toLowerCase());
+    }
+  });
+
+  it("names another signer for another message, and refuses what recovers nothing", async () => {
+    const account = privateKeyToAccount(generatePrivateKey());
+    const signature = await account.signTypedData(typedData(keccak256("0x01")));
+    expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(account.address.toLowerCase());
+    await expect(recoverSigner(keccak256("0x01"), `${signature.slice(0, 130)}1d` as Hex)).rejects.toThrow();
+    await expect(recoverSigner(keccak256("0x01"), `0x${"00".repeat(64)}1b`)).rejects.toThrow();
   });
 });

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import type { BigIntStats } from "node:fs";
+import { open, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { unixfs } from "@helia/unixfs";
 import { FsBlockstore } from "blockstore-fs";
@@ -56,6 +57,9 @@ export async function cidOf(bytes: Uint8Array): Promise<string> {
   return (await importBytes(bytes, discard)).toString();
 }
 
+/** How many pinned CIDs a node remembers (about 100 bytes each). */
+const MAX_REMEMBERED_PINS = 200_000;
+
 export async function openIpfs(directory: string): Promise<IpfsNode> {
   mkdirSync(join(directory, "blocks"), { recursive: true });
   mkdirSync(join(directory, "data"), { recursive: true });
@@ -69,13 +73,43 @@ export async function openIpfs(directory: string): Promise<IpfsNode> {
   const helia = createHeliaLight({ blockstore, datastore, blockBrokers: [], routers: [] });
   const fs = unixfs(helia);
 
-  const isPinned = async (cid: CID) => helia.pins.isPinned(cid).catch(() => false);
-  /** A raw block's bytes straight from its file: one read, not the UnixFS exporter's stream (verify reads one per request). */
-  const readRawBlock = async (cid: CID) => {
+  // Pins are only ever added (nothing here unpins): one seen stays true, and verify need not read the datastore for it again.
+  const pinned = new Set<string>();
+  const isPinned = async (cid: CID) => {
+    const key = cid.toV1().toString();
+    if (pinned.has(key)) return true;
+    const yes = await helia.pins.isPinned(cid).catch(() => false);
+    if (yes && pinned.size < MAX_REMEMBERED_PINS) pinned.add(key);
+    return yes;
+  };
+  const verified = new VerifiedBlocks();
+  /**
+   * A raw block's bytes that hash to its CID, straight from its file (one read, not the UnixFS
+   * exporter's stream: verify reads one per request). Bytes already verified are served again while
+   * the file's stat says it was not written since (see VerifiedBlocks); otherwise read and hashed.
+   */
+  const readRawBlock = async (cid: CID, text: string) => {
     const { dir, file } = sharding.encode(cid);
-    return readFile(join(directory, "blocks", dir, file)).catch((error: NodeJS.ErrnoException) => {
+    const path = join(directory, "blocks", dir, file);
+    const missing = (error: NodeJS.ErrnoException) => {
       throw error.code === "ENOENT" ? new Error(`the block of ${cid} is missing from the blockstore`) : error;
-    });
+    };
+    const known = verified.get(text);
+    if (known) {
+      if (known.since === fileVersion(await stat(path, { bigint: true }).catch(missing))) return known.bytes;
+      verified.forget(text);
+    }
+    // Stat, then read: a write after the stat changes the next stat, so what is kept is never newer than its version.
+    const handle = await open(path).catch(missing);
+    try {
+      const version = await handle.stat({ bigint: true });
+      const bytes = await handle.readFile();
+      if (!(await hashesTo(cid, bytes))) throw new Error(`the content held for ${text} does not match its CID`);
+      verified.keep(text, bytes, version);
+      return bytes;
+    } finally {
+      await handle.close();
+    }
   };
   const cat = async (cid: CID) => {
     const chunks: Uint8Array[] = [];
@@ -89,13 +123,15 @@ export async function openIpfs(directory: string): Promise<IpfsNode> {
     async add(bytes) {
       const cid = await importBytes(bytes, helia.blockstore as never);
       if (!(await isPinned(cid))) for await (const _ of helia.pins.add(cid)) void _;
+      if (pinned.size < MAX_REMEMBERED_PINS) pinned.add(cid.toV1().toString());
       return cid.toString();
     },
     async get(text) {
       const cid = parseCid(text);
       if (!cid || !(await isPinned(cid))) return undefined;
-      const bytes = isRawSha256(cid) ? await readRawBlock(cid) : await cat(cid);
-      // Serve nothing that does not hash to what was asked for: checked on every read, nothing is trusted from before.
+      if (isRawSha256(cid)) return readRawBlock(cid, text);
+      const bytes = await cat(cid);
+      // Serve nothing that does not hash to what was asked for.
       if (!(await hashesTo(cid, bytes))) throw new Error(`the content held for ${text} does not match its CID`);
       return bytes;
     },
@@ -110,4 +146,41 @@ export async function openIpfs(directory: string): Promise<IpfsNode> {
       await datastore.close();
     },
   };
+}
+
+/** A block file's version: any write changes its ctime (which no caller can set back), as does a replaced file its inode. */
+const fileVersion = (s: BigIntStats) => `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+
+/**
+ * Raw blocks whose bytes were hashed against their CID, kept with the version of the file they
+ * were read from. Only files unchanged for STABLE_AFTER_MS are kept: the kernel stamps ctime from
+ * a coarse clock (a few ms), so a write in the same tick as the one kept might not change it.
+ */
+class VerifiedBlocks {
+  private static readonly STABLE_AFTER_MS = 2_000;
+  private static readonly MAX_BYTES = 32 * 1024 * 1024;
+  private readonly blocks = new Map<string, { bytes: Uint8Array; since: string }>();
+  private bytes = 0;
+
+  get(cid: string) {
+    return this.blocks.get(cid);
+  }
+
+  keep(cid: string, bytes: Uint8Array, version: BigIntStats) {
+    if (Date.now() - Number(version.ctimeNs / 1_000_000n) < VerifiedBlocks.STABLE_AFTER_MS || bytes.length > VerifiedBlocks.MAX_BYTES / 64) return;
+    this.forget(cid);
+    this.blocks.set(cid, { bytes, since: fileVersion(version) });
+    this.bytes += bytes.length;
+    // The oldest kept go first (a Map iterates in insertion order).
+    for (const [oldest] of this.blocks) {
+      if (this.bytes <= VerifiedBlocks.MAX_BYTES) break;
+      this.forget(oldest);
+    }
+  }
+
+  forget(cid: string) {
+    const kept = this.blocks.get(cid);
+    if (kept) this.bytes -= kept.bytes.length;
+    this.blocks.delete(cid);
+  }
 }

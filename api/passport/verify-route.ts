@@ -73,7 +73,8 @@ export function verifyHandler(deps: VerifyDeps): RouteHandler<typeof verifyRoute
       }
       return c.html(passportPage(result, history), status) as never;
     }
-    return status === 404 ? c.json(verifyResultSchema.parse(result), 404) : c.json(verifyResultSchema.parse(result), 200);
+    // Built to its type by verifyPassport (the document in it already parsed): sent as it is, not parsed again.
+    return status === 404 ? c.json(result, 404) : c.json(result, 200);
   };
 }
 

@@ -171,12 +171,7 @@ async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Prom
     return { tampered: true, document: null, result: { checked: true, contentMatchesCid: false, attestationMatchesContent: null, detail: (error as Error).message.split("\n")[0]! } };
   }
   if (!bytes) return unchecked("this node does not hold the content (not pinned here)");
-  let parsed;
-  try {
-    parsed = passportDocumentSchema.safeParse(JSON.parse(Buffer.from(bytes).toString("utf8")));
-  } catch {
-    parsed = { success: false as const };
-  }
+  const parsed = parseDocument(bytes);
   if (!parsed.success) return { tampered: true, document: null, result: { checked: true, contentMatchesCid: true, attestationMatchesContent: false, detail: "the content under the CID is not a passport document" } };
   const doc = parsed.data;
   const mismatches = [
@@ -191,6 +186,22 @@ async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Prom
     document: doc,
     result: { checked: true, contentMatchesCid: true, attestationMatchesContent: matches, detail: matches ? null : `the document's ${mismatches.join(", ")} differ from the attestation` },
   };
+}
+
+/** Documents parsed, by the very bytes the IPFS node served (it serves the same object while the block is unchanged). */
+const parsedDocuments = new WeakMap<Uint8Array, ReturnType<typeof passportDocumentSchema.safeParse> | { success: false }>();
+
+function parseDocument(bytes: Uint8Array) {
+  let parsed = parsedDocuments.get(bytes);
+  if (!parsed) {
+    try {
+      parsed = passportDocumentSchema.safeParse(JSON.parse(Buffer.from(bytes).toString("utf8")));
+    } catch {
+      parsed = { success: false as const };
+    }
+    parsedDocuments.set(bytes, parsed);
+  }
+  return parsed;
 }
 
 /** Not indexed: does a reporter contract have it already (the indexer has not reached its block)? */

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { encodePaymentResponseHeader } from "@x402/core/http";
 import type { SettleResponse } from "@x402/core/types";
-import type { PublicClient } from "viem";
+import type { Hex, PublicClient } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { errorBody } from "../http/errors.ts";
@@ -11,7 +11,7 @@ import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
 import { type Settler, usedIn } from "./relayer.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
-import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
+import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, keyId, type OpenAmounts, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
 import { chainOutcome, keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { paidRecently } from "./free-read.ts";
@@ -63,7 +63,7 @@ export type Claim = {
   waived: boolean;
   billing: Billing;
   paid?: { transaction: string };
-  /** Answered now, settled by the worker afterwards (X402_SETTLEMENT=deferred, within the caps). */
+  /** To be answered now and settled by the worker afterwards (X402_SETTLEMENT=deferred), if its answer finds the caps with room (else settled first). */
   deferred?: boolean;
   /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
   repays?: boolean;
@@ -176,11 +176,12 @@ export class PaymentCore {
       return { headers: {} };
     }
     const verified = claim.verified!;
-    if (claim.deferred) {
-      await ledger.queued(key, outcome.answer);
+    const timing = this.settings.timing;
+    if (claim.deferred && timing.mode === "deferred" && (await ledger.queuedWithinCaps(key, outcome.answer, { perPayer: timing.maxPerPayerMicroUsd, total: timing.maxTotalMicroUsd }))) {
       this.deps.onQueued?.();
       return { headers: receiptHeaders(null, this.settings.network, verified.payer) };
     }
+    // Not deferrable, or past a cap: settled before the answer.
     const settled = this.facilitator.settler
       ? await this.settleSelf(this.facilitator.settler, key, verified, outcome.answer)
       : await this.settleRemote(key, verified, outcome.answer);
@@ -333,8 +334,15 @@ export class PaymentCore {
     // is followed instead: its answer, or its outcome, is this request's, and this one is not charged.
     let [key, signatureHash, following] = [ownKey as PaymentKey, ownSignatureHash, false];
 
+    // The indexed payer state is read while the ledger is: no wait of its own on the hot path.
+    const payerState = this.localPayerState(attempt, token);
+    // The first round reads the row and the payer's open amounts together; a later round has waited, and reads them again.
+    let openRead: OpenAmounts | undefined;
+
     for (let round = 0; ; round++) {
-      let existing = await ledger.find(key);
+      let existing: PaymentRow | undefined;
+      if (round === 0) ({ row: existing, open: openRead } = await ledger.lookup(key));
+      else [existing, openRead] = [await ledger.find(key), undefined];
       if (!following && !existing && attempt.paymentId) {
         const earlier = await ledger.findByPaymentId(ownKey.payer, attempt.paymentId);
         if (earlier && FOLLOWED.has(earlier.status)) {
@@ -381,10 +389,10 @@ export class PaymentCore {
       if (round > 2) throw new PaymentError("settlement_failed", `The payment could not be settled: ${existing?.failure ?? "unknown failure"}.`);
       if (this.draining) throw shuttingDown();
 
-      const open = await ledger.openFor(ownKey.payer, token.address);
+      const open = openRead ?? (await ledger.openFor(ownKey.payer, token.address));
       let verified: VerifiedPayment;
       try {
-        verified = await this.verify(attempt, token, open.unsettled);
+        verified = await this.verify(attempt, token, open.unsettled, payerState);
       } catch (error) {
         // The nonce is spent but we hold a row for it: the chain says by whom (ours is never "already used").
         // (Another copy of this request may have claimed and settled it meanwhile: read the row again.)
@@ -417,13 +425,11 @@ export class PaymentCore {
       };
       const timing = settings.timing;
       const deferrable = timing.mode === "deferred" && !route.settleFirst && !waived && owed === 0n && this.facilitator.settler !== undefined;
-      const claimed = deferrable
-        ? await ledger.claimDeferred(entry, { signature: attempt.signature, validAfter: attempt.authorization.validAfter }, { perPayer: timing.maxPerPayerMicroUsd, total: timing.maxTotalMicroUsd })
-        : (await ledger.claim(entry)) && "before";
+      const claimed = deferrable ? await ledger.claimDeferred(entry, { signature: attempt.signature, validAfter: attempt.authorization.validAfter }) : await ledger.claim(entry);
       if (claimed) {
         const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
         this.claims++;
-        return { claim: { key, verified, waived, billing, deferred: claimed === "deferred", repays: owed > 0n } };
+        return { claim: { key, verified, waived, billing, deferred: deferrable, repays: owed > 0n } };
       }
     }
   }
@@ -452,13 +458,19 @@ export class PaymentCore {
    * payer has claimed but not settled: no RPC on the hot path. Contract wallets, and before mode,
    * go through the facilitator (the signature and a simulated transfer over RPC).
    */
-  private async verify(attempt: PaymentAttempt, token: TokenInfo, unsettled: bigint): Promise<VerifiedPayment> {
-    const { payerState } = this.deps;
-    if (this.settings.timing.mode === "deferred" && payerState) {
+  private async verify(attempt: PaymentAttempt, token: TokenInfo, unsettled: bigint, payerState: PayerState | undefined): Promise<VerifiedPayment> {
+    if (payerState) {
       const local = await verifyWithoutRpc(attempt, token, { settings: this.settings, state: payerState, unsettled });
       if (local !== "needs_rpc") return local;
     }
     return verifyPayment(attempt, token, this.deps);
+  }
+
+  /** Deferred mode: this attempt's payer state, its reads already started (see prefetched). */
+  private localPayerState(attempt: PaymentAttempt, token: TokenInfo): PayerState | undefined {
+    const { payerState } = this.deps;
+    if (this.settings.timing.mode !== "deferred" || !payerState) return undefined;
+    return prefetched(payerState, token.address, attempt.authorization.from, attempt.authorization.nonce);
   }
 
   private async isFreeRead(route: PricedRoute, payer: Address, subject: Address | undefined): Promise<boolean> {
@@ -519,10 +531,16 @@ async function waitWhileRerunning(ledger: PaymentLedger, key: PaymentKey) {
   throw pending();
 }
 
+/** `state` with this attempt's facts already being read: the read starts now, and answers this attempt from then on. */
+function prefetched(state: PayerState, token: Address, payer: Address, nonce: Hex): PayerState {
+  const facts = state.read(token, payer, nonce);
+  facts.catch(() => undefined); // a refusal that never asks leaves it unobserved, not unhandled
+  return { read: (t, wallet, n) => (t === token && wallet === payer && n === nonce ? facts : state.read(t, wallet, n)) };
+}
+
 /** Rows a payment-identifier retry follows: their payment may yet be (or was) charged. */
 const FOLLOWED = new Set(["pending", "queued", "settling", "settled", "waived"]);
 
-const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
 

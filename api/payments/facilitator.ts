@@ -3,12 +3,13 @@ import { x402Facilitator } from "@x402/core/facilitator";
 import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
 import { authorizationTypes, toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { createPublicClient, createWalletClient, getAddress, type Hex, http, publicActions, type PublicClient, recoverTypedDataAddress } from "viem";
+import { createPublicClient, createWalletClient, getAddress, type Hex, http, isErc6492Signature, publicActions, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
+import { recoverTypedDataSigner } from "./ecrecover.ts";
 import type { PaymentErrorCode } from "./errors.ts";
-import { type RelayerClient, relayerSettler, type Settler } from "./relayer.ts";
+import { isTransportError, type RelayerClient, relayerSettler, type Settler, transferCalldata } from "./relayer.ts";
 
 export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}`; settler?: Settler };
 
@@ -66,11 +67,52 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     mode: "self",
     relayer: settler.relayer,
     settler,
-    verify: (payload, requirements) => withDeadline(checkedVerify(local.verify(payload, requirements), payload, requirements, probeClient), VERIFY_TIMEOUT_MS),
+    verify: (payload, requirements) =>
+      withDeadline(
+        (async () => {
+          const eoa = await verifyEoa(verifier, account.address, payload, requirements);
+          return checkedVerify(eoa ? Promise.resolve(eoa) : local.verify(payload, requirements), payload, requirements, probeClient);
+        })(),
+        VERIFY_TIMEOUT_MS,
+      ),
     // Kept for callers that want the x402 package's one-step settle (a remote facilitator served from this one).
     settle: (payload, requirements) => local.settle(payload, requirements),
     getSupported: async () => local.getSupported() as Awaited<ReturnType<FacilitatorClient["getSupported"]>>,
   };
+}
+
+/**
+ * The x402 exact scheme's verification, for the usual case of an EOA's signature, in one chain
+ * call instead of three: the package's checks that need no chain, the signature recovered
+ * natively (the package recovers it in pure JS, ~2 ms, after asking the payer's code twice), then
+ * the transfer simulated from the relayer, which is what judges nonce, balance and a payer that
+ * turned out to have code. Null when the signature is not this payer's EOA signature (a contract
+ * wallet's: EIP-1271 / EIP-6492): the package verifies those. A chain that does not answer throws.
+ */
+async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse | null> {
+  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
+  const payer = a.from!;
+  const extra = requirements.extra as { name?: string; version?: string } | undefined;
+  if (payload.accepted.scheme !== "exact" || requirements.scheme !== "exact" || payload.accepted.network !== requirements.network || !extra?.name || !extra.version) return null;
+  if (isErc6492Signature(signature) || signature.length !== 132) return null;
+  const message = { from: getAddress(payer), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex };
+  const domain = { name: extra.name, version: extra.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) };
+  const signer = await recoverTypedDataSigner({ domain, types: authorizationTypes, primaryType: "TransferWithAuthorization", message, signature }).catch(() => undefined);
+  if (signer !== payer.toLowerCase()) return null;
+  const refuse = (invalidReason: string): VerifyResponse => ({ isValid: false, invalidReason, payer });
+  if (message.to !== getAddress(requirements.payTo)) return refuse("invalid_exact_evm_recipient_mismatch");
+  const now = BigInt(Math.floor(Date.now() / 1000));
+  if (message.validBefore < now + 6n) return refuse("invalid_exact_evm_payload_authorization_valid_before");
+  if (message.validAfter > now) return refuse("invalid_exact_evm_payload_authorization_valid_after");
+  if (message.value !== BigInt(requirements.amount)) return refuse("invalid_exact_evm_authorization_value");
+  try {
+    await chain.call({ account: relayer, to: domain.verifyingContract, data: transferCalldata(payload) });
+  } catch (error) {
+    if (isTransportError(error)) throw new Error(`the chain RPC did not answer (${firstLine(error)})`);
+    // Reverted: why (nonce, balance, window on the chain's clock) is read by the caller.
+    return refuse("invalid_exact_evm_transaction_simulation_failed");
+  }
+  return { isValid: true, invalidReason: undefined, payer };
 }
 
 const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
@@ -110,7 +152,7 @@ async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentP
     // An EOA signature is checked locally: if it is good, the refusal came from a failed chain read.
     const signature = (payload.payload as { signature: Hex }).signature;
     const extra = requirements.extra as { name?: string; version?: string } | undefined;
-    const signer = await recoverTypedDataAddress({
+    const signer = await recoverTypedDataSigner({
       domain: { name: extra?.name, version: extra?.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) },
       types: authorizationTypes,
       primaryType: "TransferWithAuthorization",

@@ -1,6 +1,6 @@
 import { and, count, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
-import { PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
+import { OPEN_STATUSES, PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
@@ -31,6 +31,17 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
 const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
+
+export type OpenAmounts = { unsettled: bigint; owed: bigint };
+
+/** A payer's open rows (the partial index payment_open_payer: the literal status list, see OPEN_STATUSES). */
+const openRowsOf = (payer: Address) => and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
+/** Over a payer's open rows: what is claimed in `token` and not settled, and what it owes. */
+const openSums = (token: Address) => ({
+  unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${payment.status} in ('pending', 'queued', 'settling')), 0)::text`.as("unsettled"),
+  owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`.as("owed"),
+});
+const openAmounts = (row: { unsettled: string | null; owed: string | null } | undefined): OpenAmounts => ({ unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") });
 
 /** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
 export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
@@ -79,6 +90,10 @@ export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now =
   row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
 const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
+const byKeys = (keys: PaymentKey[]) => or(...keys.map(byKey))!;
+
+/** One string per payment (maps and sets of payments). */
+export const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
 
 /**
  * The payment ledger. A payment is claimed by inserting its row: the primary key on
@@ -113,28 +128,12 @@ export class PaymentLedger {
   }
 
   /**
-   * Claims the payment to be answered before it is settled, if the payer's and the service's
-   * unsettled value stay within `caps` with it: "deferred" then, "before" when a cap says this one
-   * settles first (claimed all the same), false when another request owns the payment.
-   *
-   * Optimistic: the row is claimed as deferred, then the open amounts are summed with it; over a
-   * cap, it is turned into a settle-first claim before anything is answered. Of two concurrent
-   * claims, the one summing last sees both rows (each sum starts after its own insert committed),
-   * so the caps are never passed; at worst both settle first.
+   * Claims the payment to be answered before it is settled (deferred): the row keeps the
+   * authorization's signature for the worker. Whether it may be answered on credit is decided when
+   * its answer is ready (queuedWithinCaps).
    */
-  async claimDeferred(entry: NewPayment, authorization: DeferredAuthorization, caps: ExposureCaps): Promise<"deferred" | "before" | false> {
-    const db = await this.store;
-    if (!(await this.claimRow(db, entry, authorization))) return false;
-    const [open] = await db
-      .select({
-        payer: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${entry.payer}), 0)::text`,
-        total: sql<string>`coalesce(sum(${payment.amount}), 0)::text`,
-      })
-      .from(payment)
-      .where(sql`(${OPEN_DEFERRED}) or (${DEBT})`);
-    if (BigInt(open!.payer) <= caps.perPayer && BigInt(open!.total) <= caps.total) return "deferred";
-    await db.update(payment).set({ deferred: false, signature: null, validAfter: null }).where(and(byKey(entry), eq(payment.status, "pending")));
-    return "before";
+  async claimDeferred(entry: NewPayment, authorization: DeferredAuthorization): Promise<boolean> {
+    return this.claimRow(await this.store, entry, authorization);
   }
 
   private async claimRow(db: ServiceDb, entry: NewPayment, deferred: DeferredAuthorization | null): Promise<boolean> {
@@ -191,6 +190,28 @@ export class PaymentLedger {
     return updated.length > 0;
   }
 
+  /**
+   * The settlement worker's `settling` for the rows one transaction carries, in one statement:
+   * the ids (keyId) of the rows written, the others being no longer the worker's.
+   */
+  async settlingMany(keys: PaymentKey[], record: SettlementRecord): Promise<Set<string>> {
+    const updated = await (await this.store)
+      .update(payment)
+      .set({ status: "settling", transaction: record.transaction ?? null, settler: record.settler ?? null, settlerNonce: record.settlerNonce ?? null, rawTransaction: record.rawTransaction ?? null, updatedAt: new Date() })
+      .where(and(byKeys(keys), inArray(payment.status, ["pending", "settling"])))
+      .returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
+    return new Set(updated.map((k) => keyId(k as PaymentKey)));
+  }
+
+  /** `settled` for the rows whose authorizations one transaction used (their answers are already stored). */
+  async settledMany(keys: PaymentKey[], transaction: string): Promise<void> {
+    const now = new Date();
+    await (await this.store)
+      .update(payment)
+      .set({ status: "settled", transaction, failure: null, signature: null, settledAt: now, updatedAt: now })
+      .where(and(byKeys(keys), inArray(payment.status, ["pending", "settling", "failed"])));
+  }
+
   /** The money moved in `transaction`. `answer` is what was sent (kept when already stored). */
   async settled(key: PaymentKey, transaction: string, answer?: StoredAnswer): Promise<void> {
     const now = new Date();
@@ -213,12 +234,27 @@ export class PaymentLedger {
     await (await this.store).update(payment).set({ reference, updatedAt: new Date() }).where(and(byKey(key), eq(payment.status, "pending")));
   }
 
-  /** A deferred payment answered: its row waits for the settlement worker with the answer it bought. */
-  async queued(key: PaymentKey, answer: StoredAnswer): Promise<void> {
-    await (await this.store)
+  /**
+   * A deferred payment answered: its row joins the settlement queue with the answer it bought, if
+   * the payer's and the service's unsettled value, this row included, stay within `caps`. False
+   * when a cap says this one settles first: the row is then a settle-first claim, still pending.
+   *
+   * Optimistic, and exact: the row was inserted (committed) when the call was claimed, and the
+   * sums run now, before anything is answered. Of two concurrent claims, any replicas, the one
+   * whose sums run last sees both rows, so a cap is never passed; at worst both settle first.
+   */
+  async queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean> {
+    const db = await this.store;
+    const withinCaps = sql`(select coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${key.payer}), 0) <= ${caps.perPayer.toString()}::numeric
+      and coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where (${OPEN_DEFERRED}) or (${DEBT}))`;
+    const queued = await db
       .update(payment)
       .set({ status: "queued", responseStatus: answer.status, responseType: answer.type, responseBody: answer.body, updatedAt: new Date() })
-      .where(and(byKey(key), eq(payment.status, "pending")));
+      .where(and(byKey(key), eq(payment.status, "pending"), withinCaps))
+      .returning({ nonce: payment.nonce });
+    if (queued.length > 0) return true;
+    await db.update(payment).set({ deferred: false, signature: null, validAfter: null }).where(and(byKey(key), eq(payment.status, "pending")));
+    return false;
   }
 
   /**
@@ -272,15 +308,17 @@ export class PaymentLedger {
    * settled yet (spoken for in its balance); `owed`, its debts (deferred answers whose settlement
    * failed by its doing, not paid again), smallest units.
    */
-  async openFor(payer: Address, token: Address): Promise<{ unsettled: bigint; owed: bigint }> {
-    const [row] = await (await this.store)
-      .select({
-        unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${payment.status} in ('pending', 'queued', 'settling')), 0)::text`,
-        owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`,
-      })
-      .from(payment)
-      .where(and(eq(payment.payer, payer), inArray(payment.status, ["pending", "queued", "settling", "failed", "used_elsewhere"])));
-    return { unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") };
+  async openFor(payer: Address, token: Address): Promise<OpenAmounts> {
+    const [row] = await (await this.store).select(openSums(token)).from(payment).where(openRowsOf(payer));
+    return openAmounts(row);
+  }
+
+  /** find(key) and openFor(key.payer, key.token) in one round trip: the first read of a paid call. */
+  async lookup(key: PaymentKey): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }> {
+    const db = await this.store;
+    const open = db.select(openSums(key.token)).from(payment).where(openRowsOf(key.payer)).as("open");
+    const [result] = await db.select({ row: payment, unsettled: open.unsettled, owed: open.owed }).from(open).leftJoin(payment, byKey(key));
+    return { row: result?.row ?? undefined, open: openAmounts(result) };
   }
 
   /** The payer's debts are paid: the payment `by` (settled, covering them) repaid every one of them. */

@@ -8,16 +8,19 @@ import { PaymentError } from "./errors.ts";
 import type { PaymentAttempt } from "./header.ts";
 import { explain, signerOf, type VerifiedPayment, x402Payment } from "./verify.ts";
 
-/** What the indexer knows about a payer, read from the indexed tables (no RPC). */
-export type PayerState = {
+/** What the indexer knows about a payer and one of its authorizations, read from the indexed tables (no RPC). */
+export type PayerFacts = {
   /**
-   * The wallet's indexed balance in `token` (smallest units); null when the index does not follow
+   * The wallet's indexed balance in the token (smallest units); null when the index does not follow
    * the wallet's whole balance (tracked mode, a wallet outside the set): then the chain must tell.
    */
-  balance(token: Address, wallet: Address): Promise<bigint | null>;
-  /** Whether the indexer has seen AuthorizationUsed or AuthorizationCanceled for this authorization. */
-  nonceState(token: Address, authorizer: Address, nonce: Hex): Promise<"used" | "canceled" | null>;
+  balance: bigint | null;
+  /** Whether the indexer has seen AuthorizationUsed or AuthorizationCanceled for the authorization's nonce. */
+  nonce: "used" | "canceled" | null;
 };
+
+/** Reads a payer's facts in one round trip. */
+export type PayerState = { read(token: Address, wallet: Address, nonce: Hex): Promise<PayerFacts> };
 
 /** secp256k1's n / 2: FiatToken's ECRecover (and the devnet token) refuse a higher `s`. */
 const HALF_CURVE_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
@@ -42,7 +45,7 @@ export async function verifyWithoutRpc(
   const auth = attempt.authorization;
   if (isErc6492Signature(attempt.signature) || size(attempt.signature) !== 65) return "needs_rpc";
   // The index is read while the signature is recovered (CPU): one wait for both.
-  const reads = Promise.all([deps.state.nonceState(token.address, auth.from, auth.nonce), deps.state.balance(token.address, auth.from)]);
+  const reads = deps.state.read(token.address, auth.from, auth.nonce);
   reads.catch(() => undefined); // a refused signature leaves it unawaited
   const signer = await signerOf(attempt, token, deps.settings);
   // Not the payer's key: a contract wallet's owner signature (EIP-1271) looks just like this, and
@@ -52,7 +55,7 @@ export async function verifyWithoutRpc(
   if (!isCanonical(attempt.signature)) throw new PaymentError("invalid_signature", explain("invalid_signature", token));
   let nonce, balance;
   try {
-    [nonce, balance] = await reads;
+    ({ nonce, balance } = await reads);
   } catch (error) {
     throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
   }
@@ -72,30 +75,23 @@ function isCanonical(signature: Hex): boolean {
 
 /**
  * The PayerState over the indexed tables: the `balance` view (the index's one balance rule: inflows
- * less outflows of `flow`) and `authorization_state`. Prepared statements, each an index lookup.
+ * less outflows of `flow`) and `authorization_state`, two index lookups in one prepared statement.
+ * In tracked mode the index holds only the transfers that touch tracked wallets: another wallet's
+ * balance is unknown (null).
  */
 export function indexedPayerState(db: IndexDb, target: Pick<IndexTarget, "schema" | "tracked">): PayerState {
   const { schema, tracked } = target;
   return {
-    async balance(token, wallet) {
-      // In tracked mode the index holds only the transfers that touch tracked wallets.
-      if (tracked && !tracked.has(wallet)) return null;
-      const [row] = await queryPrepared<{ balance: string }>(
+    async read(token, wallet, nonce) {
+      const [row] = await queryPrepared<{ balance: string | null; nonce: "used" | "canceled" | null }>(
         db,
-        `payer_balance:${schema}`,
-        `select balance::text from "${schema}".balance where address = $1 and token = $2`,
-        [wallet, token],
+        `payer_facts:${schema}`,
+        `select (select balance::text from "${schema}".balance where address = $1 and token = $2) as balance,
+                (select kind from "${schema}".authorization_state where token = $2 and authorizer = $1 and nonce = $3) as nonce`,
+        [wallet, token, nonce.toLowerCase()],
       );
-      return row ? BigInt(row.balance) : 0n;
-    },
-    async nonceState(token, authorizer, nonce) {
-      const [row] = await queryPrepared<{ kind: "used" | "canceled" }>(
-        db,
-        `authorization_state:${schema}`,
-        `select kind from "${schema}".authorization_state where token = $1 and authorizer = $2 and nonce = $3`,
-        [token, authorizer, nonce.toLowerCase()],
-      );
-      return row?.kind ?? null;
+      const followed = !tracked || tracked.has(wallet);
+      return { balance: followed ? BigInt(row?.balance ?? "0") : null, nonce: row?.nonce ?? null };
     },
   };
 }

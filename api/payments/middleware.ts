@@ -43,6 +43,7 @@ const send = (c: Context, reply: Reply) => c.body(reply.body, reply.status as 20
  */
 export function payment(declared: SignInRoute, hooks: PaymentHooks = walletRequest): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    const started = performance.now();
     const core = c.var.payments;
     const input = validatedInput(c);
     // This request's price: the 402 names it, and an authorization for less is refused.
@@ -68,6 +69,7 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
     const { claim } = admitted;
     c.set("billing", claim.billing);
     c.set("claim", claim);
+    const admittedAt = performance.now();
     try {
       await next();
     } catch (error) {
@@ -79,11 +81,22 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
       return;
     }
     const answer = { status: c.res.status, type: c.res.headers.get("content-type") ?? "application/json", body: await c.res.clone().text() };
+    const answeredAt = performance.now();
     const concluded = await core.conclude(route, request, claim, { answer });
     if ("reply" in concluded) {
       await hooks.onSettlementFailed?.(c, { reply: concluded.reply, claim, core }).catch((error: Error) => log.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`));
       c.res = send(c, concluded.reply);
     }
     else for (const [name, value] of Object.entries(concluded.headers)) c.res.headers.set(name, value);
+    c.res.headers.append("Server-Timing", serverTiming({ payment: admittedAt - started, handler: answeredAt - admittedAt, settlement: performance.now() - answeredAt }));
   };
 }
+
+/**
+ * Where a paid call's time went, for the caller and the operator (Server-Timing): verifying and
+ * claiming the payment, the handler, and settling (or queueing) it.
+ */
+const serverTiming = (phases: Record<string, number>) =>
+  Object.entries(phases)
+    .map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`)
+    .join(", ");

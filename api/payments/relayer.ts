@@ -42,6 +42,13 @@ export type SubmitResult =
   /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
   | { sent: false; reason: string; unavailable: boolean };
 
+/**
+ * How long a fee estimate is reused: under a block's time, so a transaction pays what the node
+ * asked within the block (viem's estimate has a 20% margin over the base fee). A send refused for
+ * its fee asks again.
+ */
+const FEE_TTL_MS = 1_000;
+
 /** At most this many authorizations go in one transaction (gas stays far below a Celo block's limit). */
 export const MAX_BATCH = 50;
 
@@ -68,11 +75,24 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
   let nextNonce: number | undefined;
   const queue: Waiting[] = [];
   let sending = false;
+  const receipts = new Map<string, Promise<TransactionReceipt | undefined>>();
+  /** The fees of the last FEE_TTL_MS: a batch a few ms after another pays what it did, without asking the node twice more. */
+  let fees: { at: number; value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> } | undefined;
+  const currentFees = () => {
+    if (!fees || Date.now() - fees.at > FEE_TTL_MS) {
+      const value = client.estimateFeesPerGas() as Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }>;
+      fees = { at: Date.now(), value };
+      value.catch(() => fees?.value === value && (fees = undefined));
+    }
+    return fees.value;
+  };
 
   const pump = async () => {
     if (sending) return;
     sending = true;
     try {
+      // The submits of this moment (a worker's rows, concurrent requests) join the first transaction.
+      await new Promise((r) => setImmediate(r));
       while (queue.length > 0) {
         const batch = queue.splice(0, MAX_BATCH);
         const requeue = await sendBatch(batch);
@@ -89,7 +109,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     const call = batchCall(batch);
     let prepared: Record<string, unknown>;
     try {
-      prepared = await client.prepareTransactionRequest({ account, ...call, chain: client.chain, parameters: ["chainId", "fees", "gas", "type"] });
+      prepared = await client.prepareTransactionRequest({ account, ...call, ...(await currentFees()), chain: client.chain, parameters: ["chainId", "gas", "type"] });
     } catch (error) {
       settle(batch, { sent: false, reason: firstLine(error), unavailable: isTransportError(error) });
       return [];
@@ -116,6 +136,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       } catch (error) {
         nextNonce = undefined;
         const message = fullMessage(error);
+        if (/fee|underpriced/i.test(message)) fees = undefined;
         // The node may have taken it before the answer was lost: the chain decides.
         if (isTransportError(error) || /already known|known transaction|already imported/i.test(message)) {
           settle(batch, { sent: true, signed, uncertain: firstLine(error) });
@@ -138,31 +159,42 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
         void pump();
       });
     },
-    async receipt(hash, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
-      let pause = 10;
-      for (;;) {
-        try {
-          // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
-          const remaining = Math.max(0, deadline - Date.now());
-          const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
-          if (receipt) return receipt;
-        } catch {
-          // not mined yet, or the RPC did not answer: wait, the transaction is recorded
-        }
-        if (Date.now() >= deadline) {
-          nextNonce = undefined; // a dropped transaction must not leave a gap
-          return undefined;
-        }
-        await new Promise((r) => setTimeout(r, pause));
-        pause = Math.min(100, pause * 2);
+    receipt(hash, timeoutMs) {
+      // The payments of one transaction wait for one receipt: one poll, however many ask.
+      const key = `${hash}:${timeoutMs}`;
+      let waiting = receipts.get(key);
+      if (!waiting) {
+        waiting = pollReceipt(hash, timeoutMs).finally(() => receipts.delete(key));
+        receipts.set(key, waiting);
       }
+      return waiting;
     },
     async rebroadcast(raw) {
       await client.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
     },
   };
+
+  async function pollReceipt(hash: Hex, timeoutMs: number): Promise<TransactionReceipt | undefined> {
+    const deadline = Date.now() + timeoutMs;
+    // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
+    let pause = 10;
+    for (;;) {
+      try {
+        // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
+        const remaining = Math.max(0, deadline - Date.now());
+        const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
+        if (receipt) return receipt;
+      } catch {
+        // not mined yet, or the RPC did not answer: wait, the transaction is recorded
+      }
+      if (Date.now() >= deadline) {
+        nextNonce = undefined; // a dropped transaction must not leave a gap
+        return undefined;
+      }
+      await new Promise((r) => setTimeout(r, pause));
+      pause = Math.min(100, pause * 2);
+    }
+  }
 }
 
 /** One authorization: transferWithAuthorization on its token. Several: aggregate3, each allowed to fail alone. */
@@ -173,7 +205,7 @@ function batchCall(batch: Waiting[]): { to: Hex; data: Hex } {
 }
 
 /** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
-function transferCalldata(payload: PaymentPayload): Hex {
+export function transferCalldata(payload: PaymentPayload): Hex {
   const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
   const inner = parseErc6492Signature(signature).signature;
   const args = [getAddress(a.from!), getAddress(a.to!), BigInt(a.value!), BigInt(a.validAfter!), BigInt(a.validBefore!), a.nonce as Hex] as const;

@@ -3,13 +3,16 @@ import { log } from "../http/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
-import type { PaymentKey } from "./ledger.ts";
+import type { Hex } from "viem";
+import { keyId, type PaymentKey, type PaymentLedger } from "./ledger.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
-import { MAX_BATCH, usedIn } from "./relayer.ts";
+import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
 
-/** A run starts this long after a payment is queued: on Celo a block takes a second, so waiting a little lets one transaction carry every payment queued meanwhile. */
+/** A run starts this long after a payment is queued, so that one transaction carries the payments queued about the same moment. */
 export const KICK_DELAY_MS = 25;
+/** How long a run waits for the transactions already sent to be mined before it sends the next. */
+export const FOLLOW_WAIT_MS = 250;
 /** How often the worker looks at the queue when nothing woke it (another replica's rows, retries). */
 export const WORKER_INTERVAL_MS = 500;
 /**
@@ -21,6 +24,33 @@ export const EXPIRY_MARGIN_SECONDS = 30;
 export type WorkerRun = { taken: number; expired: number };
 
 /**
+ * The relayer records a transaction's rows one after another in one synchronous loop: they are
+ * written `settling` together, in one statement, when that loop is over. A row the statement did
+ * not write is no longer the worker's (the relayer signs again without it).
+ */
+function settlingRecorder(ledger: PaymentLedger) {
+  let waiting: { key: PaymentKey; signed: SignedSettlement; resolve: () => void; reject: (error: Error) => void }[] = [];
+  const flush = async () => {
+    const items = waiting;
+    waiting = [];
+    for (const transaction of new Set(items.map((i) => i.signed.transaction))) {
+      const group = items.filter((i) => i.signed.transaction === transaction);
+      try {
+        const written = await ledger.settlingMany(group.map((i) => i.key), group[0]!.signed);
+        for (const i of group) written.has(keyId(i.key)) ? i.resolve() : i.reject(new Error("the ledger row is no longer this worker's"));
+      } catch (error) {
+        for (const i of group) i.reject(error as Error);
+      }
+    }
+  };
+  return (key: PaymentKey, signed: SignedSettlement) =>
+    new Promise<void>((resolve, reject) => {
+      if (waiting.length === 0) queueMicrotask(() => void flush());
+      waiting.push({ key, signed, resolve, reject });
+    });
+}
+
+/**
  * Settles deferred payments (X402_SETTLEMENT=deferred) from the queue in the service store. Any
  * number of workers, on any replica, share the queue: each row is taken by one
  * (ledger.takeQueued, FOR UPDATE SKIP LOCKED). Rows taken together are submitted together, so the
@@ -29,7 +59,7 @@ export type WorkerRun = { taken: number; expired: number };
  */
 export class SettlementWorker {
   private running: Promise<WorkerRun> | null = null;
-  /** Settlements sent and waiting for their receipt: the next rows do not wait for them. */
+  /** Settlements sent and waiting for their receipt: the next run waits a little for them first. */
   private readonly following = new Set<Promise<unknown>>();
   private again = false;
   private scheduled: NodeJS.Timeout | undefined;
@@ -77,24 +107,32 @@ export class SettlementWorker {
 
   private async runOnce(): Promise<WorkerRun> {
     const { ledger } = this.core;
+    // The rows queued while the last transaction waits for its block go together in the next one,
+    // sent when it is mined or after FOLLOW_WAIT_MS: a few transactions per Celo block, not one per
+    // kick, each polled for its receipt. (The answers never wait for any of this; the exposure caps
+    // count every row until it is settled, so a settlement that waits too long refuses credit.)
+    if (this.following.size) await Promise.race([Promise.all([...this.following]), new Promise((r) => setTimeout(r, FOLLOW_WAIT_MS))]);
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
-    // Submitted together (one transaction); their receipts are awaited apart, so that the rows
-    // queued meanwhile go in the next transaction without waiting for this one's block.
-    await Promise.all(rows.map((row) => this.settle(row)));
+    // Submitted together: one transaction, its rows recorded `settling` in one statement.
+    const record = settlingRecorder(ledger);
+    const sent = await Promise.all(rows.map((row) => this.submit(row, record)));
+    const byTransaction = new Map<Hex, PaymentKey[]>();
+    for (const s of sent) if (s) byTransaction.set(s.hash, [...(byTransaction.get(s.hash) ?? []), s.key]);
+    for (const [hash, keys] of byTransaction) this.follow(hash, keys);
     return { taken: rows.length, expired };
   }
 
-  /** Submits one taken row (it joins the others in one transaction); its outcome is recorded once the chain has it. */
-  private async settle(row: PaymentRow): Promise<void> {
+  /** Submits one taken row (it joins the others in one transaction): the transaction that carries it, or null when none does. */
+  private async submit(row: PaymentRow, record: (key: PaymentKey, signed: SignedSettlement) => Promise<void>): Promise<{ key: PaymentKey; hash: Hex } | null> {
     const { ledger, settings, facilitator } = this.core;
     const key = keyOf(row);
     const token = settings.tokens.find((t) => t.address === row.token);
     const settler = facilitator.settler;
     if (!token || !settler || !row.signature || row.validAfter === null || row.validBefore === null) {
       await ledger.failed(key, "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)");
-      return;
+      return null;
     }
     const attempt = {
       encoding: row.encoding as never,
@@ -103,23 +141,25 @@ export class SettlementWorker {
       token: token.address,
     };
     const { payload, requirements } = x402Payment(attempt, token, settings);
-    const submitted = await settler
-      .submit(payload, requirements, async (signed) => {
-        if (!(await ledger.settling(key, null, signed))) throw new Error("the ledger row is no longer this worker's");
-      })
-      .catch(() => null);
-    if (!submitted) return;
+    const submitted = await settler.submit(payload, requirements, (signed) => record(key, signed)).catch(() => null);
+    if (!submitted) return null;
     if (!submitted.sent) {
       // The RPC did not answer: nothing was tried, try again later.
       if (submitted.unavailable) await ledger.requeue(key, false);
       else await this.refused(row, submitted.reason);
-      return;
+      return null;
     }
-    const hash = submitted.signed.transaction;
+    return { key, hash: submitted.signed.transaction };
+  }
+
+  /** Records the outcome of one transaction's rows once its receipt is in: those it used are settled (one statement), the chain decides the others. */
+  private follow(hash: Hex, keys: PaymentKey[]): void {
+    const settler = this.core.facilitator.settler!;
     const followed = (async () => {
       const receipt = await settler.receipt(hash, RECEIPT_WAIT_MS);
-      if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) await ledger.settled(key, hash);
-      else await this.decide(key);
+      const used = receipt ? keys.filter((key) => usedIn(receipt, key.token, key.payer, key.nonce)) : [];
+      if (used.length) await this.core.ledger.settledMany(used, hash);
+      await Promise.all(keys.filter((key) => !used.includes(key)).map((key) => this.decide(key)));
     })()
       .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${error.message.split("\n")[0]} (left to the reconciler)`))
       .finally(() => this.following.delete(followed));

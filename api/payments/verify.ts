@@ -1,10 +1,11 @@
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { authorizationTypes } from "@x402/evm";
-import { type PublicClient, recoverTypedDataAddress } from "viem";
+import type { PublicClient } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
+import { recoverTypedDataSigner } from "./ecrecover.ts";
 import { PaymentError } from "./errors.ts";
 import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";
@@ -161,16 +162,13 @@ export function signerOf(attempt: PaymentAttempt, token: TokenInfo, settings: Pi
   if (!byToken) recovered.set(attempt, (byToken = new Map()));
   let signer = byToken.get(token.address);
   if (!signer) {
-    signer = recoverTypedDataAddress({
+    signer = recoverTypedDataSigner({
       domain: { name: token.name, version: token.version, chainId: settings.chainId, verifyingContract: token.address },
       types: authorizationTypes,
       primaryType: "TransferWithAuthorization",
       message: attempt.authorization,
       signature: attempt.signature,
-    }).then(
-      (address) => address.toLowerCase() as Address,
-      () => undefined,
-    );
+    }).catch(() => undefined);
     byToken.set(token.address, signer);
   }
   return signer;

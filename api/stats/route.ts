@@ -85,11 +85,12 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
     };
   };
   const build = async (): Promise<Stats> => {
-    // Sequential on purpose: PGlite is a single connection. The head first: the totals read after
-    // it include at least that block.
+    // The chain is asked meanwhile. The database reads are sequential on purpose: PGlite is a single
+    // connection, and the head comes first, so that the totals read after it include at least that block.
+    const tip = head();
     const indexed = await indexedHead(db, target.schema);
     const totals = await indexedTotals(db);
-    const chainTip = await head();
+    const chainTip = await tip;
     const [payments, servedFigures] = await ledgerFigures!();
     return {
       network: target.network,
@@ -118,6 +119,6 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
   return async (c) => {
     const ledger = c.var.payments.ledger;
     ledgerFigures ??= reuse(LEDGER_STATS_TTL_MS, async () => [await ledger.outcomeCounts().catch(() => null), await ledger.servedTotals().then(served).catch(() => null)]);
-    return c.json(statsSchema.parse(await build()), 200);
+    return c.json(await build(), 200);
   };
 }

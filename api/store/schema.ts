@@ -30,6 +30,13 @@ export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
  * The payment ledger: one row per EIP-3009 authorization presented with a valid signature.
  * The primary key (token, payer, nonce) is what makes a payment single-use across API replicas.
  */
+/**
+ * Rows still open: claimed and not settled, or failed (a failed deferred answer is a debt until
+ * repaid). SQL text, not parameters: a query must name the same literal list for the planner to
+ * use the partial indexes below.
+ */
+export const OPEN_STATUSES = "'pending', 'queued', 'settling', 'failed', 'used_elsewhere'";
+
 export const payment = service.table(
   "payment",
   {
@@ -89,8 +96,11 @@ export const payment = service.table(
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
     // One payment-identifier per payer: the id names one paid request, however many times it is sent.
     uniqueIndex("payment_payer_id").on(t.payer, t.paymentId),
-    // A payer's deferred rows by status: its debts and what it has outstanding, read on every deferred claim.
-    index("payment_deferred_payer").on(t.payer, t.status).where(sql`${t.deferred} and ${t.repaidBy} is null`),
+    // Read on every paid call: the open rows (claimed, not settled; or failed), a payer's and, when
+    // deferred, all of them (the exposure caps). Settled rows leave these indexes, so the reads
+    // stay as small as what is open, however long the ledger grows.
+    index("payment_open_payer").on(t.payer, t.token).where(sql.raw(`status in (${OPEN_STATUSES})`)),
+    index("payment_open_deferred").on(t.payer).where(sql.raw(`deferred and repaid_by is null and status in (${OPEN_STATUSES})`)),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],

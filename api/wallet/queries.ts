@@ -179,7 +179,12 @@ function coalesced(read: OutflowReader): OutflowReader {
   };
 }
 
-/** Members' outgoing flows, each read at most MAX_TRACED_FLOWS + 1 deep, with each payee's lifetime inflow. */
+/**
+ * Members' outgoing flows, each read at most MAX_TRACED_FLOWS + 1 deep, with each payee's lifetime
+ * inflow. A flow here is a payee, token and month: `flow` keeps one row per day, so its rows are
+ * summed per month first (read in that order from the `(from, to, token, month, …)` index, which
+ * lets the limit stop the read early).
+ */
 function outflowsOf(db: IndexDb, schema: string): OutflowReader {
   return async (members) => {
     const rows = await queryPrepared<{ member: Address; payee: Address; total: string; flows: string; received: string }>(
@@ -189,7 +194,10 @@ function outflowsOf(db: IndexDb, schema: string): OutflowReader {
        from unnest($1::text[]) as m(member)
        cross join lateral (
          select "to" as payee, sum(total) as total, sum(count(*)) over () as flows
-         from (select "to", total from "${schema}".flow where "from" = m.member limit ${MAX_TRACED_FLOWS + 1}) x
+         from (
+           select "to", sum(total) as total from "${schema}".flow where "from" = m.member
+           group by "to", token, month order by "to", token, month limit ${MAX_TRACED_FLOWS + 1}
+         ) x
          group by "to"
        ) p
        left join "${schema}".received r on r.address = p.payee`,

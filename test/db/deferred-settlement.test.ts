@@ -101,6 +101,7 @@ describe(`deferred settlement (${testDatabase})`, () => {
 
   it("settles first the call that would take a payer past X402_DEFERRED_MAX_PER_PAYER", async () => {
     const payer = await newPayer(1_000_000n);
+    const eager = await newPayer(1_000_000n);
     await automine(false);
     try {
       for (const wallet of wallets().slice(0, 3)) {
@@ -119,6 +120,20 @@ describe(`deferred settlement (${testDatabase})`, () => {
       const { res } = await fourth;
       expect(res.status).toBe(200);
       expect(receipt(res).transaction).toMatch(/^0x[0-9a-f]{64}$/);
+
+      // Eight calls of another payer at once: never more than three on credit, however they interleave.
+      const calls = wallets().slice(0, 8).map((wallet) => paidScreen(eager, wallet));
+      let settled = 0;
+      void Promise.all(calls).finally(() => (settled = 1));
+      while (!settled) {
+        await new Promise((r) => setTimeout(r, 300));
+        await mine();
+      }
+      const answers = await Promise.all(calls);
+      expect(answers.map(({ res }) => res.status)).toEqual(Array(8).fill(200));
+      const onCredit = answers.filter(({ res }) => receipt(res).transaction === "").length;
+      expect(onCredit).toBeGreaterThan(0);
+      expect(onCredit).toBeLessThanOrEqual(3);
     } finally {
       await automine(true);
     }

@@ -1,4 +1,4 @@
-import { concat, type Hex, hexToBigInt, hexToNumber, serializeErc6492Signature, slice, toHex } from "viem";
+import { concat, type Hex, hexToBigInt, hexToNumber, keccak256, serializeErc6492Signature, slice, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { authorizationTypes } from "@x402/evm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -95,17 +95,17 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
   });
 
   it("reads the payer's balance as the chain has it", async () => {
-    expect(await state.balance(USDT.address, lender.address)).toBe(chainBalance);
+    expect((await state.read(USDT.address, lender.address, keccak256("0x00"))).balance).toBe(chainBalance);
     expect(chainBalance).toBeGreaterThan(10_000n);
   });
 
   it("refuses an authorization used on chain, and one its payer cancelled: nonce_already_used", async () => {
     await expect(verify(spec(used))).rejects.toMatchObject({ code: "nonce_already_used" });
     await expect(verify(spec(cancelled))).rejects.toMatchObject({ code: "nonce_already_used" });
-    expect(await state.nonceState(USDT.address, lender.address, used.authorization.nonce)).toBe("used");
-    expect(await state.nonceState(USDT.address, lender.address, cancelled.authorization.nonce)).toBe("canceled");
+    expect((await state.read(USDT.address, lender.address, used.authorization.nonce)).nonce).toBe("used");
+    expect((await state.read(USDT.address, lender.address, cancelled.authorization.nonce)).nonce).toBe("canceled");
     // The same nonce in the other token is another authorization.
-    expect(await state.nonceState(USDC.address, lender.address, used.authorization.nonce)).toBeNull();
+    expect((await state.read(USDC.address, lender.address, used.authorization.nonce)).nonce).toBeNull();
   });
 
   it("refuses a balance the chain covers but not after the payer's unsettled payments: insufficient_balance", async () => {

@@ -8,7 +8,7 @@ import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 
 const TABLES = {
   transfer: "id",
-  flow: '"from", "to", token, month',
+  flow: '"from", "to", token, month, day',
   account: "address",
   balance: "address, token",
   account_month: "address, token, month",

@@ -1,0 +1,3 @@
+DROP INDEX "service"."payment_deferred_payer";--> statement-breakpoint
+CREATE INDEX "payment_open_payer" ON "service"."payment" USING btree ("payer","token") WHERE status in ('pending', 'queued', 'settling', 'failed', 'used_elsewhere');--> statement-breakpoint
+CREATE INDEX "payment_open_deferred" ON "service"."payment" USING btree ("payer") WHERE deferred and repaid_by is null and status in ('pending', 'queued', 'settling', 'failed', 'used_elsewhere');
