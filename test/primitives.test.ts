@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
 import { recoverSigner, recoverTypedDataSigner, recoveryBackend } from "../api/payments/ecrecover.ts";
+import { coalesced } from "../api/store/coalesce.ts";
 import { addressSchema } from "../config/addresses.ts";
 import { monthOf } from "../shared/month.ts";
 
@@ -73,5 +74,37 @@ describe("signature recovery (api/payments/ecrecover.ts)", () => {
     expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(account.address.toLowerCase());
     await expect(recoverSigner(keccak256("0x01"), `${signature.slice(0, 130)}1d` as Hex)).rejects.toThrow();
     await expect(recoverSigner(keccak256("0x01"), `0x${"00".repeat(64)}1b`)).rejects.toThrow();
+  });
+});
+
+describe("group commit (api/store/coalesce.ts)", () => {
+  it("runs a lone call at once, and the calls made while a batch runs together in the next, each answered in order", async () => {
+    const batches: number[][] = [];
+    let release = () => {};
+    const double = coalesced(async (inputs: number[]) => {
+      batches.push(inputs);
+      if (batches.length === 1) await new Promise<void>((r) => (release = r));
+      return inputs.map((x) => x * 2);
+    });
+    const first = double(1);
+    expect(batches).toEqual([[1]]); // no wait for company
+    const later = [double(2), double(3), double(4)];
+    release();
+    expect(await first).toBe(2);
+    expect(await Promise.all(later)).toEqual([4, 6, 8]);
+    expect(batches).toEqual([[1], [2, 3, 4]]);
+  });
+
+  it("fails every call of a failed batch, and runs the next batch all the same", async () => {
+    let fail = true;
+    const run = coalesced(async (inputs: string[]) => {
+      if (fail) throw new Error("store down");
+      return inputs;
+    });
+    const [a, b] = [run("a"), run("b")];
+    await expect(a).rejects.toThrow("store down");
+    await expect(b).rejects.toThrow("store down");
+    fail = false;
+    expect(await run("c")).toBe("c");
   });
 });

@@ -1,6 +1,7 @@
 import { and, count, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
 import { OPEN_STATUSES, PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
+import { coalesced } from "../store/coalesce.ts";
 import type { ServiceDb } from "../store/store.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
@@ -103,6 +104,49 @@ export class PaymentLedger {
   /** Takes the store as a promise: the API module is loaded synchronously, the store opens later. */
   constructor(private readonly store: Promise<ServiceDb> | ServiceDb) {}
 
+  /**
+   * New claims made at about the same moment, inserted in one statement: each is true when its row
+   * is new (the first of a batch's copies of one payment; any other finds the row there).
+   */
+  private readonly insertClaim = coalesced(async (rows: (typeof payment.$inferInsert)[]): Promise<boolean[]> => {
+    const first = new Map<string, number>();
+    rows.forEach((row, i) => first.has(keyId(row as PaymentKey)) || first.set(keyId(row as PaymentKey), i));
+    const inserted = await (await this.store)
+      .insert(payment)
+      .values([...first.values()].map((i) => rows[i]!))
+      .onConflictDoNothing()
+      .returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
+    const won = new Set(inserted.map((k) => keyId(k as PaymentKey)));
+    return rows.map((row, i) => first.get(keyId(row as PaymentKey)) === i && won.has(keyId(row as PaymentKey)));
+  });
+
+  /**
+   * Answers of deferred claims made at about the same moment, queued in one statement if the
+   * batch as a whole stays within the caps (every payer of the batch, and the total); otherwise
+   * each is judged alone (queuedWithinCaps), so that the caps hold exactly either way.
+   */
+  private readonly queueAnswers = coalesced(async (items: { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps }[]): Promise<boolean[]> => {
+    const db = await this.store;
+    const { caps } = items[0]!;
+    const payers = [...new Set(items.map((i) => i.key.payer))];
+    const values = sql.join(
+      items.map(({ key, answer }) => sql`(${key.token}, ${key.payer}, ${key.nonce}, ${answer.status}::integer, ${answer.type}, ${answer.body})`),
+      sql`, `,
+    );
+    const open = sql`(${OPEN_DEFERRED}) or (${DEBT})`;
+    const result = await db.execute(sql`
+      update ${payment} set status = 'queued', response_status = v.rs, response_type = v.rt, response_body = v.rb, updated_at = now()
+      from (values ${values}) as v(token, payer, nonce, rs, rt, rb)
+      where ${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce and ${payment.status} = 'pending'
+        and (select coalesce(max(s), 0) <= ${caps.perPayer.toString()}::numeric from (
+              select sum(${payment.amount}) as s from ${payment} where (${open}) and ${inArray(payment.payer, payers)} group by ${payment.payer}) as per_payer)
+        and (select coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${open})
+      returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+    const rows = (result as unknown as { rows?: PaymentKey[] }).rows ?? (result as unknown as PaymentKey[]);
+    const queued = new Set(rows.map(keyId));
+    return Promise.all(items.map(async (i) => queued.has(keyId(i.key)) || this.queuedAlone(i.key, i.answer, i.caps)));
+  });
+
   /** A round trip to the store, for health checks. */
   async ping(): Promise<void> {
     await (await this.store).select({ nonce: payment.nonce }).from(payment).limit(1);
@@ -147,12 +191,7 @@ export class PaymentLedger {
         .set({ paymentId: null })
         .where(and(eq(payment.payer, entry.payer), eq(payment.paymentId, entry.paymentId), inArray(payment.status, ["failed", "expired", "used_elsewhere"])));
     }
-    const inserted = await db
-      .insert(payment)
-      .values({ ...entry, ...deferral, amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" })
-      .onConflictDoNothing()
-      .returning({ nonce: payment.nonce });
-    if (inserted.length) return true;
+    if (await this.insertClaim({ ...entry, ...deferral, amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" })) return true;
     const reclaimed = await db
       .update(payment)
       .set({ ...deferral, status: "pending", failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date() })
@@ -243,7 +282,11 @@ export class PaymentLedger {
    * sums run now, before anything is answered. Of two concurrent claims, any replicas, the one
    * whose sums run last sees both rows, so a cap is never passed; at worst both settle first.
    */
-  async queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean> {
+  queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean> {
+    return this.queueAnswers({ key, answer, caps });
+  }
+
+  private async queuedAlone(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean> {
     const db = await this.store;
     const withinCaps = sql`(select coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${key.payer}), 0) <= ${caps.perPayer.toString()}::numeric
       and coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where (${OPEN_DEFERRED}) or (${DEBT}))`;
