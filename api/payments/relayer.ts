@@ -39,7 +39,7 @@ export type Settler = {
 export type SubmitResult =
   /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
   | { sent: true; signed: SignedSettlement; uncertain?: string }
-  /** Not broadcast: nothing can be charged. `unavailable` when the payer is not the cause (the RPC could not be reached, the fee fell short): try again. */
+  /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
   | { sent: false; reason: string; unavailable: boolean };
 
 /**
@@ -136,8 +136,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       } catch (error) {
         nextNonce = undefined;
         const message = fullMessage(error);
-        const feeRefused = /fee|underpriced/i.test(message);
-        if (feeRefused) fees = undefined;
+        if (/fee|underpriced/i.test(message)) fees = undefined;
         // The node may have taken it before the answer was lost: the chain decides.
         if (isTransportError(error) || /already known|known transaction|already imported/i.test(message)) {
           settle(batch, { sent: true, signed, uncertain: firstLine(error) });
@@ -146,9 +145,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
         // Another sender used this nonce (a restart, a second process with the key): this
         // transaction can never be mined; sign again with the chain's count.
         if (/nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(message) && attempt < 3) continue;
-        // Refused for its fee (an estimate reused from up to FEE_TTL_MS ago fell short): ours to try
-        // again with a fresh one, never counted against the payer as a transfer that cannot go through.
-        settle(batch, { sent: false, reason: firstLine(error), unavailable: feeRefused });
+        settle(batch, { sent: false, reason: firstLine(error), unavailable: false });
         return [];
       }
     }

@@ -144,7 +144,7 @@ export class SettlementWorker {
     const submitted = await settler.submit(payload, requirements, (signed) => record(key, signed)).catch(() => null);
     if (!submitted) return null;
     if (!submitted.sent) {
-      // Not the payer's doing (the RPC did not answer, the fee fell short): nothing was sent, try again later.
+      // The RPC did not answer: nothing was tried, try again later.
       if (submitted.unavailable) await ledger.requeue(key, false);
       else await this.refused(row, submitted.reason);
       return null;
