@@ -144,7 +144,11 @@ export class PaymentLedger {
       returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
     const rows = (result as unknown as { rows?: PaymentKey[] }).rows ?? (result as unknown as PaymentKey[]);
     const queued = new Set(rows.map(keyId));
-    return Promise.all(items.map(async (i) => queued.has(keyId(i.key)) || this.queuedAlone(i.key, i.answer, i.caps)));
+    // One after another: each refused one leaves the open sum at once (it settles first), so the
+    // later ones of a burst find the room a concurrent judgement would have denied them all.
+    const outcomes: boolean[] = [];
+    for (const i of items) outcomes.push(queued.has(keyId(i.key)) || (await this.queuedAlone(i.key, i.answer, i.caps)));
+    return outcomes;
   });
 
   /** A round trip to the store, for health checks. */
