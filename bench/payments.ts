@@ -1,3 +1,7 @@
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { OpenAPIHono } from "@hono/zod-openapi";
@@ -30,6 +34,7 @@ import * as schema from "../ponder.schema.ts";
 import { waitForBlock } from "../harness/indexer.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
+import { summarizeProfile } from "./support/cpuprofile.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -46,6 +51,7 @@ if (process.argv.includes("--chaos")) {
 // each settlement mode, against the same screens unpaid, one at a time (latency) and concurrently
 // (throughput); then the deferred queue drained and the treasury checked against the ledger.
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
+// --profile writes a CPU profile of each paid throughput run and prints where its time went.
 const { values } = parseArgs({
   options: {
     wallets: { type: "string", default: "300" },
@@ -57,6 +63,8 @@ const { values } = parseArgs({
     modes: { type: "string", default: "before,deferred" },
     /** Distinct payers (funded and indexed before the run): deferred mode caps what each may owe. */
     payers: { type: "string", default: "64" },
+    /** CPU-profile each paid throughput run (this process: the app, the worker, the relayer) and summarize it. */
+    profile: { type: "boolean", default: false },
   },
 });
 const requests = Number(values.requests);
@@ -201,7 +209,16 @@ try {
   const unpaidRate = await throughput(unpaidApp, false, requests / 2);
 
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
-  const results: { mode: string; latency: number[]; rate: number; phases: Record<string, number[]>; settledFirst: number }[] = [];
+  const profiles: string[] = [];
+  const results: { mode: string; latency: number[]; rate: number; phases: Record<string, number[]>; settledFirst: number; openFor: number[] }[] = [];
+  /** Waits until no payment is claimed and unsettled (the worker running meanwhile), at most a minute. */
+  const untilSettled = async () => {
+    for (let i = 0; i < 600; i++) {
+      const open = (await store.db.select({ status: payment.status }).from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
+      if (open.length === 0) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
   for (const mode of modes) {
     const timing: SettlementTiming = mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
     let worker: SettlementWorker | undefined;
@@ -217,11 +234,21 @@ try {
     const paidLatency = await latency(paidApp, true, sequential);
     const phases = phaseTimes;
     phaseTimes = undefined;
+    // The throughput run starts with nothing open: the warm-up's and the latency run's deferred
+    // rows, still unsettled, would otherwise count against their payers' caps in it.
+    await untilSettled();
     const settledFirst = async () => (await store.db.select({ deferred: payment.deferred }).from(payment)).filter((r) => !r.deferred).length;
     const settledFirstBefore = await settledFirst();
+    const startedAt = new Date();
+    const profiler = values.profile ? await startProfiler() : undefined;
     const rate = await throughput(paidApp, true, requests / 2);
+    if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
+    await untilSettled();
+    // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
+    const run = (await store.db.select().from(payment)).filter((r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt);
+    const openFor = run.map((r) => r.settledAt!.getTime() - r.createdAt.getTime());
     // Deferred calls past a payer's cap settle first (a block each): how many did, in the throughput run.
-    results.push({ mode, latency: paidLatency, rate, phases, settledFirst: (await settledFirst()) - settledFirstBefore });
+    results.push({ mode, latency: paidLatency, rate, phases, settledFirst: (await settledFirst()) - settledFirstBefore, openFor });
     await worker.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
@@ -254,9 +281,28 @@ try {
     const blocks = blockTime > 0 ? `, ${(pct(r.latency, 50) / (blockTime * 1000)).toFixed(2)} blocks` : "";
     console.log(`      vs unpaid: +${ms(pct(r.latency, 50) - pct(unpaidLatency, 50))} at p50${blocks}; throughput x${(r.rate / unpaidRate).toFixed(3)}`);
     console.log(`      Server-Timing p50: ${Object.entries(r.phases).map(([name, xs]) => `${name} ${ms(pct(xs, 50))}`).join(", ")}`);
+    if (r.openFor.length) console.log(`      answered -> settled (the exposure's duration): p50 ${ms(pct(r.openFor, 50))}  p99 ${ms(pct(r.openFor, 99))}`);
   }
   console.log(`(3) ledger: ${settledRows.length} settled in ${transactions} transactions (x${(settledRows.length / Math.max(1, transactions)).toFixed(1)} per transaction), ${ledgerRows.filter((r) => r.status === "expired").length} expired, ${ledgerRows.filter((r) => r.status === "queued" || r.status === "settling").length} still open`);
   console.log(`    treasury received ${treasuryGain} units; the ledger's settled rows sum to ${settledUnits}: ${treasuryGain === settledUnits ? "equal" : "DIFFERENT"}`);
+  for (const summary of profiles) console.log(`\n${summary}`);
 } finally {
   await chain.stop();
+}
+
+/** A V8 CPU profile of this process from now until `stop`, written to a file and summarized. */
+async function startProfiler() {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return {
+    async stop(name: string) {
+      const { profile } = await session.post("Profiler.stop");
+      session.disconnect();
+      const path = join(tmpdir(), `${name}-${Date.now()}.cpuprofile`);
+      writeFileSync(path, JSON.stringify(profile));
+      return summarizeProfile(path, 25);
+    },
+  };
 }

@@ -1,9 +1,9 @@
 import { authorizationTypes } from "@x402/evm";
-import { type Hex, keccak256, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
+import { type Hex, keccak256, recoverTransactionAddress, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
-import { recoverSigner, recoverTypedDataSigner, recoveryBackend } from "../api/payments/ecrecover.ts";
+import { nativeAccount, recoverSigner, recoverTypedDataSigner, recoveryBackend } from "../api/payments/secp256k1.ts";
 import { coalesced } from "../api/store/coalesce.ts";
 import { addressSchema } from "../config/addresses.ts";
 import { monthOf } from "../shared/month.ts";
@@ -45,7 +45,7 @@ describe("addresses and months", () => {
   });
 });
 
-describe("signature recovery (api/payments/ecrecover.ts)", () => {
+describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's signing", () => {
   const typedData = (nonce: Hex) => ({
     domain: { name: "Tether USD", version: "1", chainId: 42220, verifyingContract: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e" as Hex },
     types: authorizationTypes,
@@ -74,6 +74,18 @@ describe("signature recovery (api/payments/ecrecover.ts)", () => {
     expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(account.address.toLowerCase());
     await expect(recoverSigner(keccak256("0x01"), `${signature.slice(0, 130)}1d` as Hex)).rejects.toThrow();
     await expect(recoverSigner(keccak256("0x01"), `0x${"00".repeat(64)}1b`)).rejects.toThrow();
+  });
+
+  it("signs the relayer's transactions with the native library, byte for byte as viem's account does", async () => {
+    for (let i = 0; i < 10; i++) {
+      const key = generatePrivateKey();
+      const [native, viem] = [nativeAccount(key), privateKeyToAccount(key)];
+      expect(native.address).toBe(viem.address);
+      const transaction = { chainId: 42220, type: "eip1559" as const, nonce: i, to: viem.address, data: keccak256(toHex(i)), gas: 90_000n + BigInt(i), maxFeePerGas: 25_000_000_000n, maxPriorityFeePerGas: BigInt(i) };
+      const signed = await native.signTransaction(transaction);
+      expect(signed).toBe(await viem.signTransaction(transaction));
+      expect((await recoverTransactionAddress({ serializedTransaction: signed as never })).toLowerCase()).toBe(viem.address.toLowerCase());
+    }
   });
 });
 

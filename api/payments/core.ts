@@ -11,13 +11,13 @@ import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
 import { type Settler, usedIn } from "./relayer.ts";
 import { decodePayment, type PaymentHeaders } from "./header.ts";
-import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, keyId, type OpenAmounts, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
+import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, keyId, type NewPayment, type OpenAmounts, type PaymentKey, type PaymentLedger, type Resolution, type StoredAnswer } from "./ledger.ts";
 import { chainOutcome, keyOf, type ReconcileChain, reconcileRow } from "./reconcile.ts";
 import { paymentRequiredAnswer } from "./requirements.ts";
 import { paidRecently } from "./free-read.ts";
 import { priceInUnits } from "./prices.ts";
 import { checkPayment, signerOf, type VerifiedPayment, verifyPayment } from "./verify.ts";
-import { type PayerState, verifyWithoutRpc } from "./local-verify.ts";
+import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "./local-verify.ts";
 import type { PaymentAttempt } from "./header.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentRow } from "../store/schema.ts";
@@ -215,7 +215,7 @@ export class PaymentCore {
     const hash = submitted.signed.transaction;
     const receipt = await settler.receipt(hash, this.deps.receiptWaitMs ?? RECEIPT_WAIT_MS);
     if (receipt && usedIn(receipt, key.token, key.payer, key.nonce)) {
-      await ledger.settled(key, hash, answer).catch((error: Error) => log.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
+      await ledger.settled(key, hash).catch((error: Error) => log.error(`[payments] settled in ${hash} but the ledger update failed: ${error.message}`));
       return { transaction: hash };
     }
     // Reverted, or no receipt yet: the chain's state decides (the nonce may have been used by another transaction).
@@ -252,7 +252,7 @@ export class PaymentCore {
       return this.decideFromChain(key);
     }
     if (settlement.success) {
-      await ledger.settled(key, settlement.transaction, answer).catch((error: Error) => log.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`));
+      await ledger.settled(key, settlement.transaction).catch((error: Error) => log.error(`[payments] settled in ${settlement.transaction} but the ledger update failed: ${error.message}`));
       return { transaction: settlement.transaction };
     }
     const reason = settlement.errorReason ?? "settlement failed";
@@ -336,6 +336,21 @@ export class PaymentCore {
 
     // The indexed payer state is read while the ledger is: no wait of its own on the hot path.
     const payerState = this.localPayerState(attempt, token);
+    const newPayment = (key: PaymentKey, signatureHash: string, amount: bigint): NewPayment => ({
+      ...key,
+      amount,
+      route: route.name,
+      subject: request.subject ?? null,
+      fingerprint,
+      signatureHash,
+      paymentId: attempt.paymentId ?? null,
+      encoding: attempt.encoding,
+      validBefore: attempt.authorization.validBefore,
+    });
+    if (payerState && !attempt.paymentId && !route.freeRead && this.deferrable(route)) {
+      const claimed = await this.claimNew(attempt, token, payerState, newPayment(ownKey, ownSignatureHash, attempt.authorization.value));
+      if (claimed) return claimed;
+    }
     // The first round reads the row and the payer's open amounts together; a later round has waited, and reads them again.
     let openRead: OpenAmounts | undefined;
 
@@ -412,19 +427,8 @@ export class PaymentCore {
       const waived = owed === 0n && (await this.isFreeRead(route, verified.payer, request.subject));
       // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
       if (this.draining) throw shuttingDown();
-      const entry = {
-        ...key,
-        amount: verified.amount,
-        route: route.name,
-        subject: request.subject ?? null,
-        fingerprint,
-        signatureHash,
-        paymentId: attempt.paymentId ?? null,
-        encoding: attempt.encoding,
-        validBefore: attempt.authorization.validBefore,
-      };
-      const timing = settings.timing;
-      const deferrable = timing.mode === "deferred" && !route.settleFirst && !waived && owed === 0n && this.facilitator.settler !== undefined;
+      const entry = newPayment(key, signatureHash, verified.amount);
+      const deferrable = !waived && owed === 0n && this.deferrable(route);
       const claimed = deferrable ? await ledger.claimDeferred(entry, { signature: attempt.signature, validAfter: attempt.authorization.validAfter }) : await ledger.claim(entry);
       if (claimed) {
         const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
@@ -432,6 +436,40 @@ export class PaymentCore {
         return { claim: { key, verified, waived, billing, deferred: deferrable, repays: owed > 0n } };
       }
     }
+  }
+
+  /** Whether this route's payments may be answered before they are settled (X402_SETTLEMENT=deferred, a relayer, a route that allows it). */
+  private deferrable(route: PricedRoute): boolean {
+    return this.settings.timing.mode === "deferred" && !route.settleFirst && this.facilitator.settler !== undefined;
+  }
+
+  /**
+   * Deferred mode's way for a payment presented for the first time, in one round trip: once its
+   * signature checks out, its claim is inserted while the index is read, and its funds are checked
+   * against what the insert says its payer has open. A refusal takes the claim back. Undefined when
+   * the full way must decide: a row exists already, a contract wallet, a payer with debts, a
+   * balance the index does not follow.
+   */
+  private async claimNew(attempt: PaymentAttempt, token: TokenInfo, payerState: PayerState, entry: NewPayment): Promise<{ claim: Claim } | undefined> {
+    if ((await checkSignatureLocally(attempt, token, this.settings)) === "needs_rpc") return undefined;
+    if (this.draining) throw shuttingDown();
+    const open = await this.ledger.claimFirst(entry, { signature: attempt.signature, validAfter: attempt.authorization.validAfter });
+    if (!open) return undefined;
+    const takeBack = () => this.ledger.unclaim(entry, entry.signatureHash).catch((error: Error) => log.error(`[payments] a refused claim could not be taken back (it lapses after ${ABANDONED_AFTER_MS} ms): ${error.message}`));
+    let verified: VerifiedPayment | "needs_rpc" = "needs_rpc";
+    try {
+      if (open.owed === 0n) verified = await checkFundsLocally(attempt, token, { settings: this.settings, facts: payerState.read(token.address, entry.payer, entry.nonce as Hex), unsettled: open.unsettled });
+    } catch (error) {
+      await takeBack();
+      throw error;
+    }
+    if (verified === "needs_rpc") {
+      await takeBack();
+      return undefined;
+    }
+    const billing = { chargedUnits: verified.amount, token: verified.token, payer: verified.payer, waived: false };
+    this.claims++;
+    return { claim: { key: { token: entry.token, payer: entry.payer, nonce: entry.nonce }, verified, waived: false, billing, deferred: true } };
   }
 
   /**

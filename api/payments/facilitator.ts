@@ -4,10 +4,9 @@ import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/
 import { authorizationTypes, toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
 import { createPublicClient, createWalletClient, getAddress, type Hex, http, isErc6492Signature, publicActions, type PublicClient } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
-import { recoverTypedDataSigner } from "./ecrecover.ts";
+import { nativeAccount, recoverTypedDataSigner } from "./secp256k1.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 import { isTransportError, type RelayerClient, relayerSettler, type Settler, transferCalldata } from "./relayer.ts";
 
@@ -46,7 +45,7 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     const verify = remote.verify.bind(remote);
     return Object.assign(remote, { mode: "facilitator" as const, verify: (p: PaymentPayload, r: PaymentRequirements) => checkedVerify(verify(p, r), p, r, probeClient) });
   }
-  const account = privateKeyToAccount(settlement.relayerKey);
+  const account = nativeAccount(settlement.relayerKey);
   const walletClient = (timeout: number) =>
     createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout }), pollingInterval: 100 }).extend(publicActions);
   const client = walletClient(RELAYER_RPC_TIMEOUT_MS);

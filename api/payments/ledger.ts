@@ -1,6 +1,7 @@
-import { and, count, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
+import { type SQL, and, count, eq, getTableColumns, gt, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
 import { OPEN_STATUSES, PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
+import { alias, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { coalesced } from "../store/coalesce.ts";
 import type { ServiceDb } from "../store/store.ts";
 
@@ -22,6 +23,10 @@ export type NewPayment = PaymentKey & {
 /** What a deferred claim keeps so that the worker can submit the authorization later. */
 export type DeferredAuthorization = { signature: string; validAfter: bigint };
 
+/** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
+const deferral = (deferred: DeferredAuthorization | null) =>
+  deferred ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() } : { deferred: false, signature: null, validAfter: null };
+
 /** Deferred-settlement caps, in the tokens' smallest units (micro-USD). */
 export type ExposureCaps = { perPayer: bigint; total: bigint };
 
@@ -31,18 +36,27 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
  * A debt: an answer given before settlement whose settlement failed by the payer's doing (the
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
-const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
+const debtIn = (t: Record<"deferred" | "repaidBy" | "status" | "responseBody", AnyPgColumn>) =>
+  sql`${t.deferred} and ${t.repaidBy} is null and ${t.status} in ('failed', 'used_elsewhere') and ${t.responseBody} is not null`;
+const DEBT = debtIn(payment);
 
 export type OpenAmounts = { unsettled: bigint; owed: bigint };
 
 /** A payer's open rows (the partial index payment_open_payer: the literal status list, see OPEN_STATUSES). */
-const openRowsOf = (payer: Address) => and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
+const openRowsOf = (payer: Address | SQL) => and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
 /** Over a payer's open rows: what is claimed in `token` and not settled, and what it owes. */
-const openSums = (token: Address) => ({
+const openSums = (token: Address | SQL) => ({
   unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${payment.status} in ('pending', 'queued', 'settling')), 0)::text`.as("unsettled"),
   owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`.as("owed"),
 });
 const openAmounts = (row: { unsettled: string | null; owed: string | null } | undefined): OpenAmounts => ({ unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") });
+
+/** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
+const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).rows ?? (result as T[]);
+const COLUMNS = Object.entries(getTableColumns(payment));
+/** A payment row as a raw statement returns it (column names, driver values), as drizzle's select would map it. */
+const paymentRowOf = (raw: Record<string, unknown>): PaymentRow =>
+  Object.fromEntries(COLUMNS.map(([key, column]) => [key, raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name])])) as PaymentRow;
 
 /** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
 export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
@@ -91,7 +105,8 @@ export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now =
   row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
 const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
-const byKeys = (keys: PaymentKey[]) => or(...keys.map(byKey))!;
+/** The row of each `v` (token, payer, nonce) of a `from (values …) as v` list: the statements that write many rows at once. */
+const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
 
 /** One string per payment (maps and sets of payments). */
 export const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
@@ -105,19 +120,30 @@ export class PaymentLedger {
   constructor(private readonly store: Promise<ServiceDb> | ServiceDb) {}
 
   /**
-   * New claims made at about the same moment, inserted in one statement: each is true when its row
-   * is new (the first of a batch's copies of one payment; any other finds the row there).
+   * New claims made at about the same moment, inserted in one statement: each gets, when its row is
+   * new (the first of a batch's copies of one payment; any other finds the row there), what its
+   * payer had open before this statement (openFor in its token; the batch's own rows not counted,
+   * as concurrent claims never count each other's), else null.
    */
-  private readonly insertClaim = coalesced(async (rows: (typeof payment.$inferInsert)[]): Promise<boolean[]> => {
+  private readonly insertClaim = coalesced(async (rows: (typeof payment.$inferInsert)[]): Promise<(OpenAmounts | null)[]> => {
     const first = new Map<string, number>();
     rows.forEach((row, i) => first.has(keyId(row as PaymentKey)) || first.set(keyId(row as PaymentKey), i));
+    // Subqueries of RETURNING read the table as it was before the statement.
+    const open = alias(payment, "open");
+    const sums = (filter: SQL) => sql<string>`(select coalesce(sum(${open.amount}), 0)::text from ${payment} as "open" where ${open.payer} = ${payment.payer} and ${sql.raw(`"open".status in (${OPEN_STATUSES})`)} and ${filter})`;
     const inserted = await (await this.store)
       .insert(payment)
       .values([...first.values()].map((i) => rows[i]!))
       .onConflictDoNothing()
-      .returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
-    const won = new Set(inserted.map((k) => keyId(k as PaymentKey)));
-    return rows.map((row, i) => first.get(keyId(row as PaymentKey)) === i && won.has(keyId(row as PaymentKey)));
+      .returning({
+        token: payment.token,
+        payer: payment.payer,
+        nonce: payment.nonce,
+        unsettled: sums(sql`${open.token} = ${payment.token} and ${open.status} in ('pending', 'queued', 'settling')`),
+        owed: sums(debtIn(open)),
+      });
+    const won = new Map(inserted.map((row) => [keyId(row as PaymentKey), openAmounts(row)]));
+    return rows.map((row, i) => (first.get(keyId(row as PaymentKey)) === i ? (won.get(keyId(row as PaymentKey)) ?? null) : null));
   });
 
   /**
@@ -137,18 +163,42 @@ export class PaymentLedger {
     const result = await db.execute(sql`
       update ${payment} set status = 'queued', response_status = v.rs, response_type = v.rt, response_body = v.rb, updated_at = now()
       from (values ${values}) as v(token, payer, nonce, rs, rt, rb)
-      where ${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce and ${payment.status} = 'pending'
+      where ${byValues} and ${payment.status} = 'pending'
         and (select coalesce(max(s), 0) <= ${caps.perPayer.toString()}::numeric from (
               select sum(${payment.amount}) as s from ${payment} where (${open}) and ${inArray(payment.payer, payers)} group by ${payment.payer}) as per_payer)
         and (select coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${open})
       returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
-    const rows = (result as unknown as { rows?: PaymentKey[] }).rows ?? (result as unknown as PaymentKey[]);
-    const queued = new Set(rows.map(keyId));
+    const queued = new Set(rowsOf<PaymentKey>(result).map(keyId));
     // One after another: each refused one leaves the open sum at once (it settles first), so the
     // later ones of a burst find the room a concurrent judgement would have denied them all.
     const outcomes: boolean[] = [];
     for (const i of items) outcomes.push(queued.has(keyId(i.key)) || (await this.queuedAlone(i.key, i.answer, i.caps)));
     return outcomes;
+  });
+
+  /**
+   * The first reads of paid calls made at about the same moment, in one statement: each key's row
+   * (if any) and what its payer has open (openFor in the key's token).
+   */
+  private readonly lookups = coalesced(async (keys: PaymentKey[]): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }[]> => {
+    const values = sql.join(
+      keys.map((k, i) => sql`(${k.token}::text, ${k.payer}::text, ${k.nonce}::text, ${i}::integer)`),
+      sql`, `,
+    );
+    const { unsettled, owed } = openSums(sql`k.token`);
+    const result = await (await this.store).execute(sql`
+      select k.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
+      from (values ${values}) as k(token, payer, nonce, i)
+      cross join lateral (select ${unsettled.getSQL()} as unsettled, ${owed.getSQL()} as owed from ${payment} where ${openRowsOf(sql`k.payer`)}) as o
+      left join ${payment} as p on p.token = k.token and p.payer = k.payer and p.nonce = k.nonce`);
+    const answers: { row: PaymentRow | undefined; open: OpenAmounts }[] = [];
+    for (const raw of rowsOf<Record<string, unknown>>(result)) {
+      answers[Number(raw.lookup_index)] = {
+        row: raw.token == null ? undefined : paymentRowOf(raw),
+        open: openAmounts({ unsettled: raw.lookup_unsettled as string, owed: raw.lookup_owed as string }),
+      };
+    }
+    return answers;
   });
 
   /** A round trip to the store, for health checks. */
@@ -184,10 +234,27 @@ export class PaymentLedger {
     return this.claimRow(await this.store, entry, authorization);
   }
 
+  /**
+   * Deferred mode's first step for a payment never seen (no payment-identifier): its deferred claim
+   * is inserted, and what its payer had open before it comes back with it, in one round trip; the
+   * funds are checked after (unclaim takes the row back if they fall short). Undefined when a row
+   * for the payment exists: the caller then goes the full way (lookup, verify, claim).
+   */
+  async claimFirst(entry: NewPayment, authorization: DeferredAuthorization): Promise<OpenAmounts | undefined> {
+    const open = await this.insertClaim(this.newRow(entry, authorization));
+    return open ?? undefined;
+  }
+
+  /** A claim made by claimFirst whose payment was then refused (funds, nonce): its row goes, as if it had never been claimed. */
+  async unclaim(key: PaymentKey, signatureHash: string): Promise<void> {
+    await (await this.store).delete(payment).where(and(byKey(key), eq(payment.status, "pending"), eq(payment.signatureHash, signatureHash)));
+  }
+
+  private newRow(entry: NewPayment, deferred: DeferredAuthorization | null) {
+    return { ...entry, ...deferral(deferred), amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" as const };
+  }
+
   private async claimRow(db: ServiceDb, entry: NewPayment, deferred: DeferredAuthorization | null): Promise<boolean> {
-    const deferral = deferred
-      ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() }
-      : { deferred: false, signature: null, validAfter: null };
     if (entry.paymentId) {
       // The identifier passes on from a payment that was never charged (failed, expired) to this one.
       await db
@@ -195,10 +262,10 @@ export class PaymentLedger {
         .set({ paymentId: null })
         .where(and(eq(payment.payer, entry.payer), eq(payment.paymentId, entry.paymentId), inArray(payment.status, ["failed", "expired", "used_elsewhere"])));
     }
-    if (await this.insertClaim({ ...entry, ...deferral, amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" })) return true;
+    if (await this.insertClaim(this.newRow(entry, deferred))) return true;
     const reclaimed = await db
       .update(payment)
-      .set({ ...deferral, status: "pending", failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date() })
+      .set({ ...deferral(deferred), status: "pending", failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date() })
       .where(
         and(
           byKey(entry),
@@ -213,64 +280,50 @@ export class PaymentLedger {
 
   /**
    * The settlement is about to be broadcast: the row becomes `settling` with the answer the payer
-   * bought and, in self-settlement, the transaction (hash, relayer, nonce, signed bytes). Written
-   * before the transaction leaves, so a crash or a timeout leaves a row the chain can settle.
+   * bought (kept when already stored: `answer` null) and, in self-settlement, the transaction
+   * (hash, relayer, nonce, signed bytes). Written before the transaction leaves, so a crash or a
+   * timeout leaves a row the chain can settle. The payments of one transaction are recorded
+   * together, in one statement. False when the row is no longer this request's.
    */
-  async settling(key: PaymentKey, answer: StoredAnswer | null, record: SettlementRecord = {}): Promise<boolean> {
-    const updated = await (await this.store)
-      .update(payment)
-      .set({
-        status: "settling",
-        transaction: record.transaction ?? null,
-        settler: record.settler ?? null,
-        settlerNonce: record.settlerNonce ?? null,
-        rawTransaction: record.rawTransaction ?? null,
-        ...(answer ? { responseStatus: answer.status, responseType: answer.type, responseBody: answer.body } : {}),
-        updatedAt: new Date(),
-      })
-      .where(and(byKey(key), inArray(payment.status, ["pending", "settling"])))
-      .returning({ nonce: payment.nonce });
-    return updated.length > 0;
+  settling(key: PaymentKey, answer: StoredAnswer | null, record: SettlementRecord = {}): Promise<boolean> {
+    return this.settlingRows({ key, answer, record });
   }
+
+  private readonly settlingRows = coalesced(async (items: { key: PaymentKey; answer: StoredAnswer | null; record: SettlementRecord }[]): Promise<boolean[]> => {
+    const values = sql.join(
+      items.map(({ key, answer, record: r }) => sql`(${key.token}::text, ${key.payer}::text, ${key.nonce}::text, ${r.transaction ?? null}::text, ${r.settler ?? null}::text, ${r.settlerNonce ?? null}::integer, ${r.rawTransaction ?? null}::text, ${answer?.status ?? null}::integer, ${answer?.type ?? null}::text, ${answer?.body ?? null}::text)`),
+      sql`, `,
+    );
+    const result = await (await this.store).execute(sql`
+      update ${payment} set status = 'settling', transaction = v.tx, settler = v.settler, settler_nonce = v.sn, raw_transaction = v.raw,
+        response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody}), updated_at = now()
+      from (values ${values}) as v(token, payer, nonce, tx, settler, sn, raw, rs, rt, rb)
+      where ${byValues} and ${payment.status} in ('pending', 'settling')
+      returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+    const written = new Set(rowsOf<PaymentKey>(result).map(keyId));
+    return items.map((i) => written.has(keyId(i.key)));
+  });
 
   /**
-   * The settlement worker's `settling` for the rows one transaction carries, in one statement:
-   * the ids (keyId) of the rows written, the others being no longer the worker's.
+   * The money moved in `transaction`. `answer` is what was sent (kept when already stored). The
+   * payments a transaction settled are recorded together, in one statement.
    */
-  async settlingMany(keys: PaymentKey[], record: SettlementRecord): Promise<Set<string>> {
-    const updated = await (await this.store)
-      .update(payment)
-      .set({ status: "settling", transaction: record.transaction ?? null, settler: record.settler ?? null, settlerNonce: record.settlerNonce ?? null, rawTransaction: record.rawTransaction ?? null, updatedAt: new Date() })
-      .where(and(byKeys(keys), inArray(payment.status, ["pending", "settling"])))
-      .returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
-    return new Set(updated.map((k) => keyId(k as PaymentKey)));
+  settled(key: PaymentKey, transaction: string, answer?: StoredAnswer): Promise<void> {
+    return this.settledRows({ key, transaction, answer: answer ?? null });
   }
 
-  /** `settled` for the rows whose authorizations one transaction used (their answers are already stored). */
-  async settledMany(keys: PaymentKey[], transaction: string): Promise<void> {
-    const now = new Date();
-    await (await this.store)
-      .update(payment)
-      .set({ status: "settled", transaction, failure: null, signature: null, settledAt: now, updatedAt: now })
-      .where(and(byKeys(keys), inArray(payment.status, ["pending", "settling", "failed"])));
-  }
-
-  /** The money moved in `transaction`. `answer` is what was sent (kept when already stored). */
-  async settled(key: PaymentKey, transaction: string, answer?: StoredAnswer): Promise<void> {
-    const now = new Date();
-    await (await this.store)
-      .update(payment)
-      .set({
-        status: "settled",
-        transaction,
-        failure: null,
-        ...(answer ? { responseStatus: answer.status, responseType: answer.type, responseBody: answer.body } : {}),
-        signature: null,
-        settledAt: now,
-        updatedAt: now,
-      })
-      .where(and(byKey(key), inArray(payment.status, ["pending", "settling", "failed"])));
-  }
+  private readonly settledRows = coalesced(async (items: { key: PaymentKey; transaction: string; answer: StoredAnswer | null }[]): Promise<void[]> => {
+    const values = sql.join(
+      items.map(({ key, transaction, answer }) => sql`(${key.token}::text, ${key.payer}::text, ${key.nonce}::text, ${transaction}::text, ${answer?.status ?? null}::integer, ${answer?.type ?? null}::text, ${answer?.body ?? null}::text)`),
+      sql`, `,
+    );
+    await (await this.store).execute(sql`
+      update ${payment} set status = 'settled', transaction = v.tx, failure = null, signature = null, settled_at = now(), updated_at = now(),
+        response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody})
+      from (values ${values}) as v(token, payer, nonce, tx, rs, rt, rb)
+      where ${byValues} and ${payment.status} in ('pending', 'settling', 'failed')`);
+    return items.map(() => undefined);
+  });
 
   /** Records what the claimed call made that must be undone if its payment fails (the report's id), before making it. */
   async reference(key: PaymentKey, reference: string): Promise<void> {
@@ -316,7 +369,7 @@ export class PaymentLedger {
         select token, payer, nonce from ${payment} where status = 'queued'
         order by valid_before limit ${limit} for update skip locked)
       returning token, payer, nonce`);
-    const keys = ((rows as unknown as { rows: PaymentKey[] }).rows ?? (rows as unknown as PaymentKey[])).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
+    const keys = rowsOf<PaymentKey>(rows).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
     if (keys.length === 0) return [];
     return db.select().from(payment).where(or(...keys.map(byKey)));
   }
@@ -360,12 +413,9 @@ export class PaymentLedger {
     return openAmounts(row);
   }
 
-  /** find(key) and openFor(key.payer, key.token) in one round trip: the first read of a paid call. */
-  async lookup(key: PaymentKey): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }> {
-    const db = await this.store;
-    const open = db.select(openSums(key.token)).from(payment).where(openRowsOf(key.payer)).as("open");
-    const [result] = await db.select({ row: payment, unsettled: open.unsettled, owed: open.owed }).from(open).leftJoin(payment, byKey(key));
-    return { row: result?.row ?? undefined, open: openAmounts(result) };
+  /** find(key) and openFor(key.payer, key.token) in one round trip, shared with the calls made meanwhile: the first read of a paid call. */
+  lookup(key: PaymentKey): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }> {
+    return this.lookups(key);
   }
 
   /** The payer's debts are paid: the payment `by` (settled, covering them) repaid every one of them. */

@@ -4,6 +4,7 @@ import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
+import { coalesced } from "../store/coalesce.ts";
 import { PaymentError } from "./errors.ts";
 import type { PaymentAttempt } from "./header.ts";
 import { explain, signerOf, type VerifiedPayment, x402Payment } from "./verify.ts";
@@ -43,19 +44,38 @@ export async function verifyWithoutRpc(
   deps: { settings: PaymentSettings; state: PayerState; unsettled: bigint },
 ): Promise<VerifiedPayment | "needs_rpc"> {
   const auth = attempt.authorization;
-  if (isErc6492Signature(attempt.signature) || size(attempt.signature) !== 65) return "needs_rpc";
   // The index is read while the signature is recovered (CPU): one wait for both.
   const reads = deps.state.read(token.address, auth.from, auth.nonce);
   reads.catch(() => undefined); // a refused signature leaves it unawaited
-  const signer = await signerOf(attempt, token, deps.settings);
+  if ((await checkSignatureLocally(attempt, token, deps.settings)) === "needs_rpc") return "needs_rpc";
+  return checkFundsLocally(attempt, token, { settings: deps.settings, facts: reads, unsettled: deps.unsettled });
+}
+
+/**
+ * The first half of verifyWithoutRpc: the signature is the payer's own key's, in the form the token
+ * accepts ("needs_rpc": a contract wallet's, which only the chain can judge).
+ */
+export async function checkSignatureLocally(attempt: PaymentAttempt, token: TokenInfo, settings: PaymentSettings): Promise<"ok" | "needs_rpc"> {
+  if (isErc6492Signature(attempt.signature) || size(attempt.signature) !== 65) return "needs_rpc";
+  const signer = await signerOf(attempt, token, settings);
   // Not the payer's key: a contract wallet's owner signature (EIP-1271) looks just like this, and
   // only the chain can judge it; a good signature is never called bad.
-  if (signer !== auth.from) return "needs_rpc";
+  if (signer !== attempt.authorization.from) return "needs_rpc";
   // The payer's key, in a form the token refuses (high s, odd v): it can never settle.
   if (!isCanonical(attempt.signature)) throw new PaymentError("invalid_signature", explain("invalid_signature", token));
+  return "ok";
+}
+
+/** The second half of verifyWithoutRpc: the nonce is unspent and the balance, less `unsettled`, covers the amount, as the index says. */
+export async function checkFundsLocally(
+  attempt: PaymentAttempt,
+  token: TokenInfo,
+  deps: { settings: PaymentSettings; facts: Promise<PayerFacts>; unsettled: bigint },
+): Promise<VerifiedPayment | "needs_rpc"> {
+  const auth = attempt.authorization;
   let nonce, balance;
   try {
-    ({ nonce, balance } = await reads);
+    ({ nonce, balance } = await deps.facts);
   } catch (error) {
     throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
   }
@@ -75,23 +95,31 @@ function isCanonical(signature: Hex): boolean {
 
 /**
  * The PayerState over the indexed tables: the `balance` view (the index's one balance rule: inflows
- * less outflows of `flow`) and `authorization_state`, two index lookups in one prepared statement.
+ * less outflows of `flow`) and `authorization_state`, two index lookups per payment in one prepared
+ * statement, shared by the reads of paid calls made at about the same moment (api/store/coalesce.ts).
  * In tracked mode the index holds only the transfers that touch tracked wallets: another wallet's
  * balance is unknown (null).
  */
 export function indexedPayerState(db: IndexDb, target: Pick<IndexTarget, "schema" | "tracked">): PayerState {
   const { schema, tracked } = target;
-  return {
-    async read(token, wallet, nonce) {
-      const [row] = await queryPrepared<{ balance: string | null; nonce: "used" | "canceled" | null }>(
-        db,
-        `payer_facts:${schema}`,
-        `select (select balance::text from "${schema}".balance where address = $1 and token = $2) as balance,
-                (select kind from "${schema}".authorization_state where token = $2 and authorizer = $1 and nonce = $3) as nonce`,
-        [wallet, token, nonce.toLowerCase()],
-      );
+  type Read = { token: Address; wallet: Address; nonce: Hex };
+  const readMany = coalesced(async (reads: Read[]): Promise<PayerFacts[]> => {
+    const rows = await queryPrepared<{ i: string; balance: string | null; nonce: "used" | "canceled" | null }>(
+      db,
+      `payer_facts:${schema}`,
+      `select k.i::text as i,
+              (select balance::text from "${schema}".balance where address = k.wallet and token = k.token) as balance,
+              (select kind from "${schema}".authorization_state where token = k.token and authorizer = k.wallet and nonce = k.nonce) as nonce
+       from unnest($1::text[], $2::text[], $3::text[]) with ordinality as k(wallet, token, nonce, i)`,
+      [reads.map((r) => r.wallet), reads.map((r) => r.token), reads.map((r) => r.nonce.toLowerCase())],
+    );
+    const facts: PayerFacts[] = [];
+    for (const row of rows) {
+      const { wallet } = reads[Number(row.i) - 1]!;
       const followed = !tracked || tracked.has(wallet);
-      return { balance: followed ? BigInt(row?.balance ?? "0") : null, nonce: row?.nonce ?? null };
-    },
-  };
+      facts[Number(row.i) - 1] = { balance: followed ? BigInt(row.balance ?? "0") : null, nonce: row.nonce ?? null };
+    }
+    return facts;
+  });
+  return { read: (token, wallet, nonce) => readMany({ token, wallet, nonce }) };
 }

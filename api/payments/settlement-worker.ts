@@ -4,7 +4,7 @@ import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
 import type { Hex } from "viem";
-import { keyId, type PaymentKey, type PaymentLedger } from "./ledger.ts";
+import type { PaymentKey } from "./ledger.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
@@ -22,33 +22,6 @@ export const WORKER_INTERVAL_MS = 500;
 export const EXPIRY_MARGIN_SECONDS = 30;
 
 export type WorkerRun = { taken: number; expired: number };
-
-/**
- * The relayer records a transaction's rows one after another in one synchronous loop: they are
- * written `settling` together, in one statement, when that loop is over. A row the statement did
- * not write is no longer the worker's (the relayer signs again without it).
- */
-function settlingRecorder(ledger: PaymentLedger) {
-  let waiting: { key: PaymentKey; signed: SignedSettlement; resolve: () => void; reject: (error: Error) => void }[] = [];
-  const flush = async () => {
-    const items = waiting;
-    waiting = [];
-    for (const transaction of new Set(items.map((i) => i.signed.transaction))) {
-      const group = items.filter((i) => i.signed.transaction === transaction);
-      try {
-        const written = await ledger.settlingMany(group.map((i) => i.key), group[0]!.signed);
-        for (const i of group) written.has(keyId(i.key)) ? i.resolve() : i.reject(new Error("the ledger row is no longer this worker's"));
-      } catch (error) {
-        for (const i of group) i.reject(error as Error);
-      }
-    }
-  };
-  return (key: PaymentKey, signed: SignedSettlement) =>
-    new Promise<void>((resolve, reject) => {
-      if (waiting.length === 0) queueMicrotask(() => void flush());
-      waiting.push({ key, signed, resolve, reject });
-    });
-}
 
 /**
  * Settles deferred payments (X402_SETTLEMENT=deferred) from the queue in the service store. Any
@@ -115,9 +88,8 @@ export class SettlementWorker {
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
-    // Submitted together: one transaction, its rows recorded `settling` in one statement.
-    const record = settlingRecorder(ledger);
-    const sent = await Promise.all(rows.map((row) => this.submit(row, record)));
+    // Submitted together: one transaction, its rows recorded `settling` together (ledger.settling).
+    const sent = await Promise.all(rows.map((row) => this.submit(row)));
     const byTransaction = new Map<Hex, PaymentKey[]>();
     for (const s of sent) if (s) byTransaction.set(s.hash, [...(byTransaction.get(s.hash) ?? []), s.key]);
     for (const [hash, keys] of byTransaction) this.follow(hash, keys);
@@ -125,7 +97,7 @@ export class SettlementWorker {
   }
 
   /** Submits one taken row (it joins the others in one transaction): the transaction that carries it, or null when none does. */
-  private async submit(row: PaymentRow, record: (key: PaymentKey, signed: SignedSettlement) => Promise<void>): Promise<{ key: PaymentKey; hash: Hex } | null> {
+  private async submit(row: PaymentRow): Promise<{ key: PaymentKey; hash: Hex } | null> {
     const { ledger, settings, facilitator } = this.core;
     const key = keyOf(row);
     const token = settings.tokens.find((t) => t.address === row.token);
@@ -141,7 +113,11 @@ export class SettlementWorker {
       token: token.address,
     };
     const { payload, requirements } = x402Payment(attempt, token, settings);
-    const submitted = await settler.submit(payload, requirements, (signed) => record(key, signed)).catch(() => null);
+    // A row the ledger no longer gives this worker drops out (the relayer signs again without it).
+    const record = async (signed: SignedSettlement) => {
+      if (!(await ledger.settling(key, null, signed))) throw new Error("the ledger row is no longer this worker's");
+    };
+    const submitted = await settler.submit(payload, requirements, record).catch(() => null);
     if (!submitted) return null;
     if (!submitted.sent) {
       // The RPC did not answer: nothing was tried, try again later.
@@ -152,13 +128,13 @@ export class SettlementWorker {
     return { key, hash: submitted.signed.transaction };
   }
 
-  /** Records the outcome of one transaction's rows once its receipt is in: those it used are settled (one statement), the chain decides the others. */
+  /** Records the outcome of one transaction's rows once its receipt is in: those it used are settled (together), the chain decides the others. */
   private follow(hash: Hex, keys: PaymentKey[]): void {
     const settler = this.core.facilitator.settler!;
     const followed = (async () => {
       const receipt = await settler.receipt(hash, RECEIPT_WAIT_MS);
       const used = receipt ? keys.filter((key) => usedIn(receipt, key.token, key.payer, key.nonce)) : [];
-      if (used.length) await this.core.ledger.settledMany(used, hash);
+      await Promise.all(used.map((key) => this.core.ledger.settled(key, hash)));
       await Promise.all(keys.filter((key) => !used.includes(key)).map((key) => this.decide(key)));
     })()
       .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${error.message.split("\n")[0]} (left to the reconciler)`))

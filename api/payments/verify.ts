@@ -5,7 +5,7 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import { recoverTypedDataSigner } from "./ecrecover.ts";
+import { recoverTypedDataSigner } from "./secp256k1.ts";
 import { PaymentError } from "./errors.ts";
 import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";

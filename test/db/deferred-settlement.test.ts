@@ -99,6 +99,36 @@ describe(`deferred settlement (${testDatabase})`, () => {
     expect(await treasuryUsdt()).toBe(before + 3n * PRICE);
   });
 
+  it("refuses a payment the indexed balance less the unsettled ones cannot cover, claiming nothing: the same payment goes through once funded", async () => {
+    const payer = await newPayer(15_000n);
+    const before = await treasuryUsdt();
+    const counted = await payments();
+    const open = (p: Record<string, number | string>) => Number(p.pending) + Number(p.queued) + Number(p.settling) + Number(p.failed);
+    await automine(false);
+    let refused: { header: string; res: Response };
+    try {
+      expect((await paidScreen(payer, wallets()[0]!)).res.status).toBe(200); // 0.01 of 0.015, on credit
+      refused = await paidScreen(payer, wallets()[1]!);
+      expect(refused.res.status).toBe(402);
+      expect(((await refused.res.json()) as { code: string }).code).toBe("insufficient_balance");
+      // Only the first call holds a row (queued): the refused one left none behind, pending or failed.
+      const now = await waitFor("the stats to show the call answered on credit", async () => {
+        const p = await payments();
+        return open(p) !== open(counted) ? p : undefined;
+      }, service);
+      expect(open(now)).toBe(open(counted) + 1);
+    } finally {
+      await automine(true);
+    }
+    await mine();
+    await untilTreasury(before + PRICE);
+    await fund(privateKeyToAccount(payer).address, PRICE);
+    // The same payment, presented again now that the balance covers it: answered and charged once.
+    const retried = await screen(payer, wallets()[1]!, refused.header);
+    expect(retried.status).toBe(200);
+    await untilTreasury(before + 2n * PRICE);
+  });
+
   it("settles first the call that would take a payer past X402_DEFERRED_MAX_PER_PAYER", async () => {
     const payer = await newPayer(1_000_000n);
     const eager = await newPayer(1_000_000n);
