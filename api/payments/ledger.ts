@@ -1,7 +1,6 @@
 import { type SQL, and, count, eq, getTableColumns, gt, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
 import { OPEN_STATUSES, PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
-import { alias, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { coalesced } from "../store/coalesce.ts";
 import type { ServiceDb } from "../store/store.ts";
 
@@ -36,9 +35,7 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
  * A debt: an answer given before settlement whose settlement failed by the payer's doing (the
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
-const debtIn = (t: Record<"deferred" | "repaidBy" | "status" | "responseBody", AnyPgColumn>) =>
-  sql`${t.deferred} and ${t.repaidBy} is null and ${t.status} in ('failed', 'used_elsewhere') and ${t.responseBody} is not null`;
-const DEBT = debtIn(payment);
+const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
 
 export type OpenAmounts = { unsettled: bigint; owed: bigint };
 
@@ -49,6 +46,11 @@ const openSums = (token: Address | SQL) => ({
   unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${payment.status} in ('pending', 'queued', 'settling')), 0)::text`.as("unsettled"),
   owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`.as("owed"),
 });
+/** `o.unsettled` and `o.owed` (openSums) for each (token, payer) row of `keys`: a lateral join. */
+const openSumsOf = (keys: SQL) => {
+  const { unsettled, owed } = openSums(sql`${keys}.token`);
+  return sql`cross join lateral (select ${unsettled.getSQL()} as unsettled, ${owed.getSQL()} as owed from ${payment} where ${openRowsOf(sql`${keys}.payer`)}) as o`;
+};
 const openAmounts = (row: { unsettled: string | null; owed: string | null } | undefined): OpenAmounts => ({ unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") });
 
 /** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
@@ -128,20 +130,12 @@ export class PaymentLedger {
   private readonly insertClaim = coalesced(async (rows: (typeof payment.$inferInsert)[]): Promise<(OpenAmounts | null)[]> => {
     const first = new Map<string, number>();
     rows.forEach((row, i) => first.has(keyId(row as PaymentKey)) || first.set(keyId(row as PaymentKey), i));
-    // Subqueries of RETURNING read the table as it was before the statement.
-    const open = alias(payment, "open");
-    const sums = (filter: SQL) => sql<string>`(select coalesce(sum(${open.amount}), 0)::text from ${payment} as "open" where ${open.payer} = ${payment.payer} and ${sql.raw(`"open".status in (${OPEN_STATUSES})`)} and ${filter})`;
-    const inserted = await (await this.store)
-      .insert(payment)
-      .values([...first.values()].map((i) => rows[i]!))
-      .onConflictDoNothing()
-      .returning({
-        token: payment.token,
-        payer: payment.payer,
-        nonce: payment.nonce,
-        unsettled: sums(sql`${open.token} = ${payment.token} and ${open.status} in ('pending', 'queued', 'settling')`),
-        owed: sums(debtIn(open)),
-      });
+    const db = await this.store;
+    const insert = db.insert(payment).values([...first.values()].map((i) => rows[i]!)).onConflictDoNothing().returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
+    // The rest of the statement reads the table as it was before the insert: the new rows are not counted.
+    const inserted = rowsOf<PaymentKey & { unsettled: string; owed: string }>(
+      await db.execute(sql`with ins as (${insert.getSQL()}) select ins.token, ins.payer, ins.nonce, o.unsettled, o.owed from ins ${openSumsOf(sql`ins`)}`),
+    );
     const won = new Map(inserted.map((row) => [keyId(row as PaymentKey), openAmounts(row)]));
     return rows.map((row, i) => (first.get(keyId(row as PaymentKey)) === i ? (won.get(keyId(row as PaymentKey)) ?? null) : null));
   });
@@ -185,11 +179,9 @@ export class PaymentLedger {
       keys.map((k, i) => sql`(${k.token}::text, ${k.payer}::text, ${k.nonce}::text, ${i}::integer)`),
       sql`, `,
     );
-    const { unsettled, owed } = openSums(sql`k.token`);
     const result = await (await this.store).execute(sql`
       select k.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
-      from (values ${values}) as k(token, payer, nonce, i)
-      cross join lateral (select ${unsettled.getSQL()} as unsettled, ${owed.getSQL()} as owed from ${payment} where ${openRowsOf(sql`k.payer`)}) as o
+      from (values ${values}) as k(token, payer, nonce, i) ${openSumsOf(sql`k`)}
       left join ${payment} as p on p.token = k.token and p.payer = k.payer and p.nonce = k.nonce`);
     const answers: { row: PaymentRow | undefined; open: OpenAmounts }[] = [];
     for (const raw of rowsOf<Record<string, unknown>>(result)) {

@@ -5,6 +5,7 @@ import { readMigrationFiles } from "drizzle-orm/migrator";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { payment } from "../../api/store/schema.ts";
+import { PaymentLedger } from "../../api/payments/ledger.ts";
 import { MIGRATIONS_FOLDER, openServiceStore, type ServiceStore, type ServiceStoreLocation } from "../../api/store/store.ts";
 import { databaseSlot, testDatabase, type DatabaseSlot } from "../support/indexer.ts";
 
@@ -191,6 +192,51 @@ describe(`service store migrations (${testDatabase})`, () => {
       expect(await again.db.select().from(payment)).toHaveLength(2);
     } finally {
       await again.close();
+    }
+  });
+});
+
+describe(`payment ledger: reads and claims made together (${testDatabase})`, () => {
+  const base = { amount: 10_000n, route: "POST /api/lender/screen", subject: null, fingerprint: "f", signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n };
+  const [usdt, usdc, a, b] = ["0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000a2", "0x00000000000000000000000000000000000000aa", "0x00000000000000000000000000000000000000bb"] as const;
+  const auth = { signature: "0x01", validAfter: 0n };
+
+  it("gives each payment of a batch its own row and its own payer's open amounts in its token", async () => {
+    const store = await openServiceStore(await freshLocation());
+    try {
+      const ledger = new PaymentLedger(store.db);
+      await ledger.claim({ ...base, token: usdt, payer: b, nonce: "0x01", amount: 70_000n });
+      await ledger.claim({ ...base, token: usdt, payer: a, nonce: "0x01" });
+      await ledger.claim({ ...base, token: usdc, payer: a, nonce: "0x02", amount: 30_000n });
+      const [first, absent, other] = await Promise.all([
+        ledger.lookup({ token: usdt, payer: a, nonce: "0x01" }),
+        ledger.lookup({ token: usdt, payer: a, nonce: "0x09" }),
+        ledger.lookup({ token: usdt, payer: b, nonce: "0x09" }),
+      ]);
+      expect(first.row).toEqual(await ledger.find({ token: usdt, payer: a, nonce: "0x01" }));
+      expect([first.open.unsettled, absent.row, absent.open.unsettled, other.open.unsettled]).toEqual([10_000n, undefined, 10_000n, 70_000n]);
+      expect((await ledger.lookup({ token: usdc, payer: a, nonce: "0x09" })).open.unsettled).toBe(30_000n);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("claims a new deferred payment with what its payer had open before it, never another payer's; once only; unclaim takes it back", async () => {
+    const store = await openServiceStore(await freshLocation());
+    try {
+      const ledger = new PaymentLedger(store.db);
+      await ledger.claim({ ...base, token: usdt, payer: b, nonce: "0x01", amount: 70_000n });
+      await ledger.claim({ ...base, token: usdt, payer: a, nonce: "0x01" });
+      const claims = await Promise.all(["0x11", "0x12", "0x13"].map((nonce) => ledger.claimFirst({ ...base, token: usdt, payer: a, nonce }, auth)));
+      // The first alone, the two made meanwhile together: none counts the rows of its own statement.
+      expect(claims.map((c) => c?.unsettled)).toEqual([10_000n, 20_000n, 20_000n]);
+      expect(await ledger.claimFirst({ ...base, token: usdt, payer: a, nonce: "0x11" }, auth)).toBeUndefined();
+      expect((await ledger.claimFirst({ ...base, token: usdc, payer: a, nonce: "0x21" }, auth))?.unsettled).toBe(0n);
+      await ledger.unclaim({ token: usdt, payer: a, nonce: "0x12" }, "s");
+      expect(await ledger.find({ token: usdt, payer: a, nonce: "0x12" })).toBeUndefined();
+      expect((await ledger.lookup({ token: usdt, payer: a, nonce: "0x12" })).open.unsettled).toBe(30_000n);
+    } finally {
+      await store.close();
     }
   });
 });
