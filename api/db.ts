@@ -1,5 +1,6 @@
 import type { ReadonlyDrizzle } from "ponder";
 import type * as schema from "../ponder.schema.ts";
+import type { ServiceDb } from "./store/store.ts";
 
 /**
  * The indexer's tables, read-only: Ponder's API `db`, or a drizzle client over the same schema.
@@ -17,10 +18,11 @@ type RawClient = {
 
 /**
  * Runs raw SQL the builder cannot express (lateral joins, array parameters), prepared once per
- * Postgres connection under `name` so it is planned once, not on every request (PGlite, in
- * process, plans each call). Name tables with their schema, as above.
+ * Postgres connection under `name` so it is parsed once, not on every request (PGlite, in
+ * process, plans each call). Name tables with their schema, as above. The index's `db` or the
+ * service store's.
  */
-export async function queryPrepared<T>(db: IndexDb, name: string, text: string, values: unknown[]): Promise<T[]> {
+export async function queryPrepared<T>(db: IndexDb | ServiceDb, name: string, text: string, values: unknown[]): Promise<T[]> {
   const client = (db as unknown as { $client: RawClient }).$client;
   const result = "waitReady" in client ? await client.query(text, values) : await client.query({ name, text, values });
   return result.rows as T[];

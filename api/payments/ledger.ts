@@ -1,6 +1,8 @@
 import { type SQL, and, count, eq, getTableColumns, gt, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Address } from "../../config/addresses.ts";
 import { OPEN_STATUSES, PAYMENT_STATUSES, payment, type PaymentRow, type PaymentStatus, signInNonce } from "../store/schema.ts";
+import { PgDialect } from "drizzle-orm/pg-core";
+import { queryPrepared } from "../db.ts";
 import { coalesced } from "../store/coalesce.ts";
 import type { ServiceDb } from "../store/store.ts";
 
@@ -52,6 +54,67 @@ const openSumsOf = (keys: SQL) => {
   return sql`cross join lateral (select ${unsettled.getSQL()} as unsettled, ${owed.getSQL()} as owed from ${payment} where ${openRowsOf(sql`${keys}.payer`)}) as o`;
 };
 const openAmounts = (row: { unsettled: string | null; owed: string | null } | undefined): OpenAmounts => ({ unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") });
+
+/** The row of each `v` (token, payer, nonce) of a batch (`v`): the statements that write many rows at once. */
+const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
+
+const dialect = new PgDialect();
+/**
+ * The text of a prepared statement (queryPrepared) written with the ledger's rules (DEBT,
+ * openSums…) as drizzle SQL: rendered once. Its parameters are written `$n` in the text, so that
+ * one text, and one plan, serves any number of rows (arrays, unnest).
+ */
+const statement = (query: SQL): string => {
+  const rendered = dialect.sqlToQuery(query);
+  if (rendered.params.length > 0) throw new Error("a prepared ledger statement takes its parameters as $n");
+  return rendered.sql;
+};
+/** `v`: one row per payment of a batch, from the arrays $1 (tokens), $2 (payers), $3 (nonces) and the columns that follow. */
+const unnestKeys = (more = "", types = "") => sql.raw(`unnest($1::text[], $2::text[], $3::text[]${types}) as v(token, payer, nonce${more})`);
+
+/** The first reads of paid calls (lookup): each key's row, and its payer's open amounts in its token. */
+const LOOKUP = statement(sql`
+  select v.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
+  from ${sql.raw(`unnest($1::text[], $2::text[], $3::text[]) with ordinality as v(token, payer, nonce, i)`)} ${openSumsOf(sql`v`)}
+  left join ${payment} as p on p.token = v.token and p.payer = v.payer and p.nonce = v.nonce`);
+
+/** New claims (insertClaim), each with what its payer had open before the statement. */
+const INSERT_CLAIMS = statement(sql`
+  with ins as (
+    insert into ${payment} (token, payer, nonce, amount, route, subject, fingerprint, signature_hash, encoding, payment_id, valid_before, deferred, signature, valid_after, status)
+    select v.*, 'pending' from ${unnestKeys(
+      ", amount, route, subject, fingerprint, signature_hash, encoding, payment_id, valid_before, deferred, signature, valid_after",
+      ", $4::numeric[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::numeric[], $12::boolean[], $13::text[], $14::numeric[]",
+    )}
+    on conflict do nothing
+    returning token, payer, nonce)
+  select ins.token, ins.payer, ins.nonce, o.unsettled, o.owed from ins ${openSumsOf(sql`ins`)}`);
+
+/** Deferred answers queued (queueAnswers) if the batch as a whole stays within the caps ($7 per payer, $8 in all). */
+const OPEN_EXPOSURE = sql`(${OPEN_DEFERRED}) or (${DEBT})`;
+const QUEUE_ANSWERS = statement(sql`
+  update ${payment} set status = 'queued', response_status = v.rs, response_type = v.rt, response_body = v.rb, updated_at = now()
+  from ${unnestKeys(", rs, rt, rb", ", $4::integer[], $5::text[], $6::text[]")}
+  where ${byValues} and ${payment.status} = 'pending'
+    and (select coalesce(max(s), 0) <= $7::numeric from (
+          select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any($2::text[]) group by ${payment.payer}) as per_payer)
+    and (select coalesce(sum(${payment.amount}), 0) <= $8::numeric from ${payment} where ${OPEN_EXPOSURE})
+  returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+
+/** Settlements about to be broadcast (settling): the transaction, and the answer unless it is stored already. */
+const SETTLING = statement(sql`
+  update ${payment} set status = 'settling', transaction = v.tx, settler = v.settler, settler_nonce = v.sn, raw_transaction = v.raw,
+    response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody}), updated_at = now()
+  from ${unnestKeys(", tx, settler, sn, raw, rs, rt, rb", ", $4::text[], $5::text[], $6::integer[], $7::text[], $8::integer[], $9::text[], $10::text[]")}
+  where ${byValues} and ${payment.status} in ('pending', 'settling')
+  returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+
+/** Settled payments (settled): the answer kept unless given. */
+const SETTLED = statement(sql`
+  update ${payment} set status = 'settled', transaction = v.tx, failure = null, signature = null, settled_at = now(), updated_at = now(),
+    response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody})
+  from ${unnestKeys(", tx, rs, rt, rb", ", $4::text[], $5::integer[], $6::text[], $7::text[]")}
+  where ${byValues} and ${payment.status} in ('pending', 'settling', 'failed')`);
 
 /** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
 const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).rows ?? (result as T[]);
@@ -107,8 +170,13 @@ export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now =
   row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
 const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
-/** The row of each `v` (token, payer, nonce) of a `from (values …) as v` list: the statements that write many rows at once. */
-const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
+
+/** The key columns of a batch: the arrays $1, $2, $3 of the batched statements. */
+const keyColumns = (keys: PaymentKey[]) => [keys.map((k) => k.token), keys.map((k) => k.payer), keys.map((k) => k.nonce)];
+/** An answer's columns for a batch (null: keep the stored one). */
+const answerColumns = (answers: (StoredAnswer | null)[]) => [answers.map((a) => a?.status ?? null), answers.map((a) => a?.type ?? null), answers.map((a) => a?.body ?? null)];
+/** A claim's row as the batched insert takes it. */
+type NewRow = Omit<NewPayment, "amount" | "validBefore" | "paymentId"> & { amount: string; validBefore: string; paymentId: string | null } & ReturnType<typeof deferral>;
 
 /** One string per payment (maps and sets of payments). */
 export const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
@@ -127,17 +195,16 @@ export class PaymentLedger {
    * payer had open before this statement (openFor in its token; the batch's own rows not counted,
    * as concurrent claims never count each other's), else null.
    */
-  private readonly insertClaim = coalesced(async (rows: (typeof payment.$inferInsert)[]): Promise<(OpenAmounts | null)[]> => {
+  private readonly insertClaim = coalesced(async (rows: NewRow[]): Promise<(OpenAmounts | null)[]> => {
     const first = new Map<string, number>();
-    rows.forEach((row, i) => first.has(keyId(row as PaymentKey)) || first.set(keyId(row as PaymentKey), i));
-    const db = await this.store;
-    const insert = db.insert(payment).values([...first.values()].map((i) => rows[i]!)).onConflictDoNothing().returning({ token: payment.token, payer: payment.payer, nonce: payment.nonce });
-    // The rest of the statement reads the table as it was before the insert: the new rows are not counted.
-    const inserted = rowsOf<PaymentKey & { unsettled: string; owed: string }>(
-      await db.execute(sql`with ins as (${insert.getSQL()}) select ins.token, ins.payer, ins.nonce, o.unsettled, o.owed from ins ${openSumsOf(sql`ins`)}`),
-    );
-    const won = new Map(inserted.map((row) => [keyId(row as PaymentKey), openAmounts(row)]));
-    return rows.map((row, i) => (first.get(keyId(row as PaymentKey)) === i ? (won.get(keyId(row as PaymentKey)) ?? null) : null));
+    rows.forEach((row, i) => first.has(keyId(row)) || first.set(keyId(row), i));
+    const batch = [...first.values()].map((i) => rows[i]!);
+    const column = <K extends keyof NewRow>(name: K) => batch.map((row) => row[name]);
+    const inserted = await queryPrepared<PaymentKey & { unsettled: string; owed: string }>(await this.store, "ledger_insert_claims", INSERT_CLAIMS, [
+      ...(["token", "payer", "nonce", "amount", "route", "subject", "fingerprint", "signatureHash", "encoding", "paymentId", "validBefore", "deferred", "signature", "validAfter"] as const).map(column),
+    ]);
+    const won = new Map(inserted.map((row) => [keyId(row), openAmounts(row)]));
+    return rows.map((row, i) => (first.get(keyId(row)) === i ? (won.get(keyId(row)) ?? null) : null));
   });
 
   /**
@@ -146,23 +213,16 @@ export class PaymentLedger {
    * each is judged alone (queuedWithinCaps), so that the caps hold exactly either way.
    */
   private readonly queueAnswers = coalesced(async (items: { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps }[]): Promise<boolean[]> => {
-    const db = await this.store;
     const { caps } = items[0]!;
-    const payers = [...new Set(items.map((i) => i.key.payer))];
-    const values = sql.join(
-      items.map(({ key, answer }) => sql`(${key.token}, ${key.payer}, ${key.nonce}, ${answer.status}::integer, ${answer.type}, ${answer.body})`),
-      sql`, `,
-    );
-    const open = sql`(${OPEN_DEFERRED}) or (${DEBT})`;
-    const result = await db.execute(sql`
-      update ${payment} set status = 'queued', response_status = v.rs, response_type = v.rt, response_body = v.rb, updated_at = now()
-      from (values ${values}) as v(token, payer, nonce, rs, rt, rb)
-      where ${byValues} and ${payment.status} = 'pending'
-        and (select coalesce(max(s), 0) <= ${caps.perPayer.toString()}::numeric from (
-              select sum(${payment.amount}) as s from ${payment} where (${open}) and ${inArray(payment.payer, payers)} group by ${payment.payer}) as per_payer)
-        and (select coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${open})
-      returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
-    const queued = new Set(rowsOf<PaymentKey>(result).map(keyId));
+    const rows = await queryPrepared<PaymentKey>(await this.store, "ledger_queue_answers", QUEUE_ANSWERS, [
+      ...keyColumns(items.map((i) => i.key)),
+      items.map((i) => i.answer.status),
+      items.map((i) => i.answer.type),
+      items.map((i) => i.answer.body),
+      caps.perPayer.toString(),
+      caps.total.toString(),
+    ]);
+    const queued = new Set(rows.map(keyId));
     // One after another: each refused one leaves the open sum at once (it settles first), so the
     // later ones of a burst find the room a concurrent judgement would have denied them all.
     const outcomes: boolean[] = [];
@@ -175,17 +235,9 @@ export class PaymentLedger {
    * (if any) and what its payer has open (openFor in the key's token).
    */
   private readonly lookups = coalesced(async (keys: PaymentKey[]): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }[]> => {
-    const values = sql.join(
-      keys.map((k, i) => sql`(${k.token}::text, ${k.payer}::text, ${k.nonce}::text, ${i}::integer)`),
-      sql`, `,
-    );
-    const result = await (await this.store).execute(sql`
-      select k.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
-      from (values ${values}) as k(token, payer, nonce, i) ${openSumsOf(sql`k`)}
-      left join ${payment} as p on p.token = k.token and p.payer = k.payer and p.nonce = k.nonce`);
     const answers: { row: PaymentRow | undefined; open: OpenAmounts }[] = [];
-    for (const raw of rowsOf<Record<string, unknown>>(result)) {
-      answers[Number(raw.lookup_index)] = {
+    for (const raw of await queryPrepared<Record<string, unknown>>(await this.store, "ledger_lookup", LOOKUP, keyColumns(keys))) {
+      answers[Number(raw.lookup_index) - 1] = {
         row: raw.token == null ? undefined : paymentRowOf(raw),
         open: openAmounts({ unsettled: raw.lookup_unsettled as string, owed: raw.lookup_owed as string }),
       };
@@ -242,8 +294,8 @@ export class PaymentLedger {
     await (await this.store).delete(payment).where(and(byKey(key), eq(payment.status, "pending"), eq(payment.signatureHash, signatureHash)));
   }
 
-  private newRow(entry: NewPayment, deferred: DeferredAuthorization | null) {
-    return { ...entry, ...deferral(deferred), amount: entry.amount.toString(), validBefore: entry.validBefore.toString(), status: "pending" as const };
+  private newRow(entry: NewPayment, deferred: DeferredAuthorization | null): NewRow {
+    return { ...entry, paymentId: entry.paymentId ?? null, ...deferral(deferred), amount: entry.amount.toString(), validBefore: entry.validBefore.toString() };
   }
 
   private async claimRow(db: ServiceDb, entry: NewPayment, deferred: DeferredAuthorization | null): Promise<boolean> {
@@ -282,18 +334,17 @@ export class PaymentLedger {
   }
 
   private readonly settlingRows = coalesced(async (items: { key: PaymentKey; answer: StoredAnswer | null; record: SettlementRecord }[]): Promise<boolean[]> => {
-    const values = sql.join(
-      items.map(({ key, answer, record: r }) => sql`(${key.token}::text, ${key.payer}::text, ${key.nonce}::text, ${r.transaction ?? null}::text, ${r.settler ?? null}::text, ${r.settlerNonce ?? null}::integer, ${r.rawTransaction ?? null}::text, ${answer?.status ?? null}::integer, ${answer?.type ?? null}::text, ${answer?.body ?? null}::text)`),
-      sql`, `,
-    );
-    const result = await (await this.store).execute(sql`
-      update ${payment} set status = 'settling', transaction = v.tx, settler = v.settler, settler_nonce = v.sn, raw_transaction = v.raw,
-        response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody}), updated_at = now()
-      from (values ${values}) as v(token, payer, nonce, tx, settler, sn, raw, rs, rt, rb)
-      where ${byValues} and ${payment.status} in ('pending', 'settling')
-      returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
-    const written = new Set(rowsOf<PaymentKey>(result).map(keyId));
-    return items.map((i) => written.has(keyId(i.key)));
+    const records = items.map((i) => i.record);
+    const written = await queryPrepared<PaymentKey>(await this.store, "ledger_settling", SETTLING, [
+      ...keyColumns(items.map((i) => i.key)),
+      records.map((r) => r.transaction ?? null),
+      records.map((r) => r.settler ?? null),
+      records.map((r) => r.settlerNonce ?? null),
+      records.map((r) => r.rawTransaction ?? null),
+      ...answerColumns(items.map((i) => i.answer)),
+    ]);
+    const ids = new Set(written.map(keyId));
+    return items.map((i) => ids.has(keyId(i.key)));
   });
 
   /**
@@ -305,15 +356,7 @@ export class PaymentLedger {
   }
 
   private readonly settledRows = coalesced(async (items: { key: PaymentKey; transaction: string; answer: StoredAnswer | null }[]): Promise<void[]> => {
-    const values = sql.join(
-      items.map(({ key, transaction, answer }) => sql`(${key.token}::text, ${key.payer}::text, ${key.nonce}::text, ${transaction}::text, ${answer?.status ?? null}::integer, ${answer?.type ?? null}::text, ${answer?.body ?? null}::text)`),
-      sql`, `,
-    );
-    await (await this.store).execute(sql`
-      update ${payment} set status = 'settled', transaction = v.tx, failure = null, signature = null, settled_at = now(), updated_at = now(),
-        response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody})
-      from (values ${values}) as v(token, payer, nonce, tx, rs, rt, rb)
-      where ${byValues} and ${payment.status} in ('pending', 'settling', 'failed')`);
+    await queryPrepared(await this.store, "ledger_settled", SETTLED, [...keyColumns(items.map((i) => i.key)), items.map((i) => i.transaction), ...answerColumns(items.map((i) => i.answer))]);
     return items.map(() => undefined);
   });
 
