@@ -12,6 +12,8 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import { UNPAID_REASON } from "../../api/passport/report-route.ts";
 import { createReporter } from "../../api/passport/reporter.ts";
+import { type PaymentKey, PaymentLedger } from "../../api/payments/ledger.ts";
+import { openServiceStore } from "../../api/store/store.ts";
 import { reputationReporterArtifact } from "../../contracts/artifacts.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetClients } from "../../devnet/chain.ts";
@@ -46,6 +48,15 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     const res = await fetch(`${indexer.url}${path}`, { method, headers: { ...(body ? { "content-type": "application/json" } : {}), ...headers }, body: body ? JSON.stringify(body) : undefined });
     const text = await res.text();
     return { status: res.status, headers: res.headers, body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+  };
+  /** The service's ledger, read directly: on PGlite only while the service is stopped. */
+  const withLedger = async <T>(fn: (ledger: PaymentLedger) => Promise<T>): Promise<T> => {
+    const store = await openServiceStore(env.slot.store);
+    try {
+      return await fn(new PaymentLedger(store.db));
+    } finally {
+      await store.close();
+    }
   };
   const pay = async (value = 100_000n) => ({ "x-payment": specHeader(await signAuthorization(lender.privateKey, usdt(), { to: treasury, value }), usdt().address) });
   const issue = async (wallet: Hex, extra: Record<string, unknown> = {}) => api("POST", "/api/agent/report", await pay(), { walletAddress: wallet, callerAddress: lender.address, ...extra });
@@ -336,9 +347,9 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     const relayer = devnet.manifest.service.relayer;
     const reporterAddress = devnet.manifest.service.reporter.address;
     const before = await treasuryUsdt();
-    const outcomes = async () => (await api("GET", "/api/stats")).body.payments as { failed: number; reconciled: number };
-    const counted = await outcomes();
-    const headers = await pay();
+    const outcomes = async () => (await api("GET", "/api/stats")).body.payments as { settling: number; failed: number; reconciled: number };
+    const signed = await signAuthorization(lender.privateKey, usdt(), { to: treasury, value: 100_000n });
+    const headers = { "x-payment": specHeader(signed, usdt().address) };
     await rpc(rpcUrl(), "evm_setAutomine", [false]);
     try {
       const request = api("POST", "/api/agent/report", headers, { walletAddress: persona("merchant"), callerAddress: lender.address });
@@ -354,6 +365,13 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     } finally {
       await rpc(rpcUrl(), "evm_setAutomine", [true]);
     }
+    // Counted from the ledger itself while no process holds it (PGlite admits one), not from
+    // /api/stats, whose figures may be LEDGER_STATS_TTL_MS old (earlier tests' failures missing).
+    const key: PaymentKey = { token: usdt().address.toLowerCase() as Hex, payer: signed.authorization.from, nonce: signed.authorization.nonce };
+    const counted = await withLedger(async (ledger) => {
+      expect(await ledger.find(key)).toMatchObject({ status: "settling", reconciledAt: null });
+      return ledger.outcomeCounts();
+    });
     const asRelayer = devnetClients(rpcUrl(), relayer.privateKey as Hex);
     await send(asRelayer, asRelayer.walletClient.sendTransaction({ to: relayer.address, value: 0n }));
 
@@ -370,8 +388,13 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     await indexedUpTo();
     expect((await verify(reportId)).body).toMatchObject({ status: "revoked", valid: false, revocationReason: UNPAID_REASON });
     expect(await treasuryUsdt()).toBe(before);
-    // The ledger row was decided from the chain by the new process: failed.
-    expect(await outcomes()).toMatchObject({ failed: counted.failed + 1, reconciled: counted.reconciled + 1 });
+    // The ledger row was decided from the chain by the new process: failed. (Read from /api/stats
+    // once its figures show the row decided: they may be a little older than the revocation.)
+    const decided = await waitFor("the row decided in /api/stats", async () => {
+      const now = await outcomes();
+      return now.settling < counted.settling ? now : undefined;
+    }, indexer);
+    expect(decided).toMatchObject({ settling: counted.settling - 1, failed: counted.failed + 1, reconciled: counted.reconciled + 1 });
     // Asked again (another sweep, another replica): already revoked, nothing is sent.
     const reporter = createReporter({ rpcUrl: rpcUrl(), contract: devnet.manifest.reporter.address, privateKey: devnet.manifest.service.reporter.privateKey as Hex, original });
     expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
