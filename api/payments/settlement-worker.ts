@@ -61,12 +61,14 @@ export class SettlementWorker {
     this.running = (async () => {
       const total: WorkerRun = { taken: 0, expired: 0 };
       try {
+        let full = false;
         do {
           this.again = false;
-          const once = await this.runOnce();
+          const once = await this.runOnce(full);
           total.taken += once.taken;
           total.expired += once.expired;
-          if (once.taken === MAX_BATCH) this.again = true;
+          full = once.taken === MAX_BATCH;
+          if (full) this.again = true;
         } while (this.again);
       } catch (error) {
         log.warn(`[payments] settlement worker: ${(error as Error).message.split("\n")[0]}`);
@@ -78,13 +80,14 @@ export class SettlementWorker {
     return this.running;
   }
 
-  private async runOnce(): Promise<WorkerRun> {
+  /** One transaction's worth of the queue; `backlog`: the last one took a full batch, so more are waiting already. */
+  private async runOnce(backlog: boolean): Promise<WorkerRun> {
     const { ledger } = this.core;
     // The rows queued while the last transaction waits for its block go together in the next one,
     // sent when it is mined or after FOLLOW_WAIT_MS: a few transactions per Celo block, not one per
-    // kick, each polled for its receipt. (The answers never wait for any of this; the exposure caps
-    // count every row until it is settled, so a settlement that waits too long refuses credit.)
-    if (this.following.size) await Promise.race([Promise.all([...this.following]), new Promise((r) => setTimeout(r, FOLLOW_WAIT_MS))]);
+    // kick, each polled for its receipt. A backlog goes at once: waiting would gather nothing more
+    // than a full batch, and every row waiting counts against the exposure caps until it is settled.
+    if (this.following.size && !backlog) await Promise.race([Promise.all([...this.following]), new Promise((r) => setTimeout(r, FOLLOW_WAIT_MS))]);
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
