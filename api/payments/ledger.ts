@@ -55,7 +55,7 @@ const openSumsOf = (keys: SQL) => {
 };
 const openAmounts = (row: { unsettled: string | null; owed: string | null } | undefined): OpenAmounts => ({ unsettled: BigInt(row?.unsettled ?? "0"), owed: BigInt(row?.owed ?? "0") });
 
-/** The row of each `v` (token, payer, nonce) of a batch (`v`): the statements that write many rows at once. */
+/** The row of each (token, payer, nonce) of a batch `v` (unnestKeys): the statements that write many rows at once. */
 const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
 
 const dialect = new PgDialect();
@@ -69,13 +69,17 @@ const statement = (query: SQL): string => {
   if (rendered.params.length > 0) throw new Error("a prepared ledger statement takes its parameters as $n");
   return rendered.sql;
 };
-/** `v`: one row per payment of a batch, from the arrays $1 (tokens), $2 (payers), $3 (nonces) and the columns that follow. */
-const unnestKeys = (more = "", types = "") => sql.raw(`unnest($1::text[], $2::text[], $3::text[]${types}) as v(token, payer, nonce${more})`);
+/**
+ * `v`: one row per payment of a batch, from the arrays $1 (tokens), $2 (payers), $3 (nonces) and the
+ * columns that follow; `ordinal` numbers them (`v.i`, from 1) for a read that answers each in turn.
+ */
+const unnestKeys = (more = "", types = "", ordinal = false) =>
+  sql.raw(`unnest($1::text[], $2::text[], $3::text[]${types})${ordinal ? " with ordinality" : ""} as v(token, payer, nonce${more}${ordinal ? ", i" : ""})`);
 
 /** The first reads of paid calls (lookup): each key's row, and its payer's open amounts in its token. */
 const LOOKUP = statement(sql`
   select v.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
-  from ${sql.raw(`unnest($1::text[], $2::text[], $3::text[]) with ordinality as v(token, payer, nonce, i)`)} ${openSumsOf(sql`v`)}
+  from ${unnestKeys("", "", true)} ${openSumsOf(sql`v`)}
   left join ${payment} as p on p.token = v.token and p.payer = v.payer and p.nonce = v.nonce`);
 
 /** New claims (insertClaim), each with what its payer had open before the statement. */
@@ -109,11 +113,10 @@ const SETTLING = statement(sql`
   where ${byValues} and ${payment.status} in ('pending', 'settling')
   returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
 
-/** Settled payments (settled): the answer kept unless given. */
+/** Settled payments (settled): their answers were stored when they were queued or settling. */
 const SETTLED = statement(sql`
-  update ${payment} set status = 'settled', transaction = v.tx, failure = null, signature = null, settled_at = now(), updated_at = now(),
-    response_status = coalesce(v.rs, ${payment.responseStatus}), response_type = coalesce(v.rt, ${payment.responseType}), response_body = coalesce(v.rb, ${payment.responseBody})
-  from ${unnestKeys(", tx, rs, rt, rb", ", $4::text[], $5::integer[], $6::text[], $7::text[]")}
+  update ${payment} set status = 'settled', transaction = v.tx, failure = null, signature = null, settled_at = now(), updated_at = now()
+  from ${unnestKeys(", tx", ", $4::text[]")}
   where ${byValues} and ${payment.status} in ('pending', 'settling', 'failed')`);
 
 /** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
@@ -348,15 +351,15 @@ export class PaymentLedger {
   });
 
   /**
-   * The money moved in `transaction`. `answer` is what was sent (kept when already stored). The
-   * payments a transaction settled are recorded together, in one statement.
+   * The money moved in `transaction` (the answer it bought is stored already). The payments a
+   * transaction settled are recorded together, in one statement.
    */
-  settled(key: PaymentKey, transaction: string, answer?: StoredAnswer): Promise<void> {
-    return this.settledRows({ key, transaction, answer: answer ?? null });
+  settled(key: PaymentKey, transaction: string): Promise<void> {
+    return this.settledRows({ key, transaction });
   }
 
-  private readonly settledRows = coalesced(async (items: { key: PaymentKey; transaction: string; answer: StoredAnswer | null }[]): Promise<void[]> => {
-    await queryPrepared(await this.store, "ledger_settled", SETTLED, [...keyColumns(items.map((i) => i.key)), items.map((i) => i.transaction), ...answerColumns(items.map((i) => i.answer))]);
+  private readonly settledRows = coalesced(async (items: { key: PaymentKey; transaction: string }[]): Promise<void[]> => {
+    await queryPrepared(await this.store, "ledger_settled", SETTLED, [...keyColumns(items.map((i) => i.key)), items.map((i) => i.transaction)]);
     return items.map(() => undefined);
   });
 
