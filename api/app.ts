@@ -1,5 +1,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { readEnv } from "../config/env.ts";
 import type { IndexTarget } from "../config/target.ts";
+import { IndexState } from "./indexing/state.ts";
 import type { AppEnv } from "./http/env.ts";
 import { handleError } from "./http/errors.ts";
 import { registerPaymentSchemes } from "./http/declare.ts";
@@ -11,11 +13,14 @@ import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
 import { enforceOneProcessPerRelayer } from "./payments/relayer-lock.ts";
+import { signInFor } from "./payments/sign-in.ts";
 import { ROUTES, type RouteDeps } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
 
 /** What the host hands the app: everything handlers are built from, less what the app makes itself. */
-export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app"> & {
+export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app" | "index"> & {
+  /** Where indexing stands; by default read from `db` and `chain` with MAX_LAG_BLOCKS. */
+  index?: IndexState;
   /** Where the service's data lives (the API entry passes it): one process per relayer key on Postgres. */
   target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
@@ -26,18 +31,22 @@ export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app"> & {
 export function createApp(deps: AppDeps) {
   // Relayer nonces are handed out per process: a second process on the same key refuses to start.
   enforceOneProcessPerRelayer(deps.payments.facilitator, deps.target.database);
+  // The sign-in origin is configuration (SIGN_IN_ORIGIN, required on live Celo): checked at start, not at the first 402.
+  signInFor(deps.payments);
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
+  const index = deps.index ?? new IndexState({ ...deps, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
   const routes = ROUTES.map((r) => r.route);
   app.use(requestLog(deps.logger ?? log, [...routes, { method: "get", path: OPENAPI_ALIAS }, { method: "get", path: "/api/agent/verify/{id}/badge.svg" }, { method: "get", path: "/docs" }, { method: "get", path: "/docs/scalar.js" }]));
   app.use(async (c, next) => {
     c.set("payments", deps.payments);
     c.set("assessor", assessor);
+    c.set("index", index);
     await next();
   });
   app.use("/api/*", limitBody);
 
-  for (const served of ROUTES) served.mount(app, { ...deps, assessor, routes, app });
+  for (const served of ROUTES) served.mount(app, { ...deps, assessor, index, routes, app });
   app.get(OPENAPI_ALIAS, freeRateLimit, openApiHandler(app) as never);
   app.use("/docs", freeRateLimit);
   app.use("/docs/*", freeRateLimit);

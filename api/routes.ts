@@ -5,6 +5,7 @@ import { analyzeHandler, analyzeRoute } from "./analyze/route.ts";
 import type { Conversations } from "./chat/conversations.ts";
 import { chatHandler, chatRoute } from "./chat/route.ts";
 import type { IndexDb } from "./db.ts";
+import type { IndexState } from "./indexing/state.ts";
 import type { AppEnv } from "./http/env.ts";
 import { mount } from "./http/mount.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
@@ -27,8 +28,8 @@ import { analysisHandler, analysisRoute, historyHandler, historyRoute, signalHan
 /** What handlers are built from. */
 export type RouteDeps = {
   db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
-  /** Reads the chain head for stats and health; never on a screening path. */
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters"> & Partial<Pick<IndexTarget, "startBlock">>;
+  /** Reads the chain head (index state, stats and health); never on a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;
   /** The service's IPFS node (passports, statements), opened by the host. */
@@ -38,6 +39,8 @@ export type RouteDeps = {
   /** The service store (statements, what each pinned CID is); routes that need it fail without it. */
   store?: Promise<ServiceDb>;
   assessor: WalletAssessor;
+  /** Where indexing stands (api/indexing/state.ts): paid routes refuse while it is not current. */
+  index: IndexState;
   /** Chat conversations (the service store); in memory when not given. */
   conversations?: Conversations;
   routes: readonly RouteConfig[];

@@ -34,7 +34,7 @@ export const envSchema = z.object({
   VERIFY_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(60)),
   /** Free routes (GET /api/stats, /api/x402/config, /api/health/integrations, /openapi.json, /docs): requests per minute per client, shared across them. */
   FREE_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(120)),
-  /** Sign-in-with-x: the public origin clients sign in to (CAIP-122 domain and URI), e.g. https://api.example.com. Unset: the origin of each request (set it behind a proxy). */
+  /** Sign-in-with-x: the public origin clients sign in to (CAIP-122 domain and URI), e.g. https://api.example.com; never taken from a request's Host. Required on live Celo; devnet default http://127.0.0.1:<PORT>. */
   SIGN_IN_ORIGIN: z.preprocess(blankAsUndefined, z.url().refine((v) => /^https?:$/.test(new URL(v).protocol) && new URL(v).pathname === "/" && !new URL(v).search, "an http(s) origin, with no path or query").optional()),
   /** Sign-in-with-x: free analyses of one's own wallet, per wallet per hour (a token bucket); then 429 `rate_limited`. */
   SIGN_IN_OWN_ANALYSES_PER_HOUR: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(20)),
@@ -58,6 +58,8 @@ export const envSchema = z.object({
   /** `npm start`: preferred anvil port (a free one is used if it is taken) and background wallets. */
   DEVNET_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(8545)),
   DEVNET_WALLETS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).default(300)),
+  /** Paid routes answer only when the indexed block is at most this many blocks behind the chain head (and the backfill is done); otherwise 503 `index_not_current`. */
+  MAX_LAG_BLOCKS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(100_000).default(10)),
   /** How often the indexer polls for new blocks. */
   POLLING_INTERVAL_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).default(1000)),
   /** x402: the treasury payments are made out to (publicPayTo). Devnet default: anvil dev account #5. */

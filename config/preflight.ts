@@ -1,6 +1,7 @@
 import { CELO_CHAIN_ID } from "./celo.ts";
 import { StartupError } from "./errors.ts";
 import { resolvePaymentSettings } from "./payments.ts";
+import { resolveSignInOrigin } from "./sign-in.ts";
 import type { IndexTarget } from "./target.ts";
 
 async function rpc<T>(url: string, method: string, params: unknown[], timeoutMs: number): Promise<T> {
@@ -31,8 +32,9 @@ export function redactUrl(url: string): string {
  * contracts we are told to index. Each failure is one StartupError naming the problem.
  */
 export async function preflight(target: IndexTarget, timeoutMs = 5_000): Promise<void> {
-  // Payments must be settleable before any paid route is served: a configuration problem first.
+  // Payments must be settleable, and sign-ins bound to our origin, before any paid route is served: configuration problems first.
   resolvePaymentSettings(target);
+  resolveSignInOrigin();
   const url = target.rpcUrls[0]!;
   let chainIdHex: string;
   try {

@@ -42,7 +42,7 @@ const file = (name: string, content: string) => {
 function startIndexer(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) => {
     const child = spawn("tsx", ["scripts/indexer.ts"], {
-      env: { ...process.env, PGLITE_DIR: join(dir, "pglite"), PONDER_RPC_URL_42220: "", DATABASE_URL: "", X402_PAY_TO: "", X402_RELAYER_PRIVATE_KEY: "", X402_FACILITATOR_URL: "", ...env },
+      env: { ...process.env, PGLITE_DIR: join(dir, "pglite"), PONDER_RPC_URL_42220: "", DATABASE_URL: "", X402_PAY_TO: "", X402_RELAYER_PRIVATE_KEY: "", X402_FACILITATOR_URL: "", SIGN_IN_ORIGIN: "", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -73,7 +73,7 @@ describe("a bad start", () => {
     await hanging.close();
   });
 
-  const payments = { X402_PAY_TO: "0x000000000000000000000000000000000000dead", X402_FACILITATOR_URL: "http://127.0.0.1:1/facilitator" };
+  const payments = { X402_PAY_TO: "0x000000000000000000000000000000000000dead", X402_FACILITATOR_URL: "http://127.0.0.1:1/facilitator", SIGN_IN_ORIGIN: "https://api.example.com" };
   const cases: [string, () => Record<string, string>, RegExp][] = [
     ["a missing manifest", () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }), /Devnet manifest not found at .*nope\.json/],
     ["a manifest that is not JSON", () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }), /corrupt\.json is not valid JSON/],
@@ -85,6 +85,7 @@ describe("a bad start", () => {
     ["a live RPC of the wrong chain id", () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments }), /serves chain id 1, expected 42220/],
     ["live Celo without a treasury to pay", () => ({ PONDER_RPC_URL_42220: wrongChain.url }), /Set X402_PAY_TO/],
     ["live Celo with no way to settle payments", () => ({ PONDER_RPC_URL_42220: wrongChain.url, X402_PAY_TO: payments.X402_PAY_TO }), /Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/],
+    ["live Celo without the public origin sign-ins name", () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments, SIGN_IN_ORIGIN: "" }), /Set SIGN_IN_ORIGIN to the public origin/],
     ["a treasury that is not an address", () => ({ X402_PAY_TO: "treasury" }), /Invalid environment: X402_PAY_TO/],
     ["a live RPC URL that is not a URL", () => ({ PONDER_RPC_URL_42220: "celo-rpc" }), /Invalid environment: PONDER_RPC_URL_42220/],
     ["an unknown index mode", () => ({ INDEX_MODE: "some" }), /Invalid environment: INDEX_MODE/],

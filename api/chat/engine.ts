@@ -1,7 +1,6 @@
 import type { Address } from "../../config/addresses.ts";
+import { ApiError } from "../http/errors.ts";
 import { isoFromSeconds as iso } from "../money.ts";
-import { MODEL_VERSION } from "../scoring/model.ts";
-import { indexedHead } from "../stats/queries.ts";
 import {
   activityFact,
   balancesFact,
@@ -28,7 +27,7 @@ export type ChatQuestion = { message: string; walletAddress?: Address; conversat
 /** A question read: what it asks, about which wallets, over which period (resolved against the indexed head). */
 export type ResolvedQuestion = { intent: Intent; wallets: Address[]; period: Period | null; periodDefaulted: boolean; direction: "in" | "out" | "both" };
 
-export type ChatData = { period: Period | null; wallets: Record<string, Facts>; capabilities?: string[] };
+export type ChatData = { period: Period | null; wallets: Record<string, Facts> };
 
 export type ChatOutcome = {
   answer: string;
@@ -58,31 +57,56 @@ function directionOf(message: string): "in" | "out" | "both" {
   return incoming === outgoing ? "both" : incoming ? "in" : "out";
 }
 
+/** What a question asks, about which wallets: from its words and the conversation alone, so it can be checked before payment. */
+export type QuestionReading = { intent: Intent; wallets: Address[] };
+
 /**
  * Reads the question: addresses named in the message count first; walletAddress is the subject
  * when the message names none; otherwise the conversation's wallets. A message that names no
  * intent (a bare wallet, "and last month?", "what about 0x…?") continues the conversation's.
  */
-export async function resolveQuestion(reader: WalletReader, q: ChatQuestion): Promise<ResolvedQuestion> {
+export function readQuestion(q: ChatQuestion): QuestionReading {
   const named = addressesIn(q.message);
   const previous = q.conversation ?? null;
   const reading = readIntent(q.message, named.length);
   let wallets: Address[] = named.length ? named : q.walletAddress ? [q.walletAddress] : (previous?.wallets ?? []);
   const subject = q.walletAddress ?? previous?.wallets[0];
-  const asOf = await reader.asOf(wallets[0]);
-  let period = readPeriod(q.message, asOf);
   let intent = reading.intent;
   if (intent === "unknown") {
-    if (period) intent = previous?.intent && PERIODIC.includes(previous.intent) ? previous.intent : "activity";
+    // Whether a period is named does not depend on "now": any time tells.
+    if (readPeriod(q.message, Date.now() / 1000)) intent = previous?.intent && PERIODIC.includes(previous.intent) ? previous.intent : "activity";
     else if (reading.bare) intent = previous?.intent && !WALLETLESS.includes(previous.intent) ? previous.intent : wallets.length ? "overview" : "help";
   }
   // "compare it with 0x…": the wallet under discussion against the one named.
   if (intent === "compare" && wallets.length === 1 && subject && subject !== wallets[0]) wallets = [subject, wallets[0]!];
+  return { intent, wallets: wallets.slice(0, intent === "compare" ? 2 : MAX_WALLETS) };
+}
+
+/** Chat's refusals of a question with no wallet data to answer from: 422, never charged. */
+export const CHAT_REFUSALS = ["no_wallet", "unanswerable"] as const;
+
+/** Why this question gets no answer from wallet data (help, an unknown question, no wallet named), or null. */
+export function refusalOf(r: QuestionReading): ApiError | null {
+  const unpaid = "Nothing was charged.";
+  if (r.intent === "help") return new ApiError(422, "unanswerable", `${say.helpText()} ${unpaid}`, { intent: r.intent, capabilities: say.capabilityList() });
+  if (r.intent === "unknown") return new ApiError(422, "unanswerable", `${say.unknownText()} ${unpaid}`, { intent: r.intent, capabilities: say.capabilityList() });
+  if (r.wallets.length < (r.intent === "compare" ? 2 : 1)) return new ApiError(422, "no_wallet", `${say.needWalletText(r.intent)} ${unpaid}`, { intent: r.intent });
+  return null;
+}
+
+/** The question read and its period resolved against the indexed head; a question refusalOf refuses throws it. */
+export async function resolveQuestion(reader: WalletReader, q: ChatQuestion): Promise<ResolvedQuestion> {
+  const { intent, wallets } = readQuestion(q);
+  const refusal = refusalOf({ intent, wallets });
+  if (refusal) throw refusal;
+  const previous = q.conversation ?? null;
+  const asOf = await reader.asOf(wallets[0]);
+  let period = readPeriod(q.message, asOf);
   // A follow-up on the same intent keeps its period unless it names another.
   if (!period && previous?.period && intent === previous.intent && PERIODIC.includes(intent)) period = previous.period;
   const periodDefaulted = intent === "activity" && !period;
   if (periodDefaulted) period = defaultPeriod(asOf);
-  return { intent, wallets: wallets.slice(0, intent === "compare" ? 2 : MAX_WALLETS), period, periodDefaulted, direction: directionOf(q.message) };
+  return { intent, wallets, period, periodDefaulted, direction: directionOf(q.message) };
 }
 
 type Gathered = { facts: Facts; sources: Source[] };
@@ -127,45 +151,27 @@ export async function answerDeterministic(reader: WalletReader, q: ChatQuestion,
   const r = resolved ?? (await resolveQuestion(reader, q));
   const data: ChatData = { period: r.period, wallets: {} };
   const sources: Source[] = [];
-  let answer: string;
-  const needsTwo = r.intent === "compare";
-  if (r.intent === "help") {
-    answer = say.helpText();
-    data.capabilities = say.capabilityList();
-  } else if (r.intent === "unknown") {
-    answer = say.unknownText();
-    data.capabilities = say.capabilityList();
-  } else if (r.wallets.length < (needsTwo ? 2 : 1)) {
-    answer = say.needWalletText(r.intent);
-  } else {
-    const gathered = await Promise.all(r.wallets.map((w) => gather(reader, w, r)));
-    r.wallets.forEach((w, i) => {
-      data.wallets[w] = gathered[i]!.facts;
-      sources.push(...gathered[i]!.sources);
-    });
-    if (needsTwo) answer = say.compareText(r.wallets[0]!, gathered[0]!.facts, r.wallets[1]!, gathered[1]!.facts);
-    else {
-      const parts = await Promise.all(r.wallets.map(async (w, i) => phrase(reader, r, w, gathered[i]!.facts)));
-      answer = parts.join("\n\n");
-    }
-  }
-  const latest = await reader.latest();
-  const asOf = latest ? { block: latest.asOf.block, time: iso(latest.asOf.timestamp) } : await headAsOf(reader);
+  const gathered = await Promise.all(r.wallets.map((w) => gather(reader, w, r)));
+  r.wallets.forEach((w, i) => {
+    data.wallets[w] = gathered[i]!.facts;
+    sources.push(...gathered[i]!.sources);
+  });
+  const answer =
+    r.intent === "compare"
+      ? say.compareText(r.wallets[0]!, gathered[0]!.facts, r.wallets[1]!, gathered[1]!.facts)
+      : (await Promise.all(r.wallets.map((w, i) => phrase(reader, r, w, gathered[i]!.facts)))).join("\n\n");
+  // Every wallet answered about was assessed: the latest assessment dates the answer.
+  const latest = (await reader.latest())!;
   return {
     answer,
     intent: r.intent,
     wallets: r.wallets,
     data,
     sources: dedupe(sources),
-    modelVersion: latest?.result.modelVersion ?? MODEL_VERSION,
-    dataAsOf: asOf,
-    state: { wallets: r.wallets.length ? r.wallets : (q.conversation?.wallets ?? []), intent: r.intent === "unknown" ? (q.conversation?.intent ?? null) : r.intent, period: r.period },
+    modelVersion: latest.result.modelVersion,
+    dataAsOf: { block: latest.asOf.block, time: iso(latest.asOf.timestamp) },
+    state: { wallets: r.wallets, intent: r.intent, period: r.period },
   };
-}
-
-async function headAsOf(reader: WalletReader): Promise<ChatOutcome["dataAsOf"]> {
-  const head = await indexedHead(reader.deps.db, reader.deps.target.schema);
-  return head ? { block: Number(head.blockNumber), time: iso(head.timestamp) } : null;
 }
 
 async function phrase(reader: WalletReader, r: ResolvedQuestion, w: Address, f: Facts): Promise<string> {

@@ -31,7 +31,6 @@ export const chatAnswerSchema = z.object({
     .object({
       period: periodSchema.nullable().describe("The period the answer covers, when the question has one"),
       wallets: z.record(z.string(), factsSchema).describe("The facts behind the answer, per wallet"),
-      capabilities: z.array(z.string()).optional().describe("What the service can answer (help and unanswerable questions)"),
       toolCalls: z.array(z.object({ tool: z.string(), arguments: z.unknown(), refused: z.boolean(), result: z.unknown() })).optional().describe("Model mode: the tool calls the model made and their results"),
     })
     .describe("The structured facts the answer was written from"),

@@ -1,13 +1,11 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { formatEther, type PublicClient } from "viem";
 import { z } from "zod";
-import type { IndexTarget } from "../../config/target.ts";
-import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
 import type { PaymentCore } from "../payments/core.ts";
-import { indexedHead } from "../stats/queries.ts";
+import type { IndexState } from "../indexing/state.ts";
 import { STALE_PENDING_MS } from "../payments/ledger.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { ReporterClient } from "../passport/reporter.ts";
@@ -22,7 +20,7 @@ export const healthSchema = z.object({
   checkedAt: z.iso.datetime(),
   integrations: z.object({
     rpc: checkSchema.describe("The chain: its head block"),
-    indexer: checkSchema.describe("The index: latest indexed block and lag behind the head"),
+    indexer: checkSchema.describe("The index: down while it cannot back a paid answer (backfill running, crash recovery, more than MAX_LAG_BLOCKS behind the head), with where indexing stands"),
     serviceStore: checkSchema.describe("The service store (payment ledger)"),
     payments: checkSchema.describe(`Payments whose outcome is unknown: degraded when one has been pending over ${STALE_PENDING_MS / 60_000} minutes`),
     settlement: checkSchema.describe("Self-settlement: relayer gas; or the remote facilitator's support for Celo"),
@@ -43,9 +41,8 @@ export const healthRoute = declareRoute("health", {
 });
 
 export type HealthDeps = {
-  db: IndexDb;
-  target: Pick<IndexTarget, "schema">;
   chain?: Pick<PublicClient, "getBlock">;
+  index: IndexState;
   payments: PaymentCore;
   ipfs?: Promise<IpfsNode>;
   reporter?: ReporterClient;
@@ -53,8 +50,6 @@ export type HealthDeps = {
 
 /** Below this the relayer can still settle, but not for long: the operator should top it up. */
 const LOW_GAS_WEI = 10n ** 17n; // 0.1 CELO
-/** The index is "degraded" when it is this many blocks behind the chain (about a minute on Celo). */
-const LAG_DEGRADED_BLOCKS = 60n;
 
 async function check(run: () => Promise<{ status: Status } & Record<string, unknown>>): Promise<Check> {
   const t0 = performance.now();
@@ -66,7 +61,7 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
   }
 }
 
-export function healthHandler({ db, target, chain, payments, ipfs, reporter }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
+export function healthHandler({ chain, index, payments, ipfs, reporter }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
   return async (c) => {
     const [rpc, store, settlement, unsettled, ipfsCheck, reporterCheck] = await Promise.all([
       check(async () => {
@@ -103,11 +98,10 @@ export function healthHandler({ db, target, chain, payments, ipfs, reporter }: H
         return reporter.health();
       }),
     ]);
+    // Paid routes answer exactly when this is ok.
     const indexer = await check(async () => {
-      const indexed = await indexedHead(db, target.schema);
-      if (!indexed) return { status: "degraded", latestIndexedBlock: null, note: "nothing indexed yet" };
-      const lag = typeof rpc.headBlock === "number" ? BigInt(rpc.headBlock) - indexed.blockNumber : null;
-      return { status: lag !== null && lag > LAG_DEGRADED_BLOCKS ? "degraded" : "ok", latestIndexedBlock: Number(indexed.blockNumber), lagBlocks: lag === null ? null : Number(lag) };
+      const { indexedBlock, headBlock, ...state } = await index.status();
+      return { ...state, status: state.current ? "ok" : "down", latestIndexedBlock: indexedBlock?.number ?? null, headBlock: headBlock?.number ?? null };
     });
     const integrations = { rpc, indexer, serviceStore: store, settlement, payments: unsettled, ipfs: ipfsCheck, reporter: reporterCheck };
     const statuses = Object.values(integrations).map((i) => i.status);

@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
+import { INDEX_NOT_CURRENT, indexCurrent } from "../indexing/gate.ts";
 import { unitsToUsd } from "../money.ts";
 import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
 import { freeReadRule } from "../payments/free-read.ts";
@@ -14,7 +15,7 @@ import { BODY_LIMIT_BYTES } from "./limits.ts";
 import { freeRateLimit } from "./rate-limit.ts";
 
 type Method = "get" | "post";
-type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 429 | 431 | 500 | 503;
+type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 422 | 429 | 431 | 500 | 503;
 
 /** A route as its module declares it: the route itself, plus what the declaration adds for every route. */
 type Also = Record<number, { description: string; schema: z.ZodType }>;
@@ -118,6 +119,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     add(415, "unsupported_media_type");
   }
   if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
+  if (paid) add(503, INDEX_NOT_CURRENT);
   if (d.rateLimited || signIn?.ownWallet) add(429, "rate_limited");
   add(500, "internal_error");
 
@@ -150,6 +152,7 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
       ...Object.fromEntries(Object.entries(codes).map(([status, list]) => [status, errorResponse(list)])),
       ...Object.fromEntries(Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [status, { description: a.description, content: { "application/json": { schema: a.schema } } }])),
     },
-    middleware: [...(d.rateLimited ? [freeRateLimit] : []), ...(d.middleware ?? []), ...(paid ? [payment(priced, d.payment)] : [])],
+    // Bad input is refused first (validation, the route's own checks), then an index that cannot back the answer, then the payment.
+    middleware: [...(d.rateLimited ? [freeRateLimit] : []), ...(d.middleware ?? []), ...(paid ? [indexCurrent, payment(priced, d.payment)] : [])],
   } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A, C>;
 }

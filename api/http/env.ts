@@ -1,4 +1,5 @@
 import type { Billing } from "../payments/billing.ts";
+import type { IndexState } from "../indexing/state.ts";
 import type { Claim, PaymentCore } from "../payments/core.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 
@@ -10,6 +11,8 @@ export type AppEnv = {
   Variables: {
     payments: PaymentCore;
     assessor: WalletAssessor;
+    /** Where indexing stands: paid routes answer only from a complete, current index. */
+    index: IndexState;
     billing: Billing;
     /** The payment claimed for this request (set by the payment middleware on paid routes). */
     claim: Claim;

@@ -26,7 +26,7 @@ const priceSchema = z.object({
 const signInSchema = z.object({
   extension: z.literal(SIGN_IN_WITH_X).describe("The x402 extension (@x402/extensions); 402 answers of these routes carry its challenge in extensions"),
   header: z.string().describe("The request header carrying the signed proof (base64 JSON)"),
-  origin: z.string().nullable().describe("The origin the CAIP-122 message must name (domain and URI); null: the origin the request was sent to"),
+  origin: z.string().describe("The origin the CAIP-122 message must name (domain and URI), from configuration: never the request's Host"),
   chains: z.array(z.object({ chainId: z.string(), type: z.string() })),
   maxAgeSeconds: z.number().describe("A proof is accepted this long after its issuedAt; each nonce is accepted once"),
   ownWalletAnalysesPerHour: z.number().describe("Free analyses of the signed-in wallet itself, per wallet per hour; then 429 rate_limited"),
@@ -117,7 +117,7 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
     signIn: {
       extension: SIGN_IN_WITH_X,
       header: SIGN_IN_HEADER,
-      origin: signIn.origin ?? null,
+      origin: signIn.origin,
       chains: [{ chainId: settings.network, type: "eip191" }],
       maxAgeSeconds: SIGN_IN_MAX_AGE_MS / 1000,
       ownWalletAnalysesPerHour: signIn.ownAnalysesPerHour,

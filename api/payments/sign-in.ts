@@ -10,6 +10,7 @@ import {
 } from "@x402/extensions/sign-in-with-x";
 import { type Address, addressSchema } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
+import { resolveSignInOrigin } from "../../config/sign-in.ts";
 import { errorBody } from "../http/errors.ts";
 import { tokenBuckets } from "../http/rate-limit.ts";
 import type { Billing } from "./billing.ts";
@@ -63,12 +64,12 @@ export function signInRule(grants: SignInGrants): string {
 }
 
 export type SignInSettings = {
-  /** The public origin clients sign in to; unset: each request's own origin. */
-  origin?: string;
+  /** The public origin clients sign in to (config/sign-in.ts): proofs for any other are refused. */
+  origin: string;
   ownAnalysesPerHour: number;
 };
 
-export const signInSettings = (env = readEnv()): SignInSettings => ({ origin: env.SIGN_IN_ORIGIN, ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR });
+export const signInSettings = (env = readEnv()): SignInSettings => ({ origin: resolveSignInOrigin(env), ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR });
 
 export type SignInRequest = {
   /** The SIGN-IN-WITH-X header, if sent. */
@@ -101,7 +102,7 @@ export class SignIn {
   /** Before the payment core: what a SIGN-IN-WITH-X header does for this request. */
   async admit(route: SignInRoute, request: SignInRequest): Promise<SignInOutcome> {
     if (!route.signIn || request.header === undefined) return { pass: true };
-    const proof = await this.prove(request.header, request.url);
+    const proof = await this.prove(request.header);
     if ("refused" in proof) {
       return { reply: await this.refusal(route, request.url, "sign_in_invalid", `The sign-in was refused (${proof.refused.message}); nothing was charged. Sign the challenge of this answer again, or pay.`, { reason: proof.refused.reason }) };
     }
@@ -130,10 +131,10 @@ export class SignIn {
     return withExtensions(reply, await this.challenge(route, url));
   }
 
-  /** The `extensions` entry of a 402: the package's own challenge (fresh nonce and issuedAt) for this resource. */
+  /** The `extensions` entry of a 402: the package's own challenge (fresh nonce and issuedAt) for this resource, rebased on our origin. */
   async challenge(route: SignInRoute, url: string): Promise<Record<string, unknown>> {
     // The storage is the package's record of payers for its own request hook, unused here (the ledger is ours).
-    const server = createSIWxResourceServerExtension({ storage: new InMemorySIWxStorage(), origin: this.origin(url).origin });
+    const server = createSIWxResourceServerExtension({ storage: new InMemorySIWxStorage(), origin: this.settings.origin });
     const declaration = declareSIWxExtension({ statement: STATEMENT, network: this.core.settings.network, expirationSeconds: SIGN_IN_MAX_AGE_MS / 1000 })[SIGN_IN_WITH_X];
     const accepts = requirementsFor(this.core.settings, route);
     const resource = { url, description: route.description, mimeType: "application/json" };
@@ -142,7 +143,7 @@ export class SignIn {
   }
 
   /** The signed-in wallet, or why not: the package parses, validates (domain, URI, time, nonce) and verifies. */
-  private async prove(header: string, url: string): Promise<Proof> {
+  private async prove(header: string): Promise<Proof> {
     const refused = (reason: string, message: string) => ({ refused: { reason, message } });
     let payload: SIWxPayload;
     try {
@@ -150,7 +151,7 @@ export class SignIn {
     } catch (error) {
       return refused("invalid_siwx_header", (error as Error).message);
     }
-    const validation = await validateSIWxMessage(payload, this.origin(url), { maxAge: SIGN_IN_MAX_AGE_MS, checkNonce: (nonce) => !this.isSpent(nonce) });
+    const validation = await validateSIWxMessage(payload, new URL(this.settings.origin), { maxAge: SIGN_IN_MAX_AGE_MS, checkNonce: (nonce) => !this.isSpent(nonce) });
     if (!validation.isValid) return refused(validation.invalidReason, validation.invalidMessage);
     // The package checks the chain's format, not which chain: ours is the one the service is paid on.
     if (payload.chainId !== this.core.settings.network) return refused("invalid_siwx_unsupported_chain", `signed for ${payload.chainId}, not ${this.core.settings.network}`);
@@ -174,11 +175,6 @@ export class SignIn {
     if (route.signIn?.ownWallet && subject.toLowerCase() === wallet) return "own-wallet";
     if (route.signIn?.freeRead && (await paidRecently(this.core.ledger, route, wallet, subject, this.now()))) return "free-read";
     return undefined;
-  }
-
-  /** The expected origin: the configured one, else the request's (fine locally; set SIGN_IN_ORIGIN behind a proxy). */
-  private origin(url: string): URL {
-    return new URL(this.settings.origin ?? new URL(url).origin);
   }
 
   private isSpent(nonce: string): boolean {

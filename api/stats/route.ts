@@ -1,13 +1,12 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import type { PublicClient } from "viem";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { withTimeout } from "../http/timeout.ts";
+import type { IndexState } from "../indexing/state.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { ServedTotals } from "../payments/ledger.ts";
-import { indexedHead, indexedTotals } from "./queries.ts";
+import { indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
 
 export const statsRoute = declareRoute("stats", {
@@ -16,7 +15,7 @@ export const statsRoute = declareRoute("stats", {
   tags: ["Service"],
   summary: "What the indexer holds and how far behind it is",
   description:
-    "Wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
+    "Where indexing stands (backfill done, current enough for paid routes, percent and time left), wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
   ok: statsSchema,
   rateLimited: true,
 });
@@ -50,23 +49,11 @@ function reuse<T>(ttlMs: number, load: () => Promise<T>): () => Promise<T> {
 export type StatsDeps = {
   db: IndexDb;
   target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters">;
-  /** Reads the chain head; only the stats route talks to the RPC, never a screening path. */
-  chain?: Pick<PublicClient, "getBlock">;
+  /** Where indexing stands: the indexed block from the database, the chain head shared by all callers. */
+  index: IndexState;
 };
 
-async function chainHead(chain: StatsDeps["chain"]) {
-  if (!chain) return null;
-  try {
-    const block = await withTimeout(chain.getBlock({ blockTag: "latest" }), 2_000);
-    return { number: block.number, timestamp: block.timestamp };
-  } catch {
-    return null;
-  }
-}
-
-export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typeof statsRoute, AppEnv> {
-  // 16 clients polling every second cost one chain-head read at a time, not 16.
-  const head = reuse(0, () => chainHead(chain));
+export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typeof statsRoute, AppEnv> {
   let ledgerFigures: (() => Promise<[Stats["payments"], Stats["served"]]>) | undefined;
   const served = (totals: ServedTotals): Stats["served"] => {
     const calls = (routes: readonly string[]) => totals.rows.filter((r) => routes.includes(r.route)).reduce((n, r) => n + r.calls, 0);
@@ -85,32 +72,25 @@ export function statsHandler({ db, target, chain }: StatsDeps): RouteHandler<typ
     };
   };
   const build = async (): Promise<Stats> => {
-    // The chain is asked meanwhile. The database reads are sequential on purpose: PGlite is a single
-    // connection, and the head comes first, so that the totals read after it include at least that block.
-    const tip = head();
-    const indexed = await indexedHead(db, target.schema);
+    // Sequential on purpose: PGlite is a single connection, and the indexed block comes first, so
+    // that the totals read after it include at least that block.
+    const status = await index.status();
     const totals = await indexedTotals(db);
-    const chainTip = await tip;
+    const { indexedBlock: indexed, headBlock: chainTip } = status;
     const [payments, servedFigures] = await ledgerFigures!();
     return {
       network: target.network,
       chainId: 42220,
-      indexing: { mode: target.tracked ? "tracked" : "all", trackedWallets: target.tracked?.size ?? null },
+      indexing: { mode: target.tracked ? "tracked" : "all", trackedWallets: target.tracked?.size ?? null, ...status },
       wallets: totals.wallets,
       transfers: totals.transfers.reduce((n, t) => n + t.count, 0),
       tokens: target.tokens.map((token) => {
         const row = totals.transfers.find((t) => t.token === token.address);
         return { symbol: token.symbol, address: token.address, transfers: row?.count ?? 0, volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals) };
       }),
-      latestIndexedBlock: indexed && { number: Number(indexed.blockNumber), timestamp: Number(indexed.timestamp), time: iso(indexed.timestamp) },
-      chainHead: chainTip && { number: Number(chainTip.number), timestamp: Number(chainTip.timestamp), time: iso(chainTip.timestamp) },
-      lag:
-        indexed && chainTip
-          ? {
-              blocks: Math.max(0, Number(chainTip.number - indexed.blockNumber)),
-              seconds: Math.max(0, Number(chainTip.timestamp - indexed.timestamp)),
-            }
-          : null,
+      latestIndexedBlock: indexed && { ...indexed, time: iso(indexed.timestamp) },
+      chainHead: chainTip && { ...chainTip, time: iso(chainTip.timestamp) },
+      lag: indexed && chainTip ? { blocks: status.lagBlocks!, seconds: Math.max(0, chainTip.timestamp - indexed.timestamp) } : null,
       payments,
       served: servedFigures,
       generatedAt: new Date().toISOString(),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { indexStatusSchema } from "../indexing/state.ts";
 
 const blockRef = z.object({
   number: z.number().int(),
@@ -10,7 +11,7 @@ const blockRef = z.object({
 export const statsSchema = z.object({
   network: z.enum(["celo", "devnet"]),
   chainId: z.number().int(),
-  indexing: z.object({
+  indexing: indexStatusSchema.extend({
     mode: z.enum(["all", "tracked"]),
     trackedWallets: z.number().int().nullable(),
   }),

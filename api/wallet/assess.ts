@@ -2,8 +2,10 @@ import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { ApiError } from "../http/errors.ts";
+import { INDEX_NOT_CURRENT } from "../indexing/gate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
+import { indexedHead } from "../stats/queries.ts";
 import { loadWalletsFacts, type WalletPosition, walletPositions } from "./queries.ts";
 
 export type Assessment = {
@@ -15,6 +17,9 @@ export type Assessment = {
 };
 
 export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked"> };
+
+/** Reads of one answer made again at most this many times while blocks keep being committed under them. */
+const READ_ATTEMPTS = 3;
 
 /** Results stay valid while the wallet's indexed activity is unchanged, and at most this long. */
 export const MAX_AGE_MS = 10 * 60_000;
@@ -46,10 +51,37 @@ export class WalletAssessor {
     return (await this.assessMany([address]))[0]!;
   }
 
-  /** Many wallets in the same few statements (the batch screen), in the order given. */
+  /**
+   * Many wallets in the same few statements (the batch screen), in the order given, all as of one
+   * indexed block: the checkpoint is read before and after the reads (which run on several
+   * connections on Postgres), and the reads are made again when a block was committed meanwhile.
+   * `asOf.block` is then the block every figure was counted at.
+   */
   async assessMany(addresses: readonly Address[]): Promise<Assessment[]> {
     const { db, target } = this.deps;
     for (const address of addresses) this.ensureIndexed(address);
+    for (let attempt = 1; ; attempt++) {
+      const before = await indexedHead(db, target.schema);
+      const answers = await this.read(addresses);
+      const after = await indexedHead(db, target.schema);
+      if (before?.blockNumber === after?.blockNumber) {
+        const asOf = { block: Number(after?.blockNumber ?? 0), timestamp: Number(after?.timestamp ?? Math.floor(Date.now() / 1000)) };
+        for (const [address, fresh] of answers.fresh) this.remember(address, fresh.fingerprint, { ...fresh.value, asOf });
+        return addresses.map((a) => ({ ...answers.all.get(a)!, asOf }));
+      }
+      if (attempt === READ_ATTEMPTS) throw new ApiError(503, INDEX_NOT_CURRENT, "The index moved on while this answer was read; nothing was charged. Retry.");
+    }
+  }
+
+  private remember(address: Address, fingerprint: string, value: Omit<Assessment, "cached">) {
+    this.cache.delete(address);
+    this.cache.set(address, { fingerprint, at: Date.now(), value });
+    if (this.cache.size > MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+  }
+
+  /** The wallets' assessments from the cache where their position is unchanged, else from their facts. */
+  private async read(addresses: readonly Address[]) {
+    const { db, target } = this.deps;
     // A cached result needs only the wallet's position to be confirmed; without one, the position
     // is read with everything else in a single round.
     const hits = addresses.filter((a) => Date.now() - (this.cache.get(a)?.at ?? -Infinity) < MAX_AGE_MS);
@@ -60,17 +92,15 @@ export class WalletAssessor {
       if (hit.fingerprint === position.fingerprint) answers.set(address, { ...hit.value, cached: true });
     }
     const misses = addresses.filter((a) => !answers.has(a));
+    const fresh = new Map<Address, { fingerprint: string; value: Omit<Assessment, "cached"> }>();
     if (misses.length) {
-      const { head, wallets } = await loadWalletsFacts(db, target.schema, misses, { positions: known });
+      const { wallets } = await loadWalletsFacts(db, target.schema, misses, { positions: known });
       for (const [address, { facts, position }] of wallets) {
-        const asOf = { block: head ? Number(head.blockNumber) : 0, timestamp: facts.asOf };
-        const value = { facts, result: scoreWallet(facts), asOf, computedAt: Date.now() };
-        this.cache.delete(address);
-        this.cache.set(address, { fingerprint: position.fingerprint, at: Date.now(), value });
-        if (this.cache.size > MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+        const value = { facts, result: scoreWallet(facts), asOf: { block: 0, timestamp: facts.asOf }, computedAt: Date.now() };
+        fresh.set(address, { fingerprint: position.fingerprint, value });
         answers.set(address, { ...value, cached: false });
       }
     }
-    return addresses.map((a) => answers.get(a)!);
+    return { all: answers, fresh };
   }
 }

@@ -7,6 +7,8 @@ import { openIpfs } from "../../api/ipfs/node.ts";
 import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
+import { answerProbesOnNewServers } from "../../api/http/probes.ts";
+import { IndexState } from "../../api/indexing/state.ts";
 import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
 import { hideDataPathsOnNewServers, startDataListener } from "../../api/http/data-listener.ts";
@@ -78,6 +80,11 @@ void startDataListener(
 const ipfs = openIpfs(target.ipfsDirectory);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
 
-const app = createApp({ db, target, chain: publicClients.celo, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
+// Where indexing stands, from the database (so replicas agree) and the chain head: paid routes, stats,
+// health and Ponder's own /ready and /health (answered in JSON here) all read it.
+const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
+answerProbesOnNewServers(index);
+
+const app = createApp({ db, target, chain: publicClients.celo, index, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
 
 export default app;

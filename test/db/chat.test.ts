@@ -1,6 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { count } from "drizzle-orm";
+import { count, inArray } from "drizzle-orm";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Conversations, memoryConversations, storedConversations } from "../../api/chat/conversations.ts";
@@ -8,10 +9,12 @@ import type { ChatModelSettings } from "../../api/chat/model.ts";
 import { usdText } from "../../api/chat/phrasing.ts";
 import { chat } from "../../api/chat/route.ts";
 import { chatAnswerSchema } from "../../api/chat/schema.ts";
+import { ApiError } from "../../api/http/errors.ts";
 import type { IndexDb } from "../../api/db.ts";
 import { chatConversation, payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { WalletAssessor } from "../../api/wallet/assess.ts";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
@@ -66,6 +69,7 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
     const loan = await post("/api/agent/chat", { message: "loan capacity?", walletAddress: persona("merchant").toUpperCase().replace("0X", "0x") });
     http1.loan = { status: loan.status, body: await loan.json() };
     http1.bad = await badInputs();
+    http1.nonAnswers = await nonAnswers();
 
     // The rest in process, on the same indexed tables and service store (PGlite: one process at a time).
     await indexer.stop();
@@ -108,6 +112,38 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
     }
     const after = await tokenBalance(devnet.manifest.rpcUrl, usdt.address, treasury);
     return { expected: cases.map(([, code]) => `400 ${code}`), got, charged: after - before };
+  }
+
+  /**
+   * Questions with no wallet data to answer from, through the paid route: the stock x402 client, a
+   * payment attached from the start, and follow-ups whose conversation gives no wallet (another
+   * payer's, an unknown id), which can only be known once paid.
+   */
+  async function nonAnswers() {
+    const treasury = devnet.manifest.service.treasury.address;
+    const usdt = devnet.manifest.tokens.USDT;
+    const lender2 = devnet.manifest.lenders[1]!;
+    const opened = await x402Fetch(lender2.privateKey as Hex, Object.values(devnet.manifest.tokens))(`${indexer!.url}/api/agent/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ message: `is ${persona("whale")} trustworthy?` }),
+    });
+    const othersConversation = ((await opened.json()) as Json).conversationId as string;
+    const before = await tokenBalance(devnet.manifest.rpcUrl, usdt.address, treasury);
+    const read = async (res: Response) => {
+      const body = (await res.json()) as Json;
+      return { status: res.status, code: body.error?.code as string, message: body.error?.message as string, details: body.error?.details };
+    };
+    const stock: Awaited<ReturnType<typeof read>>[] = [];
+    for (const message of ["income?", "which wallet?", "what can you do?", "what's the weather in Paris", `compare ${persona("salaried")}`]) stock.push(await read(await post("/api/agent/chat", { message })));
+    const paying = async (body: unknown) => {
+      const signed = await signAuthorization(lender.privateKey, usdt, { to: treasury });
+      return { nonce: signed.authorization.nonce, ...(await read(await post("/api/agent/chat", body, { "x-payment": specHeader(signed, usdt.address) }, false))) };
+    };
+    const attached = [await paying({ message: "income?" }), await paying({ message: "help" })];
+    const late = [await paying({ message: "and its income?", conversationId: othersConversation }), await paying({ message: "and its income?", conversationId: randomUUID() })];
+    const after = await tokenBalance(devnet.manifest.rpcUrl, usdt.address, treasury);
+    return { stock, attached, late, charged: after - before };
   }
 
   const ask = (row: PhrasingRow, conversationId?: string) => {
@@ -215,6 +251,17 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
     const conversations = new Map<string, string>();
     for (const row of PHRASINGS) {
       const label = `"${row.q}"`;
+      const about = (row.about ?? row.named ?? (row.wallet ? [row.wallet] : [])).map(persona);
+      // No wallet data to answer from: refused (422, before payment on the route), never answered.
+      if (row.intent === "help" || row.intent === "unknown" || !about.length) {
+        const refused = (await ask(row).then(() => null, (e: unknown) => e)) as ApiError;
+        expect(refused, label).toBeInstanceOf(ApiError);
+        expect([refused.status, refused.code, (refused.details as Json).intent], label).toEqual([422, about.length ? "unanswerable" : row.intent === "help" || row.intent === "unknown" ? "unanswerable" : "no_wallet", row.intent]);
+        if (row.intent === "unknown") expect(refused.message, label).toMatch(/^I can't answer that/);
+        if (refused.code === "unanswerable") expect((refused.details as Json).capabilities.length, label).toBeGreaterThanOrEqual(10);
+        else expect(refused.message, label).toMatch(/^Which wallet\?/);
+        continue;
+      }
       const out = await ask(row, row.conversation ? conversations.get(row.conversation) : undefined);
       if (row.conversation) {
         if (conversations.has(row.conversation)) expect(out.conversationId, `${label} keeps its conversation`).toBe(conversations.get(row.conversation));
@@ -223,18 +270,7 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
       expect(out.intent, label).toBe(row.intent);
       expect(out.engine.name).toBe("deterministic");
       expect(chatAnswerSchema.omit({ x402Billing: true }).safeParse(out).success, label).toBe(true);
-      const about = (row.about ?? row.named ?? (row.wallet ? [row.wallet] : [])).map(persona);
-      if (row.intent !== "help" && row.intent !== "unknown") expect(out.wallets, label).toEqual(about);
-      if (row.intent === "help" || row.intent === "unknown") {
-        expect(out.data.capabilities?.length, label).toBeGreaterThanOrEqual(10);
-        expect(out.wallets).toEqual([]);
-        if (row.intent === "unknown") expect(out.answer).toMatch(/^I can't answer that/);
-        continue;
-      }
-      if (!about.length) {
-        expect(out.answer, label).toMatch(/^Which wallet\?/);
-        continue;
-      }
+      expect(out.wallets, label).toEqual(about);
       expect(out.sources.length, label).toBeGreaterThan(0);
       expect(out.dataAsOf!.block, label).toBeGreaterThanOrEqual(devnet.manifest.headBlock);
       for (const a of about) {

@@ -1,4 +1,6 @@
 import { readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { type ServerType, serve } from "@hono/node-server";
 import type { RouteConfig } from "@hono/zod-openapi";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { decodePaymentRequiredHeader } from "@x402/core/http";
@@ -17,13 +19,18 @@ import { configHandler, configRoute } from "../../api/payments/config-route.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";
+import { signInFor } from "../../api/payments/sign-in.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { analysisRoute, signalRoute } from "../../api/wallet/routes.ts";
+import { readEnv } from "../../config/env.ts";
+import { StartupError } from "../../config/errors.ts";
+import { resolveSignInOrigin } from "../../config/sign-in.ts";
+import { freePort } from "../../devnet/ports.ts";
 import { type TestDevnet, startTestDevnet } from "../support/devnet.ts";
 import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
 import { documentMismatch, type OpenApiDocument } from "../support/openapi.ts";
 import { paidApp } from "../support/paid-app.ts";
-import { devnetPaymentSettings, signAuthorization, specHeader, type Token, tokenBalance } from "../support/payments.ts";
+import { devnetPaymentSettings, randomNonce, signAuthorization, specHeader, type Token, tokenBalance } from "../support/payments.ts";
 
 // Sign-in-with-x on the real payment path (route declarations, adapter, payment core, ledger, a
 // devnet chain): CAIP-122 messages built and signed with @x402/extensions and viem accounts. The
@@ -64,11 +71,12 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
   const pay = async (key: Hex = lender.privateKey) => ({ "x-payment": specHeader(await signAuthorization(key, USDT, { to: treasury }), USDT.address) });
 
-  type Call = { method: "GET" | "POST"; path: string; body?: unknown };
+  /** `base`: the origin the request is sent to (its Host), ORIGIN unless a test names another. */
+  type Call = { method: "GET" | "POST"; path: string; body?: unknown; base?: string };
   const analyze = (walletAddress: Hex, extra: Record<string, unknown> = {}): Call => ({ method: "POST", path: "/api/agent/analyze", body: { walletAddress, ...extra } });
   const analysis = (wallet: Hex): Call => ({ method: "GET", path: `/api/wallet/${wallet}/analysis` });
   const signal = (wallet: Hex): Call => ({ method: "GET", path: `/api/wallet/${wallet}/signals/reputation` });
-  const url = (call: Call) => `${ORIGIN}${call.path}`;
+  const url = (call: Call) => `${call.base ?? ORIGIN}${call.path}`;
   const send = async (call: Call, headers: Record<string, string> = {}) => {
     const res = await app.request(url(call), {
       method: call.method,
@@ -276,6 +284,96 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     expect(both.body.code).toBe("sign_in_invalid");
     expect(handled).toBe(runs);
     expect(await treasuryUsdt()).toBe(before);
+  });
+
+  it("binds a proof to SIGN_IN_ORIGIN, whatever Host and X-Forwarded-Host the request names", async () => {
+    const key = generatePrivateKey();
+    const me = privateKeyToAccount(key).address;
+    // Sent with Host evil.example (the request URL's origin, as the Node server builds it) and X-Forwarded-Host.
+    const elsewhere: Call = { ...analysis(me), base: "https://evil.example" };
+    const forwarded = { "x-forwarded-host": "evil.example" };
+    // The challenge still names our origin.
+    expect((await challengeOf(elsewhere)).info).toMatchObject({ domain: "screening.example", uri: url(analysis(me)) });
+    const runs = handled;
+    const others: [Partial<SIWxPayload>, string][] = [
+      [{ domain: "evil.example", uri: url(elsewhere) }, "invalid_siwx_domain_mismatch"],
+      [{ uri: url(elsewhere) }, "invalid_siwx_uri_mismatch"],
+      [{ domain: "evil.example" }, "invalid_siwx_domain_mismatch"],
+    ];
+    for (const [changes, reason] of others) {
+      const res = await send(elsewhere, { ...forwarded, ...(await proof(elsewhere, key, changes)) });
+      expect(res.status, reason).toBe(402);
+      expect(res.body, reason).toMatchObject({ code: "sign_in_invalid", details: { reason } });
+    }
+    expect(handled).toBe(runs);
+    const ours = await send(elsewhere, { ...forwarded, ...(await proof(elsewhere, key)) });
+    expect(ours.status).toBe(200);
+    expect(ours.body.x402Billing.chargedUsdt).toBe("0.00");
+  });
+
+  it("on the devnet, binds proofs to the API URL the launcher prints (http://127.0.0.1:PORT), over a real connection", async () => {
+    const port = await freePort();
+    const saved = { origin: process.env.SIGN_IN_ORIGIN, port: process.env.PORT };
+    delete process.env.SIGN_IN_ORIGIN;
+    process.env.PORT = String(port);
+    let server: ServerType | undefined;
+    try {
+      const ours = `http://127.0.0.1:${port}`;
+      expect(resolveSignInOrigin()).toBe(ours);
+      const core = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db);
+      expect(signInFor(core).settings.origin).toBe(ours);
+      // The Node server Ponder serves with; leaving the test process's global Request and Response alone.
+      server = serve({ fetch: appWith(core).fetch, port, hostname: "127.0.0.1", overrideGlobalObjects: false });
+      const key = generatePrivateKey();
+      const me = privateKeyToAccount(key).address;
+      const call = analysis(me);
+      /** A GET on the real socket with the Host and X-Forwarded-Host a client chooses. */
+      const get = (headers: Record<string, string>) =>
+        new Promise<{ status: number; body: Record<string, any> }>((resolve, reject) => {
+          const req = httpRequest({ host: "127.0.0.1", port, path: call.path, headers }, (res) => {
+            let text = "";
+            res.on("data", (d: Buffer) => (text += d));
+            res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+          });
+          req.on("error", reject).end();
+        });
+      const spoofed = { host: "evil.example", "x-forwarded-host": "evil.example" };
+      const challenge = (await get(spoofed)).body.extensions[SIGN_IN_WITH_X] as SIWxExtension;
+      expect(challenge.info).toMatchObject({ domain: `127.0.0.1:${port}`, uri: `${ours}${call.path}` });
+      const signed = async (changes: Partial<SIWxPayload> = {}) => {
+        const info = { ...challenge.info, chainId: "eip155:42220", type: "eip191" as const, nonce: randomNonce().slice(2, 34), ...changes };
+        const signature = await privateKeyToAccount(key).signMessage({ message: createSIWxMessage(info, me) });
+        return { "sign-in-with-x": encodeSIWxHeader({ ...info, address: me, signature }) };
+      };
+      // Signed for the site named in Host, or for another x402 service on this machine: refused.
+      for (const [changes, reason] of [
+        [{ domain: "evil.example", uri: `http://evil.example${call.path}` }, "invalid_siwx_domain_mismatch"],
+        [{ domain: "127.0.0.1:1", uri: `http://127.0.0.1:1${call.path}` }, "invalid_siwx_domain_mismatch"],
+        [{ uri: `http://evil.example${call.path}` }, "invalid_siwx_uri_mismatch"],
+      ] as [Partial<SIWxPayload>, string][]) {
+        const res = await get({ ...spoofed, ...(await signed(changes)) });
+        expect(res.status, reason).toBe(402);
+        expect(res.body, reason).toMatchObject({ code: "sign_in_invalid", details: { reason } });
+      }
+      // Signed for our origin: accepted, whatever Host the request named.
+      const accepted = await get({ ...spoofed, ...(await signed()) });
+      expect(accepted.status).toBe(200);
+      expect(accepted.body.x402Billing.chargedUsdt).toBe("0.00");
+    } finally {
+      server?.close();
+      if (saved.origin === undefined) delete process.env.SIGN_IN_ORIGIN;
+      else process.env.SIGN_IN_ORIGIN = saved.origin;
+      if (saved.port === undefined) delete process.env.PORT;
+      else process.env.PORT = saved.port;
+    }
+  });
+
+  it("needs SIGN_IN_ORIGIN on live Celo, and takes only an origin", () => {
+    const live = { PONDER_RPC_URL_42220: "https://forno.celo.org" };
+    expect(() => resolveSignInOrigin(readEnv(live))).toThrow(StartupError);
+    expect(() => resolveSignInOrigin(readEnv(live))).toThrow(/Set SIGN_IN_ORIGIN/);
+    expect(resolveSignInOrigin(readEnv({ ...live, SIGN_IN_ORIGIN: "https://api.example.com" }))).toBe("https://api.example.com");
+    expect(() => readEnv({ ...live, SIGN_IN_ORIGIN: "https://api.example.com/v1" })).toThrow(/SIGN_IN_ORIGIN/);
   });
 
   it("works with the package's own client (wrapFetchWithSIWx), as docs/payments.md shows", async () => {

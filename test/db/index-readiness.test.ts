@@ -1,0 +1,180 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { createPublicClient, type Hex, http } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { ROUTES } from "../../api/routes.ts";
+import { devnetChain } from "../../devnet/chain.ts";
+import { chainTransfers } from "../support/chain-truth.ts";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitFor } from "../support/indexer.ts";
+import { signAuthorization, specHeader } from "../support/payments.ts";
+import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
+
+type Answer = { status: number; headers: Headers; body: any };
+type Paid = { id: string; method: string; path: string; body?: string; nonce: Hex; header: string };
+
+// A paid answer is only worth its index. While the backfill runs, while the RPC stalls and after a
+// crash recovery, every paid route answers 503 index_not_current before the payment is touched:
+// nothing is claimed or settled. Once the index is current the same payments buy answers whose
+// dataAsOf.block is the block their figures were counted at (checked against eth_getLogs).
+// Settlement: "before" on PGlite, "deferred" on Postgres.
+describe(`paid routes wait for a complete, current index (${testDatabase})`, () => {
+  const mode = testDatabase === "postgres" ? "deferred" : "before";
+  let devnet: TestDevnet;
+  let proxy: RpcProxy;
+  let slot: DatabaseSlot;
+  let slowManifest: string;
+  const indexers: Indexer[] = [];
+  let lender: { address: Hex; privateKey: Hex };
+  let wallet: Hex;
+
+  beforeAll(async () => {
+    devnet = await startTestDevnet({ wallets: 40, months: 13, seed: 23 });
+    proxy = await startRpcProxy(devnet.manifest.rpcUrl);
+    slowManifest = devnet.manifestPath.replace(/manifest\.json$/, "manifest-proxied.json");
+    writeFileSync(slowManifest, JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }));
+    slot = databaseSlot();
+    await slot.prepare();
+    lender = devnet.manifest.lenders[1] as unknown as typeof lender;
+    wallet = devnet.manifest.personas.salaried.address as Hex;
+  }, 240_000);
+
+  afterAll(async () => {
+    proxy && (proxy.hang = false);
+    for (const indexer of indexers) await indexer.stop();
+    await slot?.drop();
+    await proxy?.close();
+    await devnet?.stop();
+  });
+
+  const start = async () => {
+    const indexer = await startIndexer({ DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10" });
+    indexers.push(indexer);
+    return indexer;
+  };
+  const send = async (indexer: Indexer, call: { method: string; path: string; body?: string; header?: string }): Promise<Answer> => {
+    const headers: Record<string, string> = { ...(call.body ? { "content-type": "application/json" } : {}), ...(call.header ? { "x-payment": call.header } : {}) };
+    const res = await fetch(`${indexer.url}${call.path}`, { method: call.method, headers, body: call.body });
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+  };
+  const get = async (indexer: Indexer, path: string) => send(indexer, { method: "GET", path });
+
+  /** One signed payment for each paid route, with a valid request. */
+  const paidCalls = async (): Promise<Paid[]> => {
+    const { USDT } = devnet.manifest.tokens;
+    const treasury = devnet.manifest.service.treasury.address as Hex;
+    const calls: Paid[] = [];
+    for (const { route } of ROUTES.filter((r) => r.route.security)) {
+      const id = route.operationId!;
+      const signed = await signAuthorization(lender.privateKey, USDT, { to: treasury, value: id === "report" ? 100_000n : 10_000n });
+      const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income");
+      const body =
+        route.method === "post"
+          ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address, ...(id === "chat" ? { message: "is it trustworthy?" } : {}), ...(id === "screenBatch" ? { wallets: [wallet] } : {}) })
+          : undefined;
+      calls.push({ id, method: route.method.toUpperCase(), path, body, nonce: signed.authorization.nonce, header: specHeader(signed, USDT.address) });
+    }
+    return calls;
+  };
+
+  const chain = () => createPublicClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl) });
+  const used = (nonce: Hex) =>
+    chain().readContract({ address: devnet.manifest.tokens.USDT.address as Hex, abi: devStablecoinAbi, functionName: "authorizationState", args: [lender.address, nonce] });
+
+  /** Each call refused with index_not_current, Retry-After and where indexing stands; none of their authorizations used. */
+  const expectRefused = async (indexer: Indexer, calls: Paid[]) => {
+    for (const call of calls) {
+      const res = await send(indexer, call);
+      expect(res.status, `${call.id}: ${JSON.stringify(res.body)}`).toBe(503);
+      expect(res.body.error.code).toBe("index_not_current");
+      expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(2);
+      expect(res.body.error.details).toMatchObject({ current: false, maxLagBlocks: 10 });
+    }
+    for (const call of calls) expect(await used(call.nonce), call.id).toBe(false);
+  };
+
+  /** The screen's counted transfers are exactly the chain's Transfer logs of the wallet up to dataAsOf.block. */
+  const expectDataAsOf = async (screen: Answer) => {
+    expect(screen.status, JSON.stringify(screen.body)).toBe(200);
+    const block = BigInt(screen.body.dataAsOf.block);
+    const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
+    const logs = (await chainTransfers(devnet.manifest.rpcUrl, tokens, 0n)).filter((t) => t.block <= block);
+    const w = wallet.toLowerCase();
+    const expected = logs.filter((t) => t.to === w).length + logs.filter((t) => t.from === w).length;
+    expect(expected).toBeGreaterThan(0);
+    expect(screen.body.whatLendersAlreadySee.transactionCount).toBe(expected);
+  };
+
+  /** Current, and at the head: the lenders' funding is in the last blocks, and deferred payments are verified from the index. */
+  const caughtUp = (indexer: Indexer) =>
+    waitFor("an index at the head", async () => {
+      const ready = await get(indexer, "/ready");
+      return ready.status === 200 && ready.body.lagBlocks === 0 ? true : undefined;
+    }, indexer);
+
+  let indexer: Indexer;
+
+  it("refuses every paid route during the backfill, charging nothing, and says where indexing stands", async () => {
+    proxy.delayMs = 15;
+    indexer = await start();
+    const midway = await waitFor("a partial backfill", async () => {
+      const res = await get(indexer, "/api/stats").catch(() => undefined);
+      return res?.status === 200 && res.body.transfers > 0 ? res.body : undefined;
+    }, indexer);
+    expect(midway.indexing).toMatchObject({ ready: false, current: false });
+    expect(midway.indexing.percent).toBeLessThan(100);
+
+    const calls = await paidCalls();
+    await expectRefused(indexer, calls);
+    const ready = await get(indexer, "/ready");
+    expect(ready.status).toBe(503);
+    expect(ready.body).toMatchObject({ ready: false, current: false });
+    expect(ready.headers.get("retry-after")).toBeTruthy();
+    expect((await get(indexer, "/health")).body).toMatchObject({ status: "ok" });
+    expect((await get(indexer, "/api/health/integrations")).body.integrations.indexer).toMatchObject({ status: "down", current: false });
+    const stats = await get(indexer, "/api/stats");
+    expect(Object.values(stats.body.payments ?? {}).filter((n) => typeof n === "number" && n > 0)).toEqual([]);
+
+    // Caught up: the same payments now buy answers.
+    proxy.delayMs = 0;
+    await caughtUp(indexer);
+    const screen = calls.find((c) => c.id === "screen")!;
+    const answered = await send(indexer, screen);
+    await expectDataAsOf(answered);
+    await waitFor("the screen's settlement", async () => ((await used(screen.nonce)) ? true : undefined));
+    expect((await get(indexer, "/ready")).body).toMatchObject({ ready: true, current: true });
+  });
+
+  it("refuses while the RPC stalls, then answers once the index follows the chain again", async () => {
+    proxy.hang = true;
+    const calls = (await paidCalls()).filter((c) => ["screen", "signals"].includes(c.id));
+    // The head cannot be read: how current the index is, is unknown.
+    await waitFor("the stall to be seen", async () => ((await get(indexer, "/ready")).status === 503 ? true : undefined));
+    await expectRefused(indexer, calls);
+    proxy.hang = false;
+    await caughtUp(indexer);
+    await expectDataAsOf(await send(indexer, calls[0]!));
+  });
+
+  it("after a SIGKILL and a crash recovery, refuses until the index is whole again, then answers with the right dataAsOf", async () => {
+    process.kill(-indexer.child.pid!, "SIGKILL");
+    await new Promise((r) => indexer.child.exitCode !== null || indexer.child.signalCode !== null ? r(undefined) : indexer.child.once("exit", r));
+    // The restarted indexer reaches the chain slowly, so that its recovery takes a while.
+    proxy.delayMs = 40;
+    indexer = await start();
+    const calls = await paidCalls();
+    const first = await waitFor("the restarted API", async () => {
+      const res = await get(indexer, "/api/stats").catch(() => undefined);
+      return res?.status === 200 ? res.body : undefined;
+    }, indexer);
+
+    // Ponder has reverted the tables to its safe checkpoint and cleared its ready flag: the
+    // checkpoint it wrote before the crash is not what the tables hold.
+    expect(first.indexing).toMatchObject({ ready: false, current: false });
+    await expectRefused(indexer, calls.filter((c) => c.id === "screen"));
+    proxy.delayMs = 0;
+    await caughtUp(indexer);
+    await expectDataAsOf(await send(indexer, calls.find((c) => c.id === "screen")!));
+  });
+});
