@@ -1,6 +1,8 @@
 import { parseArgs } from "node:util";
 import { memoryConversations } from "../api/chat/conversations.ts";
+import type { Intent } from "../api/chat/language.ts";
 import { chat } from "../api/chat/route.ts";
+import { ApiError } from "../api/http/errors.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
@@ -47,10 +49,14 @@ try {
       row.named?.forEach((name, i) => (message = message.replace(`{${"ab"[i]}}`, persona(name))));
       const conversationId = row.conversation ? conversations.get(row.conversation) : undefined;
       const t0 = performance.now();
-      const out = await chat(deps, { message, ...(row.wallet ? { walletAddress: persona(row.wallet) } : {}), ...(conversationId ? { conversationId } : {}) }, payer);
+      // A question with no wallet data to answer from is refused (422): timed all the same.
+      const out = await chat(deps, { message, ...(row.wallet ? { walletAddress: persona(row.wallet) } : {}), ...(conversationId ? { conversationId } : {}) }, payer).catch((error: unknown) => {
+        if (error instanceof ApiError && error.status === 422) return { intent: (error.details as { intent: Intent }).intent, conversationId: undefined };
+        throw error;
+      });
       const elapsed = performance.now() - t0;
       if (out.intent !== row.intent) throw new Error(`"${row.q}" read as ${out.intent}, not ${row.intent}`);
-      if (row.conversation) conversations.set(row.conversation, out.conversationId);
+      if (row.conversation && out.conversationId) conversations.set(row.conversation, out.conversationId);
       const list = times.get(row.q) ?? [];
       list.push(elapsed);
       times.set(row.q, list);

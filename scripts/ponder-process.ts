@@ -1,39 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
-import pg from "pg";
-import { serviceStoreLocation } from "../api/store/store.ts";
 import { StartupError } from "../config/errors.ts";
-import { signalChildGroups } from "../devnet/anvil.ts";
+import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
 import type { IndexTarget } from "../config/target.ts";
-
-/**
- * Forgets the indexed data of a previous devnet: that chain is gone, its rows and Ponder's cached
- * blocks would be lies. Devnet data lives apart from live data (its own PGlite directory, or its own
- * `<name>_devnet` Postgres database), so this never touches live data.
- */
-export async function resetDevnetData(target: IndexTarget, databaseUrl: string | undefined): Promise<void> {
-  if (target.network !== "devnet") throw new Error("only devnet data is ever reset");
-  if (target.database.kind === "pglite") {
-    rmSync(target.database.directory, { recursive: true, force: true });
-    // The service store (payment ledger) of a chain that is gone goes with it.
-    const store = serviceStoreLocation(target.database);
-    if (store.kind === "pglite") rmSync(store.directory, { recursive: true, force: true });
-    return;
-  }
-  const devnetDb = decodeURIComponent(new URL(target.database.connectionString).pathname.slice(1));
-  if (!devnetDb.endsWith("_devnet")) throw new Error(`refusing to reset ${devnetDb}: not a devnet database`);
-  const client = new pg.Client({ connectionString: databaseUrl });
-  try {
-    await client.connect();
-    await client.query(`drop database if exists "${devnetDb}" with (force)`);
-    await client.query(`create database "${devnetDb}"`);
-  } catch (error) {
-    throw new StartupError(`Cannot prepare the devnet database ${devnetDb} next to DATABASE_URL (${(error as Error).message}).`);
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
 
 /**
  * On PGlite, a backfill that was stopped part way is started over instead of resumed.
@@ -59,7 +29,7 @@ export async function restartInterruptedPgliteBackfill(target: IndexTarget): Pro
   }
 }
 
-/** The `ponder start` child of this launcher while it runs: launch() forwards signals to it. */
+/** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
 let ponder: ChildProcess | undefined;
 
 /**
@@ -71,23 +41,34 @@ export async function runPonder(target: IndexTarget, options: { port: number; en
   // A stable schema of views for direct Postgres access (docs/data.md), and the public bind address.
   const viewsSchema = env.DATABASE_VIEWS_SCHEMA?.trim() ? ["--views-schema", env.DATABASE_VIEWS_SCHEMA.trim()] : [];
   const hostname = env.HOST?.trim() ? ["--hostname", env.HOST.trim()] : [];
+  // A process group of its own, signalled by this launcher alone and killed whole, with whatever
+  // ponder started. No stdin: ponder resets a terminal's mode as it exits, and a process outside
+  // the terminal's foreground group that tries is stopped (SIGTTOU).
   const child = spawn("ponder", ["start", "--schema", target.schema, ...viewsSchema, "--port", String(options.port), ...hostname], {
-    stdio: "inherit",
+    detached: true,
+    stdio: ["ignore", "inherit", "inherit"],
     env,
   });
-  // launch() forwards SIGINT/SIGTERM to it, and kills it if this process ends first.
+  // Killed with its group if this process ends first; signalChildGroups() reaches it.
+  killOnExit(child);
   ponder = child;
-  const killOnExit = () => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL");
-  process.once("exit", killOnExit);
   child.once("exit", () => {
-    process.removeListener("exit", killOnExit);
     if (ponder === child) ponder = undefined;
+    signalGroup(child, "SIGKILL"); // whatever it started and left behind
   });
   if (options.onReady) void waitReady(options.port, child, env.HOST?.trim()).then((ready) => ready && options.onReady!());
   return new Promise((resolve, reject) => {
     child.on("error", (error) => reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)));
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 0 : 1)));
   });
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    /* the group is gone */
+  }
 }
 
 async function waitReady(port: number, child: { exitCode: number | null }, host?: string): Promise<boolean> {
@@ -108,19 +89,24 @@ async function waitReady(port: number, child: { exitCode: number | null }, host?
 export const STOP_WITHIN_MS = 13_000;
 /** After a second signal (an impatient Ctrl-C), this long. */
 export const STOP_AGAIN_WITHIN_MS = 3_000;
+/** A signal this soon after the first is the same one: a signal to npm's process group reaches this process from the terminal and again from npm. */
+const SAME_SIGNAL_MS = 1_000;
 
 /**
  * Stops cleanly on SIGINT/SIGTERM, whether they come to this process alone (`npm start`'s npm
- * forwards them) or to its whole process group (Ctrl-C). While Ponder runs, the signal goes to it:
- * it finishes the requests in flight and exits, then the launcher stops the devnet and exits.
- * Before that (the devnet is starting or seeding), the launcher's children are stopped at once.
- * Whatever is still running STOP_WITHIN_MS after the first signal, or STOP_AGAIN_WITHIN_MS after
- * a second one, is killed with its process group (anvil runs in its own).
+ * forwards them) or to its whole process group (Ctrl-C). While Ponder runs, the signal goes to its
+ * group (only this process signals it): it finishes the requests in flight and exits, then the
+ * launcher stops the devnet and exits. Before that (the devnet is starting or seeding), the
+ * launcher's children are stopped at once. Whatever is still running STOP_WITHIN_MS after the
+ * first signal, or STOP_AGAIN_WITHIN_MS after a second one, is killed with its process group
+ * (ponder and anvil run in their own) before this process exits. The launcher must run as npm's
+ * own child (`node --import tsx`, not the tsx CLI, whose wrapper SIGKILLs a child that is slow to
+ * report a signal: ponder was then left running, unsignalled).
  */
 function stopOnSignals(): void {
   let deadline: NodeJS.Timeout | undefined;
+  let firstAt = 0;
   const killEverything = (code: number) => {
-    ponder?.kill("SIGKILL");
     signalChildGroups("SIGKILL");
     process.exit(code);
   };
@@ -132,7 +118,9 @@ function stopOnSignals(): void {
       setTimeout(() => killEverything(code), 500).unref();
       return;
     }
-    ponder.kill(signal);
+    if (!deadline) firstAt = Date.now();
+    else if (Date.now() - firstAt < SAME_SIGNAL_MS) return;
+    signalGroup(ponder, signal);
     const within = deadline ? STOP_AGAIN_WITHIN_MS : STOP_WITHIN_MS;
     clearTimeout(deadline);
     deadline = setTimeout(() => killEverything(code), within);

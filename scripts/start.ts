@@ -3,7 +3,8 @@ import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
 import { readEnv } from "../config/env.ts";
 import { preflight } from "../config/preflight.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import { launch, resetDevnetData, restartInterruptedPgliteBackfill, runPonder } from "./ponder-process.ts";
+import { prepareDevnetData } from "./devnet-data.ts";
+import { launch, restartInterruptedPgliteBackfill, runPonder } from "./ponder-process.ts";
 
 // The whole service: on live Celo when PONDER_RPC_URL_42220 is set; otherwise a fresh local devnet
 // with seeded history, indexed into PGlite (or DATABASE_URL), the API on localhost.
@@ -24,7 +25,7 @@ await launch(async () => {
   const target = resolveIndexTarget(env);
   try {
     await preflight(target);
-    if (devnet) await resetDevnetData(target, env.DATABASE_URL);
+    if (devnet) await prepareDevnetData(target, env.DATABASE_URL);
     else if (await restartInterruptedPgliteBackfill(target)) console.log("The previous backfill was stopped part way: on PGlite it starts over (the RPC cache is kept).");
     return await runPonder(target, {
       port: env.PORT,

@@ -21,7 +21,8 @@ export function unrouted(routes: readonly { method: string; path: string }[]): M
   const patterns = routes.map((r) => ({ method: r.method.toUpperCase(), pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, "[^/]+")}/?$`) }));
   return async (c) => {
     const allowed = [...new Set(patterns.filter((p) => p.pattern.test(c.req.path)).map((p) => p.method))];
-    if (allowed.length === 0) throw new ApiError(404, "not_found", `No route ${c.req.method} ${c.req.path}.`);
+    // This very method matches only with a trailing slash: no such route (not a 405 naming the method used).
+    if (allowed.length === 0 || allowed.includes(c.req.method)) throw new ApiError(404, "not_found", `No route ${c.req.method} ${c.req.path}.`);
     c.header("Allow", allowed.join(", "));
     throw new ApiError(405, "method_not_allowed", `${c.req.path} answers ${allowed.join(", ")}, not ${c.req.method}.`, { allow: allowed });
   };

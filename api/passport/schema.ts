@@ -2,6 +2,7 @@ import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import { x402BillingSchema } from "../payments/billing.ts";
 import { passportDocumentSchema } from "./document.ts";
+import { parsePassportId } from "./verify.ts";
 
 export const reportRequestSchema = z.object({
   walletAddress: addressSchema.describe("The wallet the passport is about"),
@@ -48,7 +49,9 @@ export const verifyParams = z.object({
   id: z
     .string()
     .max(200)
-    .regex(/^(REP-[A-Z0-9]{10}|0x[0-9a-fA-F]{64}|[A-Za-z0-9]{20,120})$/, "a REP- id, an IPFS CID or a 0x content hash")
+    .regex(/^(REP-[A-Z0-9]{10}|0x[0-9a-fA-F]{64}|(?!0[xX])[A-Za-z0-9]{20,120})$/, "a REP- id, an IPFS CID or a 0x content hash")
+    // The pattern's CID shape lets through base-encoded strings that are no CID: only a parsed id is one.
+    .refine((id) => parsePassportId(id) !== null, "not a REP- id, an IPFS CID or a 0x 32-byte hash")
     .describe("A REP- id (REP-XXXXXXXXXX), the report's IPFS CID, or a 0x hash: the document's sha256, the reportHash itself, or keccak256 of the id"),
 });
 

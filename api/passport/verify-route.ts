@@ -46,7 +46,7 @@ export type VerifyDeps = {
 
 async function judge(deps: VerifyDeps, c: Context, id: string): Promise<VerifyResult> {
   const lookup = parsePassportId(id);
-  // The declaration's pattern lets a few non-ids through (base-encoded strings that are no CID).
+  // Only the badge gets here unvalidated: a non-id is its "not found".
   if (!lookup) return notFound(id, `"${id}" is not a REP- id, a CID or a 0x hash.`);
   return verifyPassport({ ...deps, baseUrl: origin(c) }, id, lookup);
 }

@@ -180,3 +180,16 @@ export const statement = service.table(
 );
 
 export type StatementRecord = typeof statement.$inferSelect;
+
+/**
+ * The chain this store's payments were made on, as a block of it: the devnet launcher records the
+ * head at each start and keeps the store only while that block is still on the chain. A hash
+ * chains the whole history before it, and a head tells fresh devnets apart: their genesis and
+ * deployment blocks are the same (fixed timestamps, same deployer), their seeded head is not.
+ */
+export const chainAnchor = service.table("chain_anchor", {
+  chainId: integer("chain_id").primaryKey(),
+  blockNumber: numeric("block_number", { precision: 78, scale: 0 }).notNull(),
+  blockHash: text("block_hash").notNull(),
+  recordedAt: timestamp("recorded_at", { withTimezone: true }).notNull().defaultNow(),
+});

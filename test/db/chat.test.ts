@@ -5,6 +5,7 @@ import { count, inArray } from "drizzle-orm";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Conversations, memoryConversations, storedConversations } from "../../api/chat/conversations.ts";
+import { CAPABILITIES } from "../../api/chat/language.ts";
 import type { ChatModelSettings } from "../../api/chat/model.ts";
 import { usdText } from "../../api/chat/phrasing.ts";
 import { chat } from "../../api/chat/route.ts";
@@ -253,12 +254,13 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
       const label = `"${row.q}"`;
       const about = (row.about ?? row.named ?? (row.wallet ? [row.wallet] : [])).map(persona);
       // No wallet data to answer from: refused (422, before payment on the route), never answered.
-      if (row.intent === "help" || row.intent === "unknown" || !about.length) {
+      const code = row.intent === "help" || row.intent === "unknown" ? "unanswerable" : about.length ? null : "no_wallet";
+      if (code) {
         const refused = (await ask(row).then(() => null, (e: unknown) => e)) as ApiError;
         expect(refused, label).toBeInstanceOf(ApiError);
-        expect([refused.status, refused.code, (refused.details as Json).intent], label).toEqual([422, about.length ? "unanswerable" : row.intent === "help" || row.intent === "unknown" ? "unanswerable" : "no_wallet", row.intent]);
+        expect([refused.status, refused.code, (refused.details as Json).intent], label).toEqual([422, code, row.intent]);
         if (row.intent === "unknown") expect(refused.message, label).toMatch(/^I can't answer that/);
-        if (refused.code === "unanswerable") expect((refused.details as Json).capabilities.length, label).toBeGreaterThanOrEqual(10);
+        if (code === "unanswerable") expect((refused.details as Json).capabilities.length, label).toBeGreaterThanOrEqual(10);
         else expect(refused.message, label).toMatch(/^Which wallet\?/);
         continue;
       }
@@ -295,6 +297,27 @@ describe(`POST /api/agent/chat (${testDatabase})`, () => {
     expect(follow.body.answer).toContain(usdText(routes.salaried!.analyze.walletData.income.verifiedMonthlyUsd));
     expect(loan.body.wallets).toEqual([persona("merchant")]);
     expect(loan.body.data.wallets[persona("merchant")].loan).toMatchObject({ maxUsd: routes.merchant!.signals.loanCapacity.maxUsd });
+  });
+
+  it("charges nothing for a question without wallet data to answer from, and says why", async () => {
+    const { stock, attached, late, charged } = http1.nonAnswers;
+    // The stock x402 client is told why before any 402: it never signs a payment.
+    expect(stock.map((r: Json) => `${r.status} ${r.code} ${r.details.intent}`)).toEqual(["422 no_wallet income", "422 unanswerable unknown", "422 unanswerable help", "422 unanswerable unknown", "422 no_wallet compare"]);
+    expect(stock[0].message).toMatch(/^Which wallet\? .*Nothing was charged\.$/);
+    expect(stock[2].details.capabilities).toContain(CAPABILITIES.balances);
+    expect(stock[4].message).toMatch(/^Name two wallets to compare/);
+    // With a payment attached: refused before it is verified, so no ledger row.
+    expect(attached.map((r: Json) => `${r.status} ${r.code}`)).toEqual(["422 no_wallet", "422 unanswerable"]);
+    // A follow-up whose conversation is another payer's, or unknown, is known to have no wallet only once paid: the payment is released.
+    expect(late.map((r: Json) => `${r.status} ${r.code}`)).toEqual(["422 no_wallet", "422 no_wallet"]);
+    const nonces = [...attached, ...late].map((r: Json) => r.nonce as Hex);
+    const rows = await store.db.select({ nonce: payment.nonce, status: payment.status }).from(payment).where(inArray(payment.nonce, nonces));
+    expect(rows.map((r) => r.nonce).sort()).toEqual(late.map((r: Json) => r.nonce).sort());
+    expect(rows.every((r) => r.status === "failed")).toBe(true);
+    const rpc = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
+    const used = await Promise.all(nonces.map((nonce) => rpc.readContract({ address: devnet.manifest.tokens.USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [lender.address, nonce] })));
+    expect(used).toEqual(nonces.map(() => false));
+    expect(charged).toBe(0n);
   });
 
   it("refuses bad input with 400 and a code, before any charge", () => {

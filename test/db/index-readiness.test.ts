@@ -1,8 +1,11 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { ROUTES } from "../../api/routes.ts";
+import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import { chainTransfers } from "../support/chain-truth.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
@@ -17,7 +20,8 @@ type Paid = { id: string; method: string; path: string; body?: string; nonce: He
 // crash recovery, every paid route answers 503 index_not_current before the payment is touched:
 // nothing is claimed or settled. Once the index is current the same payments buy answers whose
 // dataAsOf.block is the block their figures were counted at (checked against eth_getLogs).
-// Settlement: "before" on PGlite, "deferred" on Postgres.
+// Settlement: "before" on PGlite, "deferred" on Postgres, where an API replica (`ponder serve`) on
+// the same database decides the same way.
 describe(`paid routes wait for a complete, current index (${testDatabase})`, () => {
   const mode = testDatabase === "postgres" ? "deferred" : "before";
   let devnet: TestDevnet;
@@ -25,6 +29,8 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
   let slot: DatabaseSlot;
   let slowManifest: string;
   const indexers: Indexer[] = [];
+  let replica: Indexer | undefined;
+  const ipfsDir = mkdtempSync(join(tmpdir(), "readiness-ipfs-"));
   let lender: { address: Hex; privateKey: Hex };
   let wallet: Hex;
 
@@ -45,10 +51,11 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     await slot?.drop();
     await proxy?.close();
     await devnet?.stop();
+    rmSync(ipfsDir, { recursive: true, force: true });
   });
 
   const start = async () => {
-    const indexer = await startIndexer({ DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10" });
+    const indexer = await startIndexer({ DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10", IPFS_DIR: join(ipfsDir, "indexer") });
     indexers.push(indexer);
     return indexer;
   };
@@ -144,6 +151,16 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     await expectDataAsOf(answered);
     await waitFor("the screen's settlement", async () => ((await used(screen.nonce)) ? true : undefined));
     expect((await get(indexer, "/ready")).body).toMatchObject({ ready: true, current: true });
+
+    if (testDatabase === "postgres") {
+      // A replica (its own relayer, anvil #6) over the tables the indexer writes.
+      replica = await startIndexer(
+        { DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10", IPFS_DIR: join(ipfsDir, "replica"), X402_RELAYER_PRIVATE_KEY: anvilDevAccount(6).privateKey },
+        { command: "serve" },
+      );
+      indexers.push(replica);
+      await caughtUp(replica);
+    }
   });
 
   it("refuses while the RPC stalls, then answers once the index follows the chain again", async () => {
@@ -173,8 +190,17 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     // checkpoint it wrote before the crash is not what the tables hold.
     expect(first.indexing).toMatchObject({ ready: false, current: false });
     await expectRefused(indexer, calls.filter((c) => c.id === "screen"));
+    if (replica) {
+      expect((await get(replica, "/ready")).body).toMatchObject({ ready: false, current: false });
+      await expectRefused(replica, calls.filter((c) => c.id === "signals"));
+    }
     proxy.delayMs = 0;
     await caughtUp(indexer);
     await expectDataAsOf(await send(indexer, calls.find((c) => c.id === "screen")!));
+    if (replica) {
+      await caughtUp(replica);
+      const signals = await send(replica, calls.find((c) => c.id === "signals")!);
+      expect(signals.status, JSON.stringify(signals.body)).toBe(200);
+    }
   });
 });
