@@ -19,7 +19,7 @@ import { WalletAssessor } from "./wallet/assess.ts";
 
 /** What the host hands the app: everything handlers are built from, less what the app makes itself. */
 export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app" | "index"> & {
-  /** Where indexing stands; by default read from `db` and `chain` with MAX_LAG_BLOCKS. */
+  /** Where indexing stands; by default read from `db` and the chain head (`chain`, else the chain payments settle on), with MAX_LAG_BLOCKS. */
   index?: IndexState;
   /** Where the service's data lives (the API entry passes it): one process per relayer key on Postgres. */
   target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
@@ -35,7 +35,7 @@ export function createApp(deps: AppDeps) {
   signInFor(deps.payments);
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
-  const index = deps.index ?? new IndexState({ ...deps, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
+  const index = deps.index ?? new IndexState({ ...deps, chain: deps.chain ?? deps.payments.chain, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
   const routes = ROUTES.map((r) => r.route);
   app.use(requestLog(deps.logger ?? log, [...routes, { method: "get", path: OPENAPI_ALIAS }, { method: "get", path: "/api/agent/verify/{id}/badge.svg" }, { method: "get", path: "/docs" }, { method: "get", path: "/docs/scalar.js" }]));
   app.use(async (c, next) => {

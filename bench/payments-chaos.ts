@@ -4,6 +4,7 @@ import { createPublicClient, type Hex, http, zeroAddress } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
+import { alwaysCurrent } from "../harness/index-db.ts";
 import { createLogger } from "../api/http/log.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import type { Address } from "../config/addresses.ts";
@@ -73,7 +74,9 @@ try {
   const payments = createPayments(settings, store.db);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
-  const app = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
+  // The chain freezes on purpose here: the readiness gate would refuse every call meanwhile (503
+  // index_not_current, test/db/index-readiness.test.ts). This measures the payment path behind it.
+  const app = createApp({ db, target, payments, index: alwaysCurrent, ipfs: undefined as never, logger: quiet });
   const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
   const wallets = rows.map((r) => r.address);
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);

@@ -32,6 +32,7 @@ import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
 import { waitForBlock } from "../harness/indexer.ts";
+import { stoppedIndexerState } from "../harness/index-db.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
@@ -224,7 +225,7 @@ try {
     let worker: SettlementWorker | undefined;
     const payments = createPayments({ ...settings, timing }, store.db, undefined, { payerState, onQueued: () => worker?.kick() });
     worker = new SettlementWorker(payments).start();
-    const paidApp = createApp({ db, target, payments, ipfs: undefined as never, logger: quiet });
+    const paidApp = createApp({ db, target, payments, index: stoppedIndexerState({ db, target, chain: payments.chain }), ipfs: undefined as never, logger: quiet });
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.
     const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
     log(`${mode}: ${sequential} paid screens one at a time, then ${requests / 2} with ${concurrency} in flight…`);

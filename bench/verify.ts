@@ -23,7 +23,7 @@ import { resolveIndexTarget } from "../config/target.ts";
 import { actorAddress } from "../devnet/scenario/random.ts";
 import { rpc, rpcBatch } from "../devnet/rpc.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
-import { openIndexDb } from "../harness/index-db.ts";
+import { openIndexDb, stoppedIndexerState } from "../harness/index-db.ts";
 import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 
@@ -219,7 +219,7 @@ try {
   const payments = createPayments(settings, store.db);
   ipfs = await openIpfs(ipfsDir);
   const reporter = createReporter(resolveReporterSettings(target, env));
-  const app = createApp({ db: index.db, target, payments, ipfs: Promise.resolve(ipfs), reporter, store: Promise.resolve(store.db), logger: quiet });
+  const app = createApp({ db: index.db, target, payments, index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }), ipfs: Promise.resolve(ipfs), reporter, store: Promise.resolve(store.db), logger: quiet });
 
   // The passports measured, spread over the whole set, their documents pinned.
   const step = Math.max(1, Math.floor(N / SAMPLES));
@@ -260,7 +260,7 @@ try {
   // The same without the IPFS content check (a node that is unavailable: verify then leaves integrity unchecked).
   const noNode = Promise.reject(new Error("no node in this measurement"));
   noNode.catch(() => {});
-  const bare = createApp({ db: index.db, target, payments, ipfs: noNode, reporter, store: Promise.resolve(store.db), logger: quiet });
+  const bare = createApp({ db: index.db, target, payments, index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }), ipfs: noNode, reporter, store: Promise.resolve(store.db), logger: quiet });
   // By id, checked and unchecked alternate request by request: both see the same caches and the same machine.
   const byId: number[] = [];
   const unchecked: number[] = [];

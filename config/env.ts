@@ -94,6 +94,10 @@ export const envSchema = z.object({
   DATA_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42070)),
   /** Address the data listener binds to: keep it private (docs/data.md). */
   DATA_HOST: z.preprocess(blankAsUndefined, z.string().default("127.0.0.1")),
+  /** Data listener, SQL over HTTP: statement timeout of a query on Postgres (PGlite cannot interrupt one: it refuses, before it runs, what the planner prices high; docs/data.md). */
+  DATA_QUERY_TIMEOUT_MS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(100).max(600_000).default(10_000)),
+  /** Data listener, SQL over HTTP: most rows a query may return; past it 413 `too_many_rows`. */
+  DATA_QUERY_MAX_ROWS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(10_000)),
   /** A stable schema of views over the indexed tables for direct Postgres access (Ponder's --views-schema; docs/data.md). Unset: none. */
   DATABASE_VIEWS_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
 });

@@ -111,7 +111,7 @@ function readTrackedWallets(env: Env): ReadonlySet<Address> | null {
   const wallets = new Set<Address>();
   for (const entry of listed) {
     const parsed = addressSchema.safeParse(entry);
-    if (!parsed.success) throw new StartupError(`Tracked wallet "${entry}" is not an address (0x followed by 40 hex characters).`);
+    if (!parsed.success) throw new StartupError(`Tracked wallet "${entry}" is not an address: it ${parsed.error.issues[0]!.message}.`);
     wallets.add(parsed.data);
   }
   return wallets;

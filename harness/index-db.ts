@@ -3,6 +3,7 @@ import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
 import { drizzle as pgDrizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import type { IndexDb } from "../api/db.ts";
+import { IndexState, type IndexStateDeps } from "../api/indexing/state.ts";
 import { devnetDatabaseUrl } from "../config/target.ts";
 import * as schema from "../ponder.schema.ts";
 import type { DatabaseSlot } from "./indexer.ts";
@@ -22,3 +23,14 @@ export async function openIndexDb(slot: Pick<DatabaseSlot, "kind" | "env" | "sch
   pool.on("error", () => {});
   return { db: pgDrizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb, close: () => pool.end() };
 }
+
+/**
+ * The readiness gate of a benchmark that stops the indexer before it times paid calls: its reads
+ * (the checkpoint, the chain head) are made and timed as in production, but no lag refuses a call.
+ */
+export const stoppedIndexerState = (deps: Omit<IndexStateDeps, "maxLagBlocks">) => new IndexState({ ...deps, maxLagBlocks: Number.MAX_SAFE_INTEGER });
+
+/** A readiness gate that lets every call through: for apps with no index behind them, or a benchmark of what lies behind the gate. */
+export const alwaysCurrent = {
+  status: async () => ({ ready: true, current: true, indexedBlock: null, headBlock: null, lagBlocks: 0, maxLagBlocks: 0, percent: 100, etaSeconds: 0 }),
+} as unknown as IndexState;

@@ -2,10 +2,12 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Anvil, chainIdAt, portIsFree, PortTakenError, startAnvil } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { startTestDevnet, type TestDevnet } from "./support/devnet.ts";
+import type { Indexer } from "./support/indexer.ts";
+import { startLauncher } from "./support/launcher.ts";
 
 const rpc = async (url: string, method: string, params: unknown[] = []) =>
   ((await (await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) })).json()) as { result: string }).result;
@@ -87,16 +89,17 @@ async function until(what: string, check: () => Promise<boolean> | boolean, run:
   throw new Error(`no ${what} within ${ms} ms:\n${run.output().slice(-3000)}`);
 }
 
-/** Processes left in a process group. */
+/** Processes left in a process group. Zombies are gone but for their exit status, which init collects when it gets to it. */
 const groupMembers = (pgid: number) => {
   try {
-    return execFileSync("ps", ["-o", "pid=,args=", "-g", String(pgid)], { encoding: "utf8" }).trim();
+    const rows = execFileSync("ps", ["-o", "stat=,pid=,args=", "-g", String(pgid)], { encoding: "utf8" }).trim().split("\n");
+    return rows.filter((row) => !row.startsWith("Z")).join("\n");
   } catch {
     return ""; // ps exits 1 when the group is empty
   }
 };
 
-/** Everything is gone within 15 s: npm, tsx, the launcher, ponder (its group) and anvil (its own group, holding the devnet port). */
+/** Everything is gone within 15 s: npm, the launcher, ponder (its own group) and anvil (its own group, holding the devnet port). */
 async function expectAllGone(run: Run) {
   const started = Date.now();
   await Promise.race([run.exited, new Promise((r) => setTimeout(r, 15_000))]);
@@ -144,4 +147,77 @@ describe("npm start stops everything it started", () => {
     run.child.kill("SIGTERM");
     await expectAllGone(run);
   }, 240_000);
+});
+
+/** The pid of the child of `parent` whose command line matches. */
+const childOf = (parent: number, command: RegExp) =>
+  execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(parent)], { encoding: "utf8" })
+    .split("\n")
+    .map((line) => /^\s*(\d+)\s+(.*)$/.exec(line))
+    .find((m) => m && command.test(m[2]!))?.[1];
+
+// `npm run indexer` with ponder stuck (stopped: no signal handler of its runs, as when its event
+// loop is held by a query that does not return). The launcher's promise: 15 s after SIGTERM to it,
+// or to its whole process group, nothing it started is left running or listening.
+describe("npm run indexer leaves nothing behind when ponder is stuck", () => {
+  let devnet: TestDevnet;
+  const runs: { npm: number; ponder: number }[] = [];
+  beforeAll(async () => {
+    devnet = await startTestDevnet({ wallets: 2, months: 12 });
+  }, 120_000);
+  afterAll(async () => {
+    for (const { npm, ponder } of runs) {
+      for (const group of [npm, ponder]) {
+        try {
+          process.kill(-group, "SIGKILL");
+        } catch {
+          /* gone */
+        }
+      }
+    }
+    await devnet?.stop();
+  });
+
+  /** The launcher serving, its ponder stuck. */
+  async function stuckIndexer(): Promise<{ indexer: Indexer; launcher: number; ponder: number; ports: number[] }> {
+    const dir = mkdtempSync(join(tmpdir(), "stuck-"));
+    const indexer = await startLauncher({ DEVNET_MANIFEST: devnet.manifestPath, PGLITE_DIR: join(dir, "pglite"), IPFS_DIR: join(dir, "ipfs"), DATABASE_URL: "" });
+    const deadline = Date.now() + 120_000;
+    while ((await fetch(`${indexer.url}/ready`).catch(() => null))?.ok !== true) {
+      if (indexer.child.exitCode !== null || Date.now() > deadline) throw new Error(`the indexer did not get ready:\n${indexer.output()}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    // npm runs the launcher as its own child (exec), which runs ponder.
+    const launcher = Number(childOf(indexer.child.pid!, /scripts\/indexer\.ts/));
+    const ponder = Number(childOf(launcher, /ponder start/));
+    runs.push({ npm: indexer.child.pid!, ponder });
+    process.kill(ponder, "SIGSTOP");
+    return { indexer, launcher, ponder, ports: [Number(new URL(indexer.url).port), Number(new URL(indexer.dataUrl).port)] };
+  }
+
+  async function expectNothingLeft(npm: number, ponder: number, ports: number[], signalledAt: number) {
+    const left = async () => groupMembers(npm) + groupMembers(ponder) + (await Promise.all(ports.map(portIsFree))).map((free, i) => (free ? "" : ` port ${ports[i]}`)).join("");
+    while ((await left()) && Date.now() - signalledAt < 15_000) await new Promise((r) => setTimeout(r, 200));
+    expect(await left(), "left running or listening").toBe("");
+    expect(Date.now() - signalledAt).toBeLessThan(15_000);
+  }
+
+  it("SIGTERM to the process group, the launcher slow to take it: ponder's group is killed, the ports freed", async () => {
+    const { indexer, launcher, ponder, ports } = await stuckIndexer();
+    // A launcher slow to take the signal (a loaded machine): the tsx CLI's wrapper SIGKILLed it
+    // then, before it could kill ponder. The launcher now runs as npm's own child.
+    process.kill(launcher, "SIGSTOP");
+    const signalledAt = Date.now();
+    process.kill(-indexer.child.pid!, "SIGTERM");
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(launcher, "SIGCONT");
+    await expectNothingLeft(indexer.child.pid!, ponder, ports, signalledAt);
+  }, 180_000);
+
+  it("SIGTERM to npm alone: the same", async () => {
+    const { indexer, ponder, ports } = await stuckIndexer();
+    const signalledAt = Date.now();
+    indexer.child.kill("SIGTERM");
+    await expectNothingLeft(indexer.child.pid!, ponder, ports, signalledAt);
+  }, 180_000);
 });

@@ -1,5 +1,5 @@
 import { authorizationTypes } from "@x402/evm";
-import { type Hex, keccak256, recoverTransactionAddress, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
+import { getAddress, type Hex, keccak256, recoverTransactionAddress, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
@@ -29,9 +29,12 @@ describe("USD amounts (api/money.ts)", () => {
 });
 
 describe("addresses and months", () => {
-  it("parses an address in any case to lowercase (viem's isAddress), refusing anything else", () => {
-    expect(addressSchema.parse("0xAbCdEf0123456789abcdef0123456789ABCDEF01")).toBe("0xabcdef0123456789abcdef0123456789abcdef01");
+  it("parses an address in one case or checksummed to lowercase, refusing a wrong EIP-55 checksum and anything else", () => {
+    const lower = "0xabcdef0123456789abcdef0123456789abcdef01";
+    for (const form of [lower, lower.toUpperCase().replace("0X", "0x"), getAddress(lower)]) expect(addressSchema.parse(form), form).toBe(lower);
     expect(addressSchema.parse(zeroAddress)).toBe(zeroAddress);
+    const miscased = addressSchema.safeParse("0xAbCdEf0123456789abcdef0123456789ABCDEF01");
+    expect(miscased.error?.issues[0]?.message).toMatch(/^has a wrong EIP-55 checksum/);
     for (const bad of ["0x123", "abcdef0123456789abcdef0123456789abcdef0123", "0xZZcdef0123456789abcdef0123456789abcdef01", ""]) {
       const parsed = addressSchema.safeParse(bad);
       expect(parsed.success, bad).toBe(false);

@@ -1,4 +1,4 @@
-import type { Address } from "../../config/addresses.ts";
+import { type Address, addressProblem } from "../../config/addresses.ts";
 import { ApiError } from "../http/errors.ts";
 
 /**
@@ -44,8 +44,9 @@ export const CAPABILITIES: Record<Exclude<Intent, "unknown">, string> = {
 
 /**
  * Wallets named in the message, lowercase, in order of appearance, without repeats. Something
- * written like an address (0x and hex digits) that is not 0x plus exactly 40 hex characters is a
- * 400 `invalid_address`: the question is about a wallet we cannot name.
+ * written like an address (0x and hex digits) that is not 0x plus exactly 40 hex characters, or
+ * mixed case with a wrong EIP-55 checksum, is a 400 `invalid_address`: the question is about a
+ * wallet we cannot name.
  */
 export function addressesIn(message: string): Address[] {
   const found: Address[] = [];
@@ -57,6 +58,8 @@ export function addressesIn(message: string): Address[] {
       const shown = message.slice(match.index, match.index + Math.min(50, token.length + 8)).split(/\s/)[0];
       throw new ApiError(400, "invalid_address", `"${shown}" in the message is not a wallet address (0x followed by 40 hex characters).`);
     }
+    const problem = addressProblem(token);
+    if (problem) throw new ApiError(400, "invalid_address", `"${token}" in the message ${problem}.`);
     const address = token.toLowerCase() as Address;
     if (!found.includes(address)) found.push(address);
   }

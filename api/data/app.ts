@@ -1,5 +1,5 @@
 import { Hono, type MiddlewareHandler } from "hono";
-import { errorBody } from "../http/errors.ts";
+import { ApiError, errorBody } from "../http/errors.ts";
 
 export type DataAppDeps = {
   /** Ponder's read-only GraphQL over the indexed tables and views. */
@@ -21,6 +21,8 @@ export function createDataApp(deps: DataAppDeps) {
   app.get("/metrics", async (c) => c.text(await deps.metrics(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
   app.all("*", (c) => c.json(errorBody("not_found", `No route ${c.req.method} ${c.req.path} on the data listener (it serves /graphql, /sql/* and /metrics).`), 404));
   app.onError((error, c) => {
+    // A refused or failed query (api/data/run.ts): the client's, in the project's error shape.
+    if (error instanceof ApiError) return c.json(errorBody(error.code, error.message, error.details), error.status);
     console.error(`[data] ${c.req.method} ${c.req.path}: ${error.message}`);
     return c.json(errorBody("internal_error", "The data listener could not answer."), 500);
   });

@@ -1,98 +1,79 @@
+import type { PGlite } from "@electric-sql/pglite";
 import { getTableName, getViewName, isTable, isView, sql as drizzleSql } from "drizzle-orm";
 import { getViewConfig, type PgView, pgView } from "drizzle-orm/pg-core";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { client } from "ponder";
-// @ts-expect-error: no types; Ponder's own SQL parser (libpg_query), a dependency of ponder.
-import Parser from "pg-query-emscripten";
+// superjson: how @ponder/client encodes a query (a dependency of ponder, as the client is).
+import superjson from "superjson";
+import { ApiError, errorBody } from "../http/errors.ts";
+import { checkDataQuery } from "./guard.ts";
+import { relationsOf } from "./parse.ts";
+import type { IndexTarget } from "../../config/target.ts";
+import { asDataError, type DataLimits, type DataQuery, pgliteExecutor, postgresExecutor, readOnlyRunner } from "./run.ts";
 
-type ParseResult = { parse_tree: { stmts: unknown[] }; error: unknown };
-let parser: Promise<{ parse: (sql: string) => ParseResult }> | undefined;
-
-/**
- * Qualifies every reference to one of `relations` with `schema`: `from "transfer"` becomes
- * `from "devnet"."transfer"`. References to a CTE of the same name, and already qualified ones,
- * are left alone. Positions come from Postgres's own parser (byte offsets into the UTF-8 text).
- */
-export async function qualifyRelations(sql: string, schema: string, relations: ReadonlySet<string>): Promise<string> {
-  const { parse } = await (parser ??= Parser() as Promise<{ parse: (sql: string) => ParseResult }>);
-  const result = parse(sql);
-  if (result.error) return sql; // not SQL Postgres parses: let it fail as it would
-  const ctes = new Set<string>();
-  const refs: { relname: string; location: number }[] = [];
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return void node.forEach(walk);
-    if (node === null || typeof node !== "object") return;
-    for (const [key, value] of Object.entries(node)) {
-      if (key === "CommonTableExpr") ctes.add((value as { ctename: string }).ctename);
-      if (key === "RangeVar") {
-        const v = value as { relname?: string; schemaname?: string; location?: number };
-        if (v.relname && !v.schemaname && typeof v.location === "number") refs.push({ relname: v.relname, location: v.location });
-      }
-      walk(value);
-    }
-  };
-  walk(result.parse_tree);
-  const targets = refs.filter((r) => relations.has(r.relname) && !ctes.has(r.relname)).sort((a, b) => b.location - a.location);
-  if (targets.length === 0) return sql;
-  let bytes = Buffer.from(sql, "utf8");
-  const prefix = Buffer.from(`"${schema.replace(/"/g, '""')}".`, "utf8");
-  for (const { location } of targets) bytes = Buffer.concat([bytes.subarray(0, location), prefix, bytes.subarray(location)]);
-  return bytes.toString("utf8");
-}
-
-type Session = { dialect: unknown; prepareQuery: (query: { sql: string; params: unknown[] }, ...rest: unknown[]) => { execute: () => Promise<unknown> } };
+type Session = { dialect: unknown };
 type Db = { _: { session: Session } };
 
 /**
- * Ponder's `@ponder/client` middleware (`/sql/db`, `/sql/live`), with its read-only guard, over
- * the indexed tables and views of `schema`.
+ * `@ponder/client`'s SQL over HTTP over the indexed tables and views of `schema`: `/sql/db` answers
+ * a query, `/sql/live` streams its result again whenever the index changes.
  *
- * PGlite (Ponder issue #2235): there the middleware runs the client's SQL on the indexer's own
- * PGlite session, where Ponder's indexing store keeps TEMP tables named like the real ones (its
- * update buffers, `CREATE TEMP TABLE IF NOT EXISTS "transfer" ... WITH NO DATA`). Postgres looks in
- * `pg_temp` before the search_path, so unqualified names read those empty tables. The session's
- * search_path cannot be changed (Ponder's own `UPDATE ... FROM "<table>"` relies on reaching the
- * TEMP table unqualified), so the SQL is qualified instead, after the middleware's guard (which
- * refuses schema-qualified names from clients) and just before it runs. On Postgres the middleware
- * runs the query on a read-only connection of its own; qualifying changes nothing there.
+ * Every query is checked by our guard (api/data/guard.ts), then run read-only with the listener's
+ * limits (api/data/run.ts): on Ponder's one session on PGlite, on a pool of the listener's own on
+ * Postgres. `/sql/live` is Ponder's middleware, for its change notifications: its query is checked
+ * and run once here first; Ponder then re-runs it on each change, the same way on PGlite, and on its
+ * own READ ONLY connections (30 s timeout, no row limit) on Postgres.
  */
-export function sqlOverHttp({ db, schema, namespace }: { db: unknown; schema: Record<string, unknown>; namespace: string }): MiddlewareHandler {
+export function sqlOverHttp(options: { db: unknown; schema: Record<string, unknown>; namespace: string; database: IndexTarget["database"]; limits: DataLimits }): MiddlewareHandler {
+  const { schema, database } = options;
   const relations = new Set<string>([
     ...Object.values(schema).filter(isTable).map((t) => getTableName(t as never)),
     ...Object.values(schema).filter(isView).map((v) => getViewName(v as never)),
   ]);
-  const real = (db as Db)._.session;
-  const session: Session = Object.assign(Object.create(real) as Session, {
-    prepareQuery: (query: { sql: string; params: unknown[] }, ...rest: unknown[]) => ({
-      execute: async () => real.prepareQuery({ ...query, sql: await qualifyRelations(query.sql, namespace, relations) }, ...rest).execute(),
-    }),
-  });
-  const middleware = withParseableViews(schema, real.dialect as Dialect).then((parseable) => client({ db: { _: { session } } as never, schema: parseable }));
-  middleware.catch((error) => console.error(`[data] SQL over HTTP is unavailable: ${(error as Error).message}`));
-  return async (c, next) => (await middleware)(c, next);
+  const executor = database.kind === "postgres" ? postgresExecutor(database.connectionString) : pgliteExecutor((options.db as { $client: PGlite }).$client);
+  const run = readOnlyRunner(executor, { namespace: options.namespace, limits: options.limits });
+  // Ponder's middleware runs queries through this session on PGlite (`prepareQuery(...).execute()`).
+  const real = (options.db as Db)._.session;
+  const session = Object.assign(Object.create(real) as Session, { prepareQuery: (query: DataQuery) => ({ execute: () => run(query) }) });
+  const live = withParseableViews(schema, real.dialect as Dialect).then((parseable) => client({ db: { _: { session } } as never, schema: parseable }));
+  live.catch((error) => console.error(`[data] live queries are unavailable: ${(error as Error).message}`));
+
+  return async (c, next) => {
+    if (c.req.path === "/sql/db") return c.json(await run(await clientQuery(c, relations)));
+    if (c.req.path !== "/sql/live") return next();
+    await run(await clientQuery(c, relations));
+    try {
+      return asJsonError(await (await live)(c, next));
+    } catch (error) {
+      throw asDataError(error);
+    }
+  };
+}
+
+/** The query `@ponder/client` sends (`?sql=` superjson of `{ sql, params }`), once our guard accepts it. */
+async function clientQuery(c: Context, relations: ReadonlySet<string>): Promise<DataQuery> {
+  const text = c.req.query("sql");
+  if (text === undefined) throw new ApiError(400, "invalid_query", 'Missing the "sql" query parameter: a superjson-encoded { sql, params }, as @ponder/client sends.');
+  let query: Partial<DataQuery>;
+  try {
+    query = superjson.parse(text) ?? {};
+  } catch {
+    throw new ApiError(400, "invalid_query", 'The "sql" query parameter is not superjson.');
+  }
+  if (typeof query.sql !== "string" || !Array.isArray(query.params ?? [])) throw new ApiError(400, "invalid_query", 'The "sql" query parameter must encode { sql: string, params: [] }.');
+  await checkDataQuery(query.sql, relations);
+  return { sql: query.sql, params: query.params ?? [] };
+}
+
+/** Ponder's middleware refuses in text/plain (a 500 for its guard's refusals): the project's JSON instead. */
+async function asJsonError(res: Response | void): Promise<Response | void> {
+  if (!res || res.status < 400 || !res.headers.get("content-type")?.startsWith("text/plain")) return res;
+  const message = await res.text();
+  if (res.status === 503) return Response.json(errorBody("live_unavailable", message), { status: 503 });
+  return Response.json(errorBody("query_not_allowed", message), { status: 400 });
 }
 
 type Dialect = { sqlToQuery: (sql: unknown) => { sql: string } };
-
-/** The relations (tables, views) a statement reads, CTEs excluded, by Postgres's own parser. */
-export async function relationsOf(sql: string): Promise<string[]> {
-  const { parse } = await (parser ??= Parser() as Promise<{ parse: (sql: string) => ParseResult }>);
-  const result = parse(sql);
-  if (result.error) throw new Error(`cannot parse: ${String(result.error)}`);
-  const ctes = new Set<string>();
-  const names = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return void node.forEach(walk);
-    if (node === null || typeof node !== "object") return;
-    for (const [key, value] of Object.entries(node)) {
-      if (key === "CommonTableExpr") ctes.add((value as { ctename: string }).ctename);
-      if (key === "RangeVar" && (value as { relname?: string }).relname) names.add((value as { relname: string }).relname);
-      walk(value);
-    }
-  };
-  walk(result.parse_tree);
-  return [...names].filter((n) => !ctes.has(n)).sort();
-}
 
 /**
  * The middleware parses each view's SQL with its own, narrower parser to learn which tables a

@@ -5,10 +5,15 @@ import { ApiError } from "./errors.ts";
 /** The largest JSON body any route takes; requests are small (an address or two, a few options). */
 export const BODY_LIMIT_BYTES = 16 * 1024;
 
-/** Refuses a body over the limit while it streams in (413), before it is read or parsed. */
+/**
+ * Refuses a body over the limit while it streams in (413), before it is read or parsed. The rest
+ * of the body is never read, so the connection cannot carry another request: `Connection: close`
+ * tells the client, and the server closes it once the answer is sent.
+ */
 export const limitBody: MiddlewareHandler = bodyLimit({
   maxSize: BODY_LIMIT_BYTES,
-  onError: () => {
+  onError: (c) => {
+    c.header("Connection", "close");
     throw new ApiError(413, "body_too_large", `The request body is over ${BODY_LIMIT_BYTES} bytes, the most any route takes.`);
   },
 });

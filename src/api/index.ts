@@ -70,7 +70,13 @@ const env = readEnv();
 void startDataListener(
   createDataApp({
     graphql: graphql({ db, schema }),
-    sql: sqlOverHttp({ db, schema, namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema }),
+    sql: sqlOverHttp({
+      db,
+      schema,
+      namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema,
+      database: target.database,
+      limits: { timeoutMs: env.DATA_QUERY_TIMEOUT_MS, maxRows: env.DATA_QUERY_MAX_ROWS },
+    }),
     metrics: () => (globalThis as { PONDER_COMMON?: { metrics: { getMetrics: () => Promise<string> } } }).PONDER_COMMON!.metrics.getMetrics(),
   }),
   { port: env.DATA_PORT, host: env.DATA_HOST },

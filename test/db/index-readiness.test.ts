@@ -42,7 +42,7 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     slot = databaseSlot();
     await slot.prepare();
     lender = devnet.manifest.lenders[1] as unknown as typeof lender;
-    wallet = devnet.manifest.personas.salaried.address as Hex;
+    wallet = devnet.manifest.personas.salaried!.address as Hex;
   }, 240_000);
 
   afterAll(async () => {

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
+import { connect } from "node:net";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import type { Hex } from "viem";
+import { getAddress, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../api/app.ts";
 import { errorBodySchema } from "../../api/http/errors.ts";
@@ -41,6 +42,13 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   };
   const pay = async (value = 10_000n) => ({ "x-payment": specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value }), devnet.manifest.tokens.USDT.address) });
   const json = { "content-type": "application/json" };
+  /** The wallet in mixed case with one letter's case flipped: a wrong EIP-55 checksum. */
+  const miscased = () => {
+    const checksummed = getAddress(wallet);
+    const at = [...checksummed].findIndex((ch, i) => i > 1 && /[a-f]/i.test(ch));
+    const ch = checksummed[at]!;
+    return `${checksummed.slice(0, at)}${ch === ch.toUpperCase() ? ch.toLowerCase() : ch.toUpperCase()}${checksummed.slice(at + 1)}`;
+  };
 
   /** A valid request to each declared route (the route ids of the price table). */
   const valid = (id: string): Call => {
@@ -138,8 +146,12 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
         cases.push([`${id}: not JSON`, { ...ok, headers: { "content-type": "text/plain" }, body: "walletAddress=0x1" }, 415, "unsupported_media_type"]);
         cases.push([`${id}: wrong shape`, { ...ok, body: JSON.stringify({ walletAddress: "0x123" }) }, 400, "invalid_request"]);
         cases.push([`${id}: body over the limit`, { ...ok, body: JSON.stringify({ walletAddress: wallet, pad: big }) }, 413, "body_too_large"]);
+        cases.push([`${id}: wrong address checksum`, { ...ok, body: (ok.body as string).replaceAll(wallet, miscased()) }, 400, "invalid_request"]);
       }
-      if (route.path.includes("{address}")) cases.push([`${id}: bad address`, { ...ok, path: ok.path.replace(wallet, "0x123") }, 400, "invalid_address"]);
+      if (route.path.includes("{address}")) {
+        cases.push([`${id}: bad address`, { ...ok, path: ok.path.replace(wallet, "0x123") }, 400, "invalid_address"]);
+        cases.push([`${id}: wrong address checksum`, { ...ok, path: ok.path.replace(wallet, miscased()) }, 400, "invalid_address"]);
+      }
       if (paid) {
         cases.push([`${id}: no payment`, ok, 402, "payment_required"]);
         cases.push([`${id}: malformed payment`, { ...ok, headers: { ...ok.headers, "x-payment": "garbage" } }, 400, "payment_malformed"]);
@@ -149,6 +161,10 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     // Names that are keys of every JS object: unknown signals, refused before any payment.
     for (const name of ["constructor", "__proto__", "toString", "valueOf", "hasOwnProperty", "nope"]) {
       cases.push([`signal ${name}`, { method: "GET", path: `/api/wallet/${wallet}/signals/${name}`, headers: await pay() }, 404, "unknown_signal"]);
+    }
+    // Not an id: 0x and 63 or 65 hex digits, and a base-encoded string that is no CID.
+    for (const id of [`0x${"a".repeat(63)}`, `0x${"a".repeat(65)}`, `0X${"a".repeat(64)}`, "abcdefghijklmnopqrstuvwxyz"]) {
+      cases.push([`verify: ${id}`, { method: "GET", path: `/api/agent/verify/${id}` }, 400, "invalid_report_id"]);
     }
     cases.push(["analyze: unknown field", { ...valid("analyze"), body: JSON.stringify({ walletAddress: wallet, fields: ["summary", "nope"] }) }, 400, "unknown_field"]);
 
@@ -173,6 +189,9 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
 
     const wrong = await send({ method: "PUT", path: "/api/lender/screen" });
     expect([wrong.status, wrong.body.error.code, wrong.headers.get("allow")]).toEqual([405, "method_not_allowed", "POST"]);
+    // A route's own method with a trailing slash: no such route (not a 405 naming the very method used).
+    const slash = await send({ method: "GET", path: "/api/agent/verify/REP-ZZZZZZZZZZ/" });
+    expect([slash.status, slash.body.error.code, slash.headers.get("allow")]).toEqual([404, "not_found", null]);
 
     const huge = await send({ method: "GET", path: "/api/stats", headers: { "x-padding": "y".repeat(20_000) } });
     expect([huge.status, errorBodySchema.parse(huge.body).error.code]).toEqual([431, "header_too_large"]);
@@ -193,6 +212,49 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     if (streamed.status !== 0) expect([streamed.status, streamed.body?.error?.code]).toEqual([413, "body_too_large"]);
     // Refused while it streams: the client is stopped long before the 50 MB are sent (how far it got depends on load).
     expect(sent).toBeLessThan(25 * 1024 * 1024);
+  });
+
+  it("takes an address in one letter case or checksummed, and refuses a wrong EIP-55 checksum saying so", async () => {
+    const screen = (walletAddress: string) => send({ method: "POST", path: "/api/lender/screen", headers: json, body: JSON.stringify({ walletAddress }) });
+    for (const form of [wallet.toLowerCase(), `0x${wallet.slice(2).toUpperCase()}`, getAddress(wallet)]) expect((await screen(form)).status, form).toBe(402);
+    const body = await screen(miscased());
+    expect([body.status, body.body.error.code]).toEqual([400, "invalid_request"]);
+    expect(body.body.error.message).toMatch(/^walletAddress: has a wrong EIP-55 checksum/);
+    const path = await send({ method: "GET", path: `/api/wallet/${miscased()}/analysis` });
+    expect([path.status, path.body.error.code]).toEqual([400, "invalid_address"]);
+    expect(path.body.error.message).toMatch(/^address: has a wrong EIP-55 checksum/);
+    const chat = await send({ method: "POST", path: "/api/agent/chat", headers: json, body: JSON.stringify({ message: `is ${miscased()} trustworthy?` }) });
+    expect([chat.status, chat.body.error.code]).toEqual([400, "invalid_address"]);
+    expect(chat.body.error.message).toContain(`"${miscased()}" in the message has a wrong EIP-55 checksum`);
+  });
+
+  it("closes the connection after a 413: the client is told, and a new connection is answered", async () => {
+    const { hostname, port } = new URL(indexer.url);
+    /** One request on a raw keep-alive connection: all the server sends, and whether it closed the connection. */
+    const raw = (request: string) =>
+      new Promise<{ text: string; closed: boolean }>((resolve, reject) => {
+        const socket = connect(Number(port), hostname);
+        let text = "";
+        const timer = setTimeout(() => (socket.destroy(), resolve({ text, closed: false })), 5_000);
+        socket.on("data", (d: Buffer) => (text += d));
+        socket.on("error", reject);
+        socket.on("close", () => (clearTimeout(timer), resolve({ text, closed: true })));
+        socket.write(request);
+      });
+    const body = JSON.stringify({ walletAddress: wallet, pad: "x".repeat(BODY_LIMIT_BYTES) });
+    const head = (length: number) => `POST /api/lender/screen HTTP/1.1\r\nHost: ${hostname}\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    // The whole body sent; and only its first half, the rest never read by the server.
+    for (const request of [head(body.length) + body, head(body.length) + body.slice(0, body.length / 2)]) {
+      const { text, closed } = await raw(request);
+      expect(text).toMatch(/^HTTP\/1\.1 413 /);
+      expect(text).toMatch(/\r\nconnection: close\r\n/i);
+      expect(text).toContain('"code":"body_too_large"');
+      expect(closed).toBe(true);
+    }
+    // fetch (undici, keep-alive): the 413, then the next request on a new connection.
+    const refused = await send({ method: "POST", path: "/api/lender/screen", headers: json, body });
+    expect([refused.status, refused.body.error.code, refused.headers.get("connection")]).toEqual([413, "body_too_large", "close"]);
+    expect((await send({ method: "GET", path: "/api/x402/config" })).status).toBe(200);
   });
 
   it("accepts the original service's signal names as aliases and lists them", async () => {

@@ -3,11 +3,8 @@ import type { AppEnv } from "../../api/http/env.ts";
 import { handleError } from "../../api/http/errors.ts";
 import { validationHook } from "../../api/http/validation.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
-import type { IndexState } from "../../api/indexing/state.ts";
+import { alwaysCurrent } from "../../harness/index-db.ts";
 import { WalletAssessor } from "../../api/wallet/assess.ts";
-
-/** No index stands behind these apps: the readiness gate lets every call through. */
-const alwaysCurrent = { status: async () => ({ ready: true, current: true, indexedBlock: null, headBlock: null, lagBlocks: 0, maxLagBlocks: 10, percent: 100, etaSeconds: 0 }) } as unknown as IndexState;
 
 /**
  * An app wired like the service's (validation, error model, the payment core in `c.var`) with no
@@ -19,6 +16,7 @@ export function paidApp(payments: PaymentCore, mountRoutes: (app: OpenAPIHono<Ap
   app.use(async (c, next) => {
     c.set("payments", payments);
     c.set("assessor", assessor);
+    // No index stands behind these apps: the readiness gate lets every call through.
     c.set("index", alwaysCurrent);
     await next();
   });
