@@ -24,7 +24,8 @@ export async function prepareDevnetData(target: IndexTarget, databaseUrl: string
   const store = serviceStoreLocation(target.database);
   const head = await rpc<Block>(rpcUrl, "eth_getBlockByNumber", ["latest", false]);
   const anchor = await recordedAnchor(store);
-  const sameChain = anchor !== undefined && (await rpc<Block | null>(rpcUrl, "eth_getBlockByNumber", [`0x${BigInt(anchor.blockNumber).toString(16)}`, false]))?.hash === anchor.blockHash;
+  const atAnchor = anchor && (await rpc<Block | null>(rpcUrl, "eth_getBlockByNumber", [`0x${BigInt(anchor.blockNumber).toString(16)}`, false]));
+  const sameChain = anchor !== undefined && atAnchor?.hash === anchor.blockHash;
   if (sameChain) await resetIndex(target);
   else await resetAll(target, databaseUrl);
   const recorded = { blockNumber: BigInt(head.number).toString(), blockHash: head.hash, recordedAt: new Date() };

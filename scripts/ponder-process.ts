@@ -99,9 +99,9 @@ const SAME_SIGNAL_MS = 1_000;
  * launcher stops the devnet and exits. Before that (the devnet is starting or seeding), the
  * launcher's children are stopped at once. Whatever is still running STOP_WITHIN_MS after the
  * first signal, or STOP_AGAIN_WITHIN_MS after a second one, is killed with its process group
- * (ponder and anvil run in their own) before this process exits. The launcher must run as npm's
- * own child (`node --import tsx`, not the tsx CLI, whose wrapper SIGKILLs a child that is slow to
- * report a signal: ponder was then left running, unsignalled).
+ * (ponder and anvil run in their own) before this process exits. Run it as npm's own child
+ * (`node --import tsx`): the tsx CLI's wrapper SIGKILLs a child slow to report a signal, which
+ * left ponder running.
  */
 function stopOnSignals(): void {
   let deadline: NodeJS.Timeout | undefined;

@@ -39,7 +39,8 @@ export function pgliteExecutor(client: PGlite): DataExecutor {
     dialect: "pglite",
     readOnly: async (fn) => {
       try {
-        return await client.transaction(async (tx) => {
+        // PGlite types the result `T | undefined`; this callback always returns one.
+        return (await client.transaction(async (tx) => {
           await tx.query("set transaction read only");
           const result = await fn(async (sql, params = []) => {
             const { rows, fields } = await tx.query<Record<string, unknown>>(sql, params, options);
@@ -47,7 +48,7 @@ export function pgliteExecutor(client: PGlite): DataExecutor {
           });
           await tx.rollback();
           return result;
-        });
+        }))!;
       } finally {
         await client.query(UNLOCK_ALL);
       }

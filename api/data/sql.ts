@@ -5,11 +5,12 @@ import type { Context, MiddlewareHandler } from "hono";
 import { client } from "ponder";
 // superjson: how @ponder/client encodes a query (a dependency of ponder, as the client is).
 import superjson from "superjson";
+import type { IndexTarget } from "../../config/target.ts";
 import { ApiError, errorBody } from "../http/errors.ts";
+import { pgliteExecutor, postgresExecutor } from "./executor.ts";
 import { checkDataQuery } from "./guard.ts";
 import { relationsOf } from "./parse.ts";
-import type { IndexTarget } from "../../config/target.ts";
-import { asDataError, type DataLimits, type DataQuery, pgliteExecutor, postgresExecutor, readOnlyRunner } from "./run.ts";
+import { asDataError, type DataLimits, type DataQuery, readOnlyRunner } from "./run.ts";
 
 type Session = { dialect: unknown };
 type Db = { _: { session: Session } };

@@ -16,7 +16,8 @@ import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { x402Fetch } from "../support/payments.ts";
 import { ApiError } from "../../api/http/errors.ts";
-import { type DataExecutor, pgliteExecutor, postgresExecutor, readOnlyRunner } from "../../api/data/run.ts";
+import { type DataExecutor, pgliteExecutor, postgresExecutor } from "../../api/data/executor.ts";
+import { readOnlyRunner } from "../../api/data/run.ts";
 
 // docs/data.md: the data listener (GraphQL, SQL over HTTP, /metrics) apart from the public port,
 // @ponder/client against it on both databases, read-only whatever a query tries, within its limits,
@@ -39,7 +40,7 @@ const WRITES = {
   "for update": "select * from transfer for update",
   copy: "copy transfer to stdout",
   set: "set transaction read write",
-  "a second statement": "select 1; update transfer set value = 0",
+  "a second statement": "select 1; commit; update transfer set value = 0",
   set_config: "select set_config('data.probe', 'written', false)",
   nextval: "select nextval('some_sequence')",
   "an advisory lock": "select pg_advisory_lock(4202200001)", // the service store's migration lock
@@ -349,7 +350,8 @@ describe(`data interfaces (${testDatabase})`, () => {
       const allowed = ["set_config", "an advisory lock", "ending a backend", ...(env.slot.kind === "postgres" ? ["lo_create"] : [])];
       const outcomes: Record<string, string> = {};
       for (const [name, text] of Object.entries(writes)) if (!allowed.includes(name)) outcomes[name] = await outcome(text);
-      // The cursor takes a SELECT only; the READ ONLY transaction refuses what writes from inside one.
+      // The cursor takes one SELECT only (a second statement is refused by the extended protocol),
+      // and the READ ONLY transaction refuses what writes from inside a SELECT.
       expect(outcomes).toEqual({
         update: "400 query_error",
         insert: "400 query_error",
