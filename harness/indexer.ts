@@ -154,9 +154,16 @@ export async function stats(indexer: Indexer): Promise<StatsLike> {
   return (await res.json()) as StatsLike;
 }
 
+/** Waits until paid routes answer: `/ready` is 200 once the index is complete and current (docs/operations.md, "Index readiness"). */
+export async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<void> {
+  await waitFor("a current index", async () => ((await fetch(`${indexer.url}/ready`)).ok ? true : undefined), indexer, timeoutMs);
+}
+
 /**
- * Waits until the indexer has processed `block` (it may still be working through the last ones).
- * Polls Ponder's own /status, which costs nothing, then returns /api/stats once.
+ * Waits until the indexer has processed `block` (it may still be working through the last ones)
+ * and paid routes answer (the index is current: blocks made since `block`, settlements included,
+ * are indexed too). Polls Ponder's own /status, which costs nothing, then /ready; returns
+ * /api/stats once.
  */
 export async function waitForBlock(indexer: Indexer, block: number, timeoutMs?: number) {
   await waitFor(`block ${block}`, async () => {
@@ -165,5 +172,6 @@ export async function waitForBlock(indexer: Indexer, block: number, timeoutMs?: 
     const status = (await res.json()) as Record<string, { block?: { number: number } | null }>;
     return (status.celo?.block?.number ?? 0) >= block ? true : undefined;
   }, indexer, timeoutMs);
+  await waitForCurrent(indexer, timeoutMs);
   return stats(indexer);
 }

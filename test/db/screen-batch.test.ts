@@ -101,13 +101,15 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     expect(batch).toMatchObject({ answered: 100, failed: 0, x402Billing: { chargedUsdt: "1.00", chargedUnits: "1000000", payer: lender.address.toLowerCase() } });
     expect(batch.results.map((r) => r.walletAddress)).toEqual(wallets);
 
-    // The single screen of each wallet, paid one by one: the same object, but for when it was made
-    // and whether it came from the result cache (the batch's screen filled it).
-    const volatile = ({ screenedAt: _s, cached: _c, ...rest }: LenderScreenResult) => rest;
+    // The single screen of each wallet, paid one by one: the same object, but for when it was made,
+    // whether it came from the result cache (the batch's screen filled it), and the block it was
+    // read at (each payment settled since is a block: the same data, confirmed at a later block).
+    const volatile = ({ screenedAt: _s, cached: _c, dataAsOf: _d, ...rest }: LenderScreenResult) => rest;
     for (const [i, wallet] of wallets.entries()) {
       const single = await post(indexer.url, "/api/lender/screen", { walletAddress: wallet, callerAddress: lender.address }, {}, pay);
       expect(single.status, wallet).toBe(200);
       const one = lenderScreenResultSchema.parse(await single.json());
+      expect(one.dataAsOf.block).toBeGreaterThanOrEqual((batch.results[i] as LenderScreenResult).dataAsOf.block);
       expect(volatile(batch.results[i] as LenderScreenResult), wallet).toEqual(volatile(one));
     }
   }, 120_000);
