@@ -113,18 +113,25 @@ export async function startIndexer(env: Record<string, string>, options: { root?
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  return serving(child, port, dataPort);
+}
+
+/**
+ * A process group serving the API on `port` and the data listener on `dataPort`: its output kept,
+ * killed if this process exits first. stop() sends the group SIGTERM, which lets the service finish
+ * its paid requests (SHUTDOWN_DRAIN_MS, 15 s) and Ponder its own shutdown (5 s at most) before
+ * anything is killed.
+ */
+export function serving(child: ChildProcess, port: number, dataPort: number): Indexer {
   killOnExit(child);
   let output = "";
   child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
-  const url = `http://127.0.0.1:${port}`;
   return {
-    url,
+    url: `http://127.0.0.1:${port}`,
     dataUrl: `http://127.0.0.1:${dataPort}`,
     child,
     output: () => output,
-    // SIGTERM lets the service finish its paid requests (SHUTDOWN_DRAIN_MS, 15 s) and Ponder its
-    // own shutdown (5 s at most) before anything is killed.
     stop: () => stopProcessGroup(child, 25_000),
   };
 }

@@ -1,7 +1,6 @@
 import { spawn } from "node:child_process";
-import { killOnExit, stopProcessGroup } from "../../devnet/anvil.ts";
 import { freePort } from "../../devnet/ports.ts";
-import type { Indexer } from "./indexer.ts";
+import { type Indexer, serving } from "./indexer.ts";
 
 /**
  * `npm run indexer`, the launcher (the devnet's data prepared, then `ponder start`), in a process
@@ -25,15 +24,5 @@ export async function startLauncher(env: Record<string, string>): Promise<Indexe
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
-  killOnExit(child);
-  let output = "";
-  child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    dataUrl: `http://127.0.0.1:${dataPort}`,
-    child,
-    output: () => output,
-    stop: () => stopProcessGroup(child, 25_000),
-  };
+  return serving(child, port, dataPort);
 }
