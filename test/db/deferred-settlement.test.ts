@@ -152,7 +152,16 @@ describe(`deferred settlement (${testDatabase})`, () => {
       expect(receipt(res).transaction).toMatch(/^0x[0-9a-f]{64}$/);
 
       // Eight calls of another payer at once: never more than three on credit, however they interleave.
+      // No block is mined until every call has been judged (the answers stop coming: those on credit
+      // answer at once, the others wait for their settlement's block). A block mined sooner settles
+      // credit already given, which rightly makes room for more: the cap is on what is unsettled.
       const calls = wallets().slice(0, 8).map((wallet) => paidScreen(eager, wallet));
+      let answered = 0;
+      for (const call of calls) void call.finally(() => answered++);
+      for (let seen = -1; seen !== answered; ) {
+        seen = answered;
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
       let settled = 0;
       void Promise.all(calls).finally(() => (settled = 1));
       while (!settled) {
