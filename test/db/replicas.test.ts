@@ -195,9 +195,10 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
       const signed = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury });
       const header = specHeader(signed, devnet.manifest.tokens.USDT.address);
       const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => screen(replicas[i % 2]!, header)));
-      // A copy that waited too long for the settling one is told to retry with the same payment.
+      // A copy that waited too long for the settling one (or, on a loaded machine, whose verification
+      // could not be done in time) is told to retry with the same payment, nothing charged.
       for (const a of answers) {
-        if (a.status !== 200) expect({ status: a.status, code: a.body.code }).toEqual({ status: 503, code: "settlement_pending" });
+        if (a.status !== 200) expect({ status: a.status, code: a.body.code }).toEqual({ status: 503, code: expect.stringMatching(/^settlement_(pending|unavailable)$/) });
       }
       const retried = await Promise.all(answers.map((a, i) => (a.status === 200 ? a : screen(replicas[i % 2]!, header))));
       expect(retried.map((a) => a.status)).toEqual(retried.map(() => 200));
