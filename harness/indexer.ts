@@ -161,9 +161,17 @@ export async function stats(indexer: Indexer): Promise<StatsLike> {
   return (await res.json()) as StatsLike;
 }
 
-/** Waits until paid routes answer: `/ready` is 200 once the index is complete and current (docs/operations.md, "Index readiness"). */
+/**
+ * Waits until paid routes answer: `/ready` is 200 once the index is complete and current
+ * (docs/operations.md, "Index readiness"), and at the head: while the last blocks are still being
+ * committed one after another, an answer's reads may be made again, and a test's first paid call
+ * should not depend on how many times.
+ */
 export async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<void> {
-  await waitFor("a current index", async () => ((await fetch(`${indexer.url}/ready`)).ok ? true : undefined), indexer, timeoutMs);
+  await waitFor("an index at the head", async () => {
+    const res = await fetch(`${indexer.url}/ready`);
+    return res.ok && ((await res.json()) as { lagBlocks: number | null }).lagBlocks === 0 ? true : undefined;
+  }, indexer, timeoutMs);
 }
 
 /**

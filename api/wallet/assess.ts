@@ -19,7 +19,7 @@ export type Assessment = {
 export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked"> };
 
 /** Reads of one answer made again at most this many times while blocks keep being committed under them. */
-const READ_ATTEMPTS = 3;
+const READ_ATTEMPTS = 5;
 
 /** Results stay valid while the wallet's indexed activity is unchanged, and at most this long. */
 export const MAX_AGE_MS = 10 * 60_000;
