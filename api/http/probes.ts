@@ -6,13 +6,13 @@ const PROBES = Symbol.for("celo-reputation.probes");
 
 type Answer = { status: number; body: unknown; headers?: Record<string, string> };
 
+const PROBE_PATHS = new Set(["/health", "/ready"]);
+
 /**
  * Liveness and readiness as a load balancer reads them, in JSON. `/health`: the process answers.
  * `/ready`: 200 only when paid routes answer (the index is complete and current), else 503 with
  * where indexing stands and Retry-After.
  */
-const PROBE_PATHS = new Set(["/health", "/ready"]);
-
 async function probe(path: string, index: IndexState): Promise<Answer> {
   if (path === "/health") return { status: 200, body: { status: "ok", checkedAt: new Date().toISOString() } };
   const status = await index.status();

@@ -8,7 +8,7 @@ export const INDEX_NOT_CURRENT = "index_not_current";
 /** When to come back: the estimate while it is short, never sooner than 2 s nor later than a minute. */
 export const retryAfterSeconds = (status: IndexStatus) => Math.min(60, Math.max(2, status.etaSeconds ?? 5));
 
-export const notCurrentMessage = (status: IndexStatus) =>
+const notCurrentMessage = (status: IndexStatus) =>
   `This answer would be built on an index that is not complete and current (${status.reason}); nothing was charged. Retry after the Retry-After seconds.`;
 
 /**
