@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The README's test command (`npm test`, arguments passed to vitest): first makes sure of what the
+# suite needs on this machine kind (Debian), then runs it.
+#   - Debian's chromium (the browser tests drive it with puppeteer-core) and poppler-utils (the
+#     statement tests read their PDFs back): installed with apt-get when missing.
+#   - Postgres at TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test, trust auth,
+#     a role that may create databases: each test file makes its own): when it is the local default,
+#     the server is installed, started and the database created when absent.
+# `npm test -- --project unit --project pglite` runs the half that needs no Postgres.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'npm test: %s\n' "$*" >&2; }
+
+# Postgres is needed unless projects are named and "postgres" is not one of them.
+needs_postgres=1
+projects=""
+prev=""
+for arg in "$@"; do
+  case "$arg" in
+    --project=*) projects="$projects ${arg#--project=}" ;;
+  esac
+  [ "$prev" = "--project" ] && projects="$projects $arg"
+  prev="$arg"
+done
+if [ -n "$projects" ] && ! printf '%s\n' $projects | grep -qx postgres; then needs_postgres=0; fi
+
+apt_install() {
+  if [ "$(id -u)" = 0 ]; then run_as_root=""
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then run_as_root="sudo -n"
+  else
+    say "missing Debian packages: $*. Install them (sudo apt-get install -y $*) and run npm test again."
+    exit 1
+  fi
+  say "installing Debian packages: $* (one time)"
+  $run_as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $run_as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v pdftotext >/dev/null 2>&1 || missing+=(poppler-utils)
+if [ "$needs_postgres" = 1 ] && [ -z "${TEST_POSTGRES_URL:-}" ] && ! command -v pg_ctlcluster >/dev/null 2>&1; then
+  missing+=(postgresql)
+  fresh_postgres=1
+fi
+if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+
+if [ "$needs_postgres" = 1 ]; then
+  if [ -n "${TEST_POSTGRES_URL:-}" ]; then
+    # A server of the caller's choosing: used as it is, only checked.
+    psql "$TEST_POSTGRES_URL" -tAc "select 1" >/dev/null 2>&1 \
+      || { say "TEST_POSTGRES_URL ($TEST_POSTGRES_URL) does not answer; start it, or unset it to use the local server."; exit 1; }
+  else
+    if [ "${fresh_postgres:-0}" = 1 ]; then
+      # The suite connects as postgres over TCP without a password, as on this machine kind.
+      conf=$(ls -d /etc/postgresql/*/main | head -n 1)
+      printf 'local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n' > "$conf/pg_hba.conf"
+    fi
+    if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+      say "starting the local Postgres"
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start \
+        || { say "could not start Postgres at 127.0.0.1:5432; start it, or run npm test -- --project unit --project pglite"; exit 1; }
+      for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+    fi
+    admin="postgresql://postgres@127.0.0.1:5432/postgres"
+    psql "$admin" -tAc "select rolcreatedb or rolsuper from pg_roles where rolname = current_user" 2>/dev/null | grep -qx t \
+      || { say "Postgres at 127.0.0.1:5432 must let user postgres in without a password (trust) and create databases."; exit 1; }
+    psql "$admin" -tAc "select 1 from pg_database where datname = 'test'" | grep -qx 1 || psql "$admin" -qc "create database test"
+  fi
+fi
+
+exec vitest run "$@"
