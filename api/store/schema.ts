@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { boolean, check, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { boolean, check, customType, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
@@ -157,6 +157,34 @@ export const ipfsContent = service.table("ipfs_content", {
   size: integer("size").notNull(),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/** Postgres bytea (drizzle 0.41 has no column type of its own for it): node-postgres reads it as a Buffer. */
+const bytea = customType<{ data: Uint8Array; driverData: Buffer }>({
+  dataType: () => "bytea",
+  toDriver: (value) => Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+});
+
+/**
+ * The IPFS blocks of what the service pinned (passport documents, statements) when the store is
+ * Postgres: one blockstore every replica reads and writes (api/ipfs/postgres-blockstore.ts). On
+ * PGlite (one process) blocks stay on disk in IPFS_DIR.
+ *
+ * Keyed by multihash, as Helia keys blocks, spelled as a CIDv1 of the raw codec: for content under
+ * 1 MiB (one raw block) that is the content's own CID. `pinned` marks the root of content the service
+ * added and pinned (written in the same statement as its blocks); the other rows are blocks of a
+ * larger file. Nothing unpins and nothing collects garbage, so the pinned set is these rows.
+ */
+export const ipfsBlock = service.table(
+  "ipfs_block",
+  {
+    cid: text("cid").primaryKey(),
+    bytes: bytea("bytes").notNull(),
+    pinned: boolean("pinned").notNull().default(false),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  // Health counts the pinned roots on every call: from this index, not the blocks' heap.
+  (t) => [index("ipfs_block_pinned").on(t.cid).where(sql.raw("pinned"))],
+);
 
 /**
  * Statements made (POST /api/agent/statement): the wallet's `statement` signal reads its latest.
