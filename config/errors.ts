@@ -4,6 +4,12 @@
  */
 export class StartupError extends Error {
   override name = "StartupError";
+  /** The launcher's exit code: 1, or 78 (EX_CONFIG) where restarting cannot help (scripts/indexed-settings.ts). */
+  readonly exitCode: number;
+  constructor(message: string, options: { exitCode?: number } = {}) {
+    super(message);
+    this.exitCode = options.exitCode ?? 1;
+  }
 }
 
 /** Formats zod issues as "path: message; path: message". */

@@ -2,7 +2,9 @@ import { readEnv } from "../config/env.ts";
 import { preflight } from "../config/preflight.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
-import { launch, restartInterruptedPgliteBackfill, runPonder } from "./ponder-process.ts";
+import { backfillProgress } from "./launch-progress.ts";
+import { prepareLiveData } from "./live-data.ts";
+import { launch, runPonder } from "./ponder-process.ts";
 
 // The indexer and API alone, against live Celo or an already running devnet (`npm run devnet`).
 // A devnet is indexed from scratch each time (it may be a new chain under the same addresses); its
@@ -13,6 +15,7 @@ await launch(async () => {
   await preflight(target);
   if (target.network === "devnet") {
     if ((await prepareDevnetData(target, env.DATABASE_URL)) === "same chain") console.log("Same devnet chain as the last run: the payment ledger is kept, the index is rebuilt.");
-  } else if (await restartInterruptedPgliteBackfill(target)) console.log("The previous backfill was stopped part way: on PGlite it starts over (the RPC cache is kept).");
-  return runPonder(target, { port: env.PORT });
+  } else await prepareLiveData(target);
+  const { finish, ...backfill } = backfillProgress(env);
+  return runPonder(target, { port: env.PORT, ...backfill, onReady: finish });
 });

@@ -1,33 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { PGlite } from "@electric-sql/pglite";
 import { StartupError } from "../config/errors.ts";
 import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
 import type { IndexTarget } from "../config/target.ts";
-
-/**
- * On PGlite, a backfill that was stopped part way is started over instead of resumed.
- *
- * Ponder 0.17 shares PGlite's single session between its indexing transaction and its RPC sync
- * store, whose own BEGIN/COMMIT can commit an indexing batch half done. A stopped backfill can then
- * leave rows past its checkpoint, and resuming fails on a duplicate key. Postgres gives each its own
- * connection, so there a backfill resumes from its checkpoint. The RPC cache (`ponder_sync`) is
- * kept, so starting over refetches nothing on a live chain.
- */
-export async function restartInterruptedPgliteBackfill(target: IndexTarget): Promise<boolean> {
-  if (target.database.kind !== "pglite" || !existsSync(target.database.directory)) return false;
-  const db = new PGlite(target.database.directory);
-  try {
-    const meta = await db
-      .query<{ ready: number }>(`select (value->>'is_ready')::int as ready from "${target.schema}"._ponder_meta where key = 'app'`)
-      .catch(() => ({ rows: [] as { ready: number }[] })); // no schema yet: nothing to restart
-    if (meta.rows[0]?.ready !== 0) return false;
-    await db.exec(`drop schema "${target.schema}" cascade`);
-    return true;
-  } finally {
-    await db.close();
-  }
-}
 
 /** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
 let ponder: ChildProcess | undefined;
@@ -141,7 +115,7 @@ export async function launch(main: () => Promise<number>): Promise<never> {
   } catch (error) {
     if (error instanceof StartupError) {
       console.error(`Cannot start: ${error.message}`);
-      process.exit(1);
+      process.exit(error.exitCode);
     }
     throw error;
   }

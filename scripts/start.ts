@@ -4,7 +4,8 @@ import { readEnv } from "../config/env.ts";
 import { preflight } from "../config/preflight.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
-import { launch, restartInterruptedPgliteBackfill, runPonder } from "./ponder-process.ts";
+import { prepareLiveData } from "./live-data.ts";
+import { launch, runPonder } from "./ponder-process.ts";
 
 // The whole service: on live Celo when PONDER_RPC_URL_42220 is set; otherwise a fresh local devnet
 // with seeded history, indexed into PGlite (or DATABASE_URL), the API on localhost.
@@ -26,7 +27,7 @@ await launch(async () => {
   try {
     await preflight(target);
     if (devnet) await prepareDevnetData(target, env.DATABASE_URL);
-    else if (await restartInterruptedPgliteBackfill(target)) console.log("The previous backfill was stopped part way: on PGlite it starts over (the RPC cache is kept).");
+    else await prepareLiveData(target);
     return await runPonder(target, {
       port: env.PORT,
       onReady: () =>

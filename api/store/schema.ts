@@ -221,3 +221,14 @@ export const chainAnchor = service.table("chain_anchor", {
   blockHash: text("block_hash").notNull(),
   recordedAt: timestamp("recorded_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * The settings each indexed schema was built with (live Celo): the launcher refuses to resume a
+ * schema whose settings changed (scripts/indexed-settings.ts). Keyed by the schema's name.
+ */
+export const indexSettings = service.table("index_settings", {
+  schema: text("schema").primaryKey(),
+  /** Setting name (as the operator sets it) → its value, or a hash of it. */
+  settings: jsonb("settings").$type<Record<string, string>>().notNull(),
+  recordedAt: timestamp("recorded_at", { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IndexTarget } from "../../config/target.ts";
-import { restartInterruptedPgliteBackfill } from "../../scripts/ponder-process.ts";
+import { restartInterruptedPgliteBackfill } from "../../scripts/live-data.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import { databaseSlot, type DatabaseSlot, type Indexer, type Query, startIndexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
