@@ -35,6 +35,8 @@ export function indexedSettings(target: IndexTarget, root = "."): Record<string,
   return {
     CELO_START_BLOCK: String(target.startBlock),
     "REPORTER_ADDRESS / ONCHAIN_REPORTER_ADDRESS": JSON.stringify(target.reporters),
+    // The earlier of CELO_START_BLOCK and REPORTER_START_BLOCK (config/target.ts): named only when it is the latter.
+    REPORTER_START_BLOCK: target.reporterStartBlock === target.startBlock ? "unset" : String(target.reporterStartBlock),
     "the token addresses (config/celo.ts)": JSON.stringify(target.tokens.map((token) => token.address)),
     INDEX_MODE: target.tracked ? "tracked" : "all",
     "TRACKED_WALLETS / TRACKED_WALLETS_FILE": target.tracked ? `${target.tracked.size} wallets, ${sha256([...target.tracked].sort().join(","))}` : "",

@@ -24,6 +24,7 @@ const base: IndexTarget = {
   tokens: [CELO_TOKENS.USDT, CELO_TOKENS.USDC],
   reporters: ["0xe7621af5de3806ba26115bdc89190c65ed835c21"],
   startBlock: 52_000_000,
+  reporterStartBlock: 52_000_000,
   tracked: null,
   database,
   schema: "reputation",
@@ -76,7 +77,7 @@ describe(`indexed settings (${testDatabase})`, () => {
   });
 
   it("refuses a changed start block in one line that names it, its values and what to do", async () => {
-    const error = await refusal({ ...base, startBlock: 53_000_000 });
+    const error = await refusal({ ...base, startBlock: 53_000_000, reporterStartBlock: 53_000_000 }); // REPORTER_START_BLOCK unset: it follows
     expect(error.exitCode).toBe(EXIT_CONFIG);
     expect(error.message).not.toContain("\n");
     expect(error.message).toMatch(/^CELO_START_BLOCK \(was 52000000, now 53000000\) changed since schema "reputation" was indexed/);
@@ -85,8 +86,8 @@ describe(`indexed settings (${testDatabase})`, () => {
 
   it("names every changed setting at once: reporter, mode and tracked wallets", async () => {
     const tracked = new Set(["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"] as const);
-    const error = await refusal({ ...base, reporters: [...base.reporters, "0x5fbdb2315678afecb367f032d93f642f64180aa3"], tracked });
-    expect(error.message).toMatch(/^REPORTER_ADDRESS \/ ONCHAIN_REPORTER_ADDRESS, INDEX_MODE \(was all, now tracked\), TRACKED_WALLETS \/ TRACKED_WALLETS_FILE changed/);
+    const error = await refusal({ ...base, reporters: [...base.reporters, "0x5fbdb2315678afecb367f032d93f642f64180aa3"], reporterStartBlock: 51_000_000, tracked });
+    expect(error.message).toMatch(/^REPORTER_ADDRESS \/ ONCHAIN_REPORTER_ADDRESS, REPORTER_START_BLOCK \(was unset, now 51000000\), INDEX_MODE \(was all, now tracked\), TRACKED_WALLETS \/ TRACKED_WALLETS_FILE changed/);
   });
 
   it("indexes a new DATABASE_SCHEMA beside the old one, which keeps its own settings", async () => {
