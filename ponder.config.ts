@@ -35,7 +35,8 @@ export default createConfig({
       chain: "celo",
       abi: reputationReporterAbi,
       address: target.reporters,
-      startBlock: target.startBlock,
+      // The earlier of CELO_START_BLOCK and our reporter's deployment block: every passport of ours is indexed (config/target.ts).
+      startBlock: target.reporterStartBlock,
     },
   },
 });

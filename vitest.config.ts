@@ -1,11 +1,23 @@
+import { existsSync, readFileSync } from "node:fs";
+import { parseEnv } from "node:util";
 import { defineConfig } from "vitest/config";
+import { envSchema } from "./config/env.ts";
 
 // Database-backed tests (test/db) run twice: against PGlite, the embedded default, and against
 // Postgres (TEST_POSTGRES_URL, default the local server). Everything else runs once.
 const timeouts = { testTimeout: 120_000, hookTimeout: 300_000 };
 // Tests call the free routes far more often than a client would: their per-client limit is lifted
 // (test/observability.test.ts sets its own low one). The indexers tests start inherit it.
-const env = { FREE_RATE_LIMIT_PER_MINUTE: "1000000" };
+// A developer's .env and .env.local never reach the tests: our loader reads no file (ENV_FILES), and
+// the settings Ponder would still read from .env.local itself (dotenv, which never overrides) are
+// set blank, which config/env.ts reads as unset.
+const env = { FREE_RATE_LIMIT_PER_MINUTE: "1000000", ENV_FILES: "ignore", ...blankPonderDotenv() };
+
+function blankPonderDotenv(): Record<string, string> {
+  if (!existsSync(".env.local")) return {};
+  const keys = Object.keys(parseEnv(readFileSync(".env.local", "utf8"))).filter((key) => key in envSchema.shape && process.env[key] === undefined);
+  return Object.fromEntries(keys.map((key) => [key, ""]));
+}
 
 export default defineConfig({
   test: {

@@ -33,6 +33,12 @@ export const CELO_TOKENS: Record<TokenInfo["symbol"], TokenInfo> = {
  */
 export const MULTICALL3: Address = "0xca11bde05977b3631167028862be2a173976ca11";
 
+/**
+ * Below this balance a key that pays gas (the relayer, the reporter) is reported low, by the
+ * configuration check and by /api/health/integrations: it stops working when it runs out.
+ */
+export const LOW_GAS_WEI = 10n ** 17n; // 0.1 CELO
+
 /** The OnchainReporter the original service attests passports with. */
 export const CELO_ONCHAIN_REPORTER: Address = "0xe7621af5de3806ba26115bdc89190c65ed835c21";
 

@@ -1,7 +1,8 @@
 import { parseUnits } from "viem";
 import { z } from "zod";
 import { addressSchema } from "./addresses.ts";
-import { describeIssues, StartupError } from "./errors.ts";
+import { loadProcessEnvFiles } from "./env-files.ts";
+import { StartupError } from "./errors.ts";
 
 const csv = z
   .string()
@@ -15,19 +16,27 @@ const usdAmount = z
 
 const blankAsUndefined = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
 
+const privateKey = z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key");
+
 /**
  * Every environment variable the service reads, in one place (the README table is written from
  * this). Unset means the embedded default: a local devnet indexed into PGlite.
  */
 export const envSchema = z.object({
+  /** "read": the launchers, Ponder and every script also read `.env.local` and `.env` (the environment wins over both, `.env.local` over `.env`). "ignore": the environment alone (the test suite sets it). Only the environment itself can set it. */
+  ENV_FILES: z.preprocess(blankAsUndefined, z.enum(["read", "ignore"]).default("read")),
   /** Live Celo JSON-RPC URL(s), comma separated. Unset: run on the local devnet. */
   PONDER_RPC_URL_42220: z.preprocess(blankAsUndefined, csv.pipe(z.array(z.url()).min(1)).optional()),
   /** First block indexed on live Celo. */
   CELO_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
   /** Our own reporter contract on live Celo, indexed beside the original OnchainReporter. */
   REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
+  /** The block our reporter was deployed in (`npm run reporter:deploy` prints it). Our reporter is indexed from there even when CELO_START_BLOCK is later, so every passport it published is indexed. */
+  REPORTER_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
   /** The key that publishes passports through our reporter on Celo (it must hold the reporter role; needs CELO for gas). Devnet default: anvil dev account #3. */
-  REPORTER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
+  REPORTER_PRIVATE_KEY: z.preprocess(blankAsUndefined, privateKey.optional()),
+  /** `npm run reporter:deploy` only: the key that deploys our reporter and becomes its admin (grants and revokes the reporter role); it pays the deployment in CELO. The service never uses it. Devnet default: anvil dev account #0. */
+  REPORTER_DEPLOYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, privateKey.optional()),
   /** The original OnchainReporter indexed beside ours. Default on Celo: 0xE7621aF5dE3806ba26115bdC89190c65ed835C21; unset on the devnet (a test may deploy one). */
   ONCHAIN_REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** GET /api/agent/verify/{id} (page and badge included): requests per minute per client. */
@@ -65,7 +74,7 @@ export const envSchema = z.object({
   /** x402: the treasury payments are made out to (publicPayTo). Devnet default: anvil dev account #5. */
   X402_PAY_TO: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** x402 self-settlement: the key that submits transferWithAuthorization (needs CELO for gas). Devnet default: anvil dev account #4. */
-  X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be a 32-byte hex private key").optional()),
+  X402_RELAYER_PRIVATE_KEY: z.preprocess(blankAsUndefined, privateKey.optional()),
   /** x402: settle through this remote facilitator (POST /verify, /settle) instead of the relayer key. */
   X402_FACILITATOR_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** x402: "before" settles each payment, then answers (the x402 convention); "deferred" answers once the payment is verified and claimed, and a worker settles it (docs/payments.md). */
@@ -104,8 +113,25 @@ export const envSchema = z.object({
 
 export type Env = z.infer<typeof envSchema>;
 
-export function readEnv(source: NodeJS.ProcessEnv = process.env): Env {
+/**
+ * Reads the environment (from process.env, with `.env.local` and `.env` loaded into it first) and
+ * reports every invalid value at once. An invalid variable is left out of `env`, as if unset, so the
+ * rest of the configuration can still be checked.
+ */
+export function parseEnvironment(source: NodeJS.ProcessEnv = process.env): { env: Env; problems: string[]; invalid: ReadonlySet<string> } {
+  if (source === process.env) loadProcessEnvFiles();
   const parsed = envSchema.safeParse(source);
-  if (!parsed.success) throw new StartupError(`Invalid environment: ${describeIssues(parsed.error.issues)}`);
-  return parsed.data;
+  if (parsed.success) return { env: parsed.data, problems: [], invalid: new Set() };
+  const invalid = new Set(parsed.error.issues.map((issue) => String(issue.path[0])));
+  const rest = Object.fromEntries(Object.entries(source).filter(([key]) => !invalid.has(key)));
+  // Never the value itself: it may be a key.
+  const problems = parsed.error.issues.map(({ path: [variable, ...item], message }) => `${String(variable)} is invalid: ${item.length ? `item ${item.map((i) => (typeof i === "number" ? i + 1 : String(i))).join(".")}: ` : ""}${message}`);
+  return { env: envSchema.parse(rest), problems, invalid };
+}
+
+/** The environment, or a StartupError listing every invalid value. */
+export function readEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const { env, problems } = parseEnvironment(source);
+  if (problems.length) throw new StartupError(problems);
+  return env;
 }

@@ -3,7 +3,7 @@ import { resolve } from "node:path";
 import { type Address, addressSchema } from "./addresses.ts";
 import { CELO_DEFAULT_START_BLOCK, CELO_ONCHAIN_REPORTER, CELO_TOKENS, type TokenInfo } from "./celo.ts";
 import { type Env, readEnv } from "./env.ts";
-import { StartupError } from "./errors.ts";
+import { collectProblems, StartupError } from "./errors.ts";
 import { readManifest } from "./manifest.ts";
 
 /** What the indexer follows and where it keeps it: live Celo or the local devnet. */
@@ -13,6 +13,13 @@ export type IndexTarget = {
   tokens: TokenInfo[];
   reporters: Address[];
   startBlock: number;
+  /**
+   * Where the reporters are indexed from (one Ponder contract entry, so one block for all): the
+   * earlier of startBlock and our reporter's deployment block (REPORTER_START_BLOCK), so every
+   * passport ours published is indexed even when CELO_START_BLOCK is later. The original
+   * OnchainReporter is then indexed from there too: a few more passports, never fewer.
+   */
+  reporterStartBlock: number;
   /** Lowercase wallets to index in tracked mode; null indexes every transfer of the tokens. */
   tracked: ReadonlySet<Address> | null;
   database: { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
@@ -42,8 +49,15 @@ export function devnetDatabaseUrl(databaseUrl: string): string {
   return url.toString();
 }
 
+/** What to index and where, or a StartupError listing every problem found (the manifest, each tracked wallet). */
 export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
-  const network = env.PONDER_RPC_URL_42220 ? "celo" : "devnet";
+  const { target, problems } = checkIndexTarget(env);
+  if (!target || problems.length) throw new StartupError(problems);
+  return target;
+}
+
+/** Where the indexed data goes for `network`: the database, its schema and the IPFS directory beside it. */
+export function resolveStorage(env: Env, network: IndexTarget["network"]): Pick<IndexTarget, "database" | "schema" | "ipfsDirectory"> {
   const database: IndexTarget["database"] = env.DATABASE_URL
     ? { kind: "postgres", connectionString: network === "celo" ? env.DATABASE_URL : devnetDatabaseUrl(env.DATABASE_URL) }
     : { kind: "pglite", directory: resolve(env.PGLITE_DIR ?? `.ponder/${network}/pglite`) };
@@ -51,35 +65,48 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
     env.IPFS_DIR ??
       (database.kind === "pglite" ? `${database.directory}-ipfs` : `.ponder/${network}/ipfs-${decodeURIComponent(new URL(database.connectionString).pathname.slice(1)) || "postgres"}`),
   );
+  return { database, schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA), ipfsDirectory };
+}
+
+/**
+ * The target with every problem found, for checks that go on past them: tracked-wallet problems
+ * leave the target usable for chain checks (with no tracked wallets); a devnet without a readable
+ * manifest leaves none.
+ */
+export function checkIndexTarget(env: Env): { target: IndexTarget | undefined; problems: string[] } {
+  const problems: string[] = [];
+  const network = env.PONDER_RPC_URL_42220 ? "celo" : "devnet";
   const common = {
-    ipfsDirectory,
-    tracked: readTrackedWallets(env),
-    database,
-    schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA),
+    ...resolveStorage(env, network),
+    tracked: readTrackedWallets(env, problems),
     pollingIntervalMs: env.POLLING_INTERVAL_MS,
   };
 
   if (env.PONDER_RPC_URL_42220) {
     const reporters = [env.ONCHAIN_REPORTER_ADDRESS ?? CELO_ONCHAIN_REPORTER];
     if (env.REPORTER_ADDRESS) reporters.push(env.REPORTER_ADDRESS);
-    return {
+    const startBlock = env.CELO_START_BLOCK ?? CELO_DEFAULT_START_BLOCK;
+    const target: IndexTarget = {
       network: "celo",
       rpcUrls: env.PONDER_RPC_URL_42220,
       tokens: [CELO_TOKENS.USDT, CELO_TOKENS.USDC],
       reporters,
-      startBlock: env.CELO_START_BLOCK ?? CELO_DEFAULT_START_BLOCK,
+      startBlock,
+      reporterStartBlock: env.REPORTER_ADDRESS && env.REPORTER_START_BLOCK !== undefined ? Math.min(startBlock, env.REPORTER_START_BLOCK) : startBlock,
       ...common,
     };
+    return { target, problems };
   }
 
-  const manifest = readManifest(env.DEVNET_MANIFEST);
+  const manifest = collectProblems(problems, () => readManifest(env.DEVNET_MANIFEST));
+  if (!manifest) return { target: undefined, problems };
   const base = new URL(manifest.rpcUrl);
   const rpcUrls = Array.from({ length: DEVNET_RPC_FANOUT }, (_, i) => {
     const url = new URL(base);
     url.searchParams.set("r", String(i + 1));
     return url.toString();
   });
-  return {
+  const target: IndexTarget = {
     network: "devnet",
     rpcUrls,
     tokens: [
@@ -89,30 +116,31 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
     // Ours last, as on Celo; an OnchainReporter-shaped contract first when one is named (tests).
     reporters: [...(env.ONCHAIN_REPORTER_ADDRESS ? [env.ONCHAIN_REPORTER_ADDRESS] : []), manifest.reporter.address],
     startBlock: manifest.startBlock,
+    reporterStartBlock: manifest.startBlock,
     ...common,
   };
+  return { target, problems };
 }
 
-function readTrackedWallets(env: Env): ReadonlySet<Address> | null {
+/** The tracked wallets (null: every transfer); each problem goes to `problems`, and all of them are found. */
+export function readTrackedWallets(env: Env, problems: string[]): ReadonlySet<Address> | null {
   if (env.INDEX_MODE === "all") return null;
   const listed = [...(env.TRACKED_WALLETS ?? [])];
-  if (env.TRACKED_WALLETS_FILE) {
-    if (!existsSync(env.TRACKED_WALLETS_FILE)) {
-      throw new StartupError(`TRACKED_WALLETS_FILE ${env.TRACKED_WALLETS_FILE} does not exist.`);
-    }
-    for (const line of readFileSync(env.TRACKED_WALLETS_FILE, "utf8").split("\n")) {
+  const file = env.TRACKED_WALLETS_FILE;
+  const fileMissing = file !== undefined && !existsSync(file);
+  if (fileMissing) problems.push(`TRACKED_WALLETS_FILE ${file} does not exist.`);
+  else if (file) {
+    for (const line of readFileSync(file, "utf8").split("\n")) {
       const entry = line.replace(/#.*/, "").trim();
       if (entry) listed.push(entry);
     }
   }
-  if (listed.length === 0) {
-    throw new StartupError("INDEX_MODE=tracked needs wallets: set TRACKED_WALLETS (comma separated) or TRACKED_WALLETS_FILE.");
-  }
+  if (listed.length === 0 && !fileMissing) problems.push("INDEX_MODE=tracked needs wallets: set TRACKED_WALLETS (comma separated) or TRACKED_WALLETS_FILE.");
   const wallets = new Set<Address>();
   for (const entry of listed) {
     const parsed = addressSchema.safeParse(entry);
-    if (!parsed.success) throw new StartupError(`Tracked wallet "${entry}" is not an address: it ${parsed.error.issues[0]!.message}.`);
-    wallets.add(parsed.data);
+    if (parsed.success) wallets.add(parsed.data);
+    else problems.push(`Tracked wallet "${entry}" is not an address: it ${parsed.error.issues[0]!.message}.`);
   }
   return wallets;
 }

@@ -1,6 +1,4 @@
-import { readEnv } from "../config/env.ts";
 import { preflight } from "../config/preflight.ts";
-import { resolveIndexTarget } from "../config/target.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
 import { backfillProgress } from "./launch-progress.ts";
 import { prepareLiveData } from "./live-data.ts";
@@ -10,9 +8,7 @@ import { launch, runPonder } from "./ponder-process.ts";
 // A devnet is indexed from scratch each time (it may be a new chain under the same addresses); its
 // payment ledger is kept while the chain is the same one.
 await launch(async () => {
-  const env = readEnv();
-  const target = resolveIndexTarget(env);
-  await preflight(target);
+  const { env, target } = await preflight();
   if (target.network === "devnet") {
     if ((await prepareDevnetData(target, env.DATABASE_URL)) === "same chain") console.log("Same devnet chain as the last run: the payment ledger is kept, the index is rebuilt.");
   } else await prepareLiveData(target);

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { StartupError } from "../config/errors.ts";
 import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
+import { ponderStartArgs } from "./ponder-command.ts";
 import type { IndexTarget } from "../config/target.ts";
 
 /** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
@@ -8,17 +9,14 @@ let ponder: ChildProcess | undefined;
 
 /**
  * Runs `ponder start` (indexer + API), forwarding SIGINT/SIGTERM (through launch()), and resolves with its exit code.
- * Call `preflight(target)` first: Ponder itself retries a dead RPC forever instead of saying so.
+ * Call `preflight()` first: Ponder itself retries a dead RPC forever instead of saying so.
  */
 export async function runPonder(target: IndexTarget, options: { port: number; env?: NodeJS.ProcessEnv; onReady?: () => void }): Promise<number> {
   const env = { ...process.env, ...options.env };
-  // A stable schema of views for direct Postgres access (docs/data.md), and the public bind address.
-  const viewsSchema = env.DATABASE_VIEWS_SCHEMA?.trim() ? ["--views-schema", env.DATABASE_VIEWS_SCHEMA.trim()] : [];
-  const hostname = env.HOST?.trim() ? ["--hostname", env.HOST.trim()] : [];
   // A process group of its own, signalled by this launcher alone and killed whole, with whatever
   // ponder started. No stdin: ponder resets a terminal's mode as it exits, and a process outside
   // the terminal's foreground group that tries is stopped (SIGTTOU).
-  const child = spawn("ponder", ["start", "--schema", target.schema, ...viewsSchema, "--port", String(options.port), ...hostname], {
+  const child = spawn("ponder", ponderStartArgs(target.schema, options.port, env), {
     detached: true,
     stdio: ["ignore", "inherit", "inherit"],
     env,

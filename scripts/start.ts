@@ -1,8 +1,6 @@
 import { resolve } from "node:path";
 import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
-import { readEnv } from "../config/env.ts";
-import { preflight } from "../config/preflight.ts";
-import { resolveIndexTarget } from "../config/target.ts";
+import { launchEnvironment, preflight } from "../config/preflight.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
 import { prepareLiveData } from "./live-data.ts";
 import { launch, runPonder } from "./ponder-process.ts";
@@ -10,7 +8,7 @@ import { launch, runPonder } from "./ponder-process.ts";
 // The whole service: on live Celo when PONDER_RPC_URL_42220 is set; otherwise a fresh local devnet
 // with seeded history, indexed into PGlite (or DATABASE_URL), the API on localhost.
 await launch(async () => {
-  const env = readEnv();
+  const env = launchEnvironment();
   let devnet: Devnet | undefined;
   if (!env.PONDER_RPC_URL_42220) {
     const manifestPath = resolve(env.DEVNET_MANIFEST);
@@ -23,9 +21,8 @@ await launch(async () => {
     });
     console.log(describeDevnet(devnet.manifest, manifestPath));
   }
-  const target = resolveIndexTarget(env);
   try {
-    await preflight(target);
+    const { target } = await preflight();
     if (devnet) await prepareDevnetData(target, env.DATABASE_URL);
     else await prepareLiveData(target);
     return await runPonder(target, {

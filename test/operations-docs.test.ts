@@ -16,4 +16,12 @@ describe("every environment variable is documented", () => {
       expect(variables.filter((v) => !rows.has(v)), `missing from ${file}`).toEqual([]);
     });
   }
+
+  // .env.example is the operator's template: each variable once, set or commented out, and none the schema lacks.
+  it("in .env.example, and nothing else", () => {
+    const named = [...readFileSync(".env.example", "utf8").matchAll(/^#?\s*([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!);
+    expect(variables.filter((v) => !named.includes(v)), "missing from .env.example").toEqual([]);
+    expect(named.filter((v) => !variables.includes(v)), "in .env.example but not in config/env.ts").toEqual([]);
+    expect(named.filter((v, i) => named.indexOf(v) !== i), "named twice in .env.example").toEqual([]);
+  });
 });

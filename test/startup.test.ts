@@ -42,7 +42,18 @@ const file = (name: string, content: string) => {
 function startIndexer(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) => {
     const child = spawn("tsx", ["scripts/indexer.ts"], {
-      env: { ...process.env, PGLITE_DIR: join(dir, "pglite"), PONDER_RPC_URL_42220: "", DATABASE_URL: "", X402_PAY_TO: "", X402_RELAYER_PRIVATE_KEY: "", X402_FACILITATOR_URL: "", SIGN_IN_ORIGIN: "", ...env },
+      env: {
+        ...process.env,
+        PGLITE_DIR: join(dir, "pglite"),
+        DEVNET_MANIFEST: join(dir, "none.json"),
+        PONDER_RPC_URL_42220: "",
+        DATABASE_URL: "",
+        X402_PAY_TO: "",
+        X402_RELAYER_PRIVATE_KEY: "",
+        X402_FACILITATOR_URL: "",
+        SIGN_IN_ORIGIN: "",
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -57,7 +68,7 @@ function startIndexer(env: Record<string, string>): Promise<{ code: number | nul
   });
 }
 
-// A bad start stops with one clear line naming the problem: no stack trace, no endless retries.
+// A bad start stops with clear lines naming every problem at once: no stack trace, no endless retries.
 describe("a bad start", () => {
   let wrongChain: RpcProxy;
   let hanging: RpcProxy;
@@ -74,32 +85,41 @@ describe("a bad start", () => {
   });
 
   const payments = { X402_PAY_TO: "0x000000000000000000000000000000000000dead", X402_FACILITATOR_URL: "http://127.0.0.1:1/facilitator", SIGN_IN_ORIGIN: "https://api.example.com" };
-  const cases: [string, () => Record<string, string>, RegExp][] = [
-    ["a missing manifest", () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }), /Devnet manifest not found at .*nope\.json/],
-    ["a manifest that is not JSON", () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }), /corrupt\.json is not valid JSON/],
-    ["a manifest of the wrong shape", () => ({ DEVNET_MANIFEST: file("shape.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), tokens: { USDT: {} } })) }), /shape\.json is invalid: tokens\.USDT\.address/],
-    ["a manifest of another chain", () => ({ DEVNET_MANIFEST: file("chain.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), chainId: 1 })) }), /chain\.json is invalid: chainId/],
-    ["an RPC that refuses connections", () => ({ DEVNET_MANIFEST: file("closed.json", JSON.stringify(manifest(`http://127.0.0.1:${closedPort}`))) }), /RPC http:\/\/127\.0\.0\.1:\d+ does not answer/],
-    ["an RPC that never answers", () => ({ DEVNET_MANIFEST: file("hang.json", JSON.stringify(manifest(hanging.url))) }), /does not answer \(.*(timeout|aborted)/i],
-    ["a devnet RPC of the wrong chain id", () => ({ DEVNET_MANIFEST: file("wrong.json", JSON.stringify(manifest(wrongChain.url))) }), /serves chain id 1, expected 42220/],
-    ["a live RPC of the wrong chain id", () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments }), /serves chain id 1, expected 42220/],
-    ["live Celo without a treasury to pay", () => ({ PONDER_RPC_URL_42220: wrongChain.url }), /Set X402_PAY_TO/],
-    ["live Celo with no way to settle payments", () => ({ PONDER_RPC_URL_42220: wrongChain.url, X402_PAY_TO: payments.X402_PAY_TO }), /Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/],
-    ["live Celo without the public origin sign-ins name", () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments, SIGN_IN_ORIGIN: "" }), /Set SIGN_IN_ORIGIN to the public origin/],
-    ["a treasury that is not an address", () => ({ X402_PAY_TO: "treasury" }), /Invalid environment: X402_PAY_TO/],
-    ["a live RPC URL that is not a URL", () => ({ PONDER_RPC_URL_42220: "celo-rpc" }), /Invalid environment: PONDER_RPC_URL_42220/],
-    ["an unknown index mode", () => ({ INDEX_MODE: "some" }), /Invalid environment: INDEX_MODE/],
-    ["tracked mode without wallets", () => ({ INDEX_MODE: "tracked", PONDER_RPC_URL_42220: wrongChain.url }), /INDEX_MODE=tracked needs wallets/],
-    ["a tracked wallet that is not an address", () => ({ INDEX_MODE: "tracked", TRACKED_WALLETS: "0x12", PONDER_RPC_URL_42220: wrongChain.url }), /Tracked wallet "0x12" is not an address/],
+  const live = () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments });
+  const wrongChainId = /serves chain id 1, expected 42220/;
+  // Every problem of a start is listed at once: one line when there is one, else a count and one line each.
+  const cases: [string, () => Record<string, string>, RegExp[]][] = [
+    ["a missing manifest", () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }), [/Devnet manifest not found at .*nope\.json/]],
+    ["a manifest that is not JSON", () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }), [/corrupt\.json is not valid JSON/]],
+    ["a manifest of the wrong shape", () => ({ DEVNET_MANIFEST: file("shape.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), tokens: { USDT: {} } })) }), [/shape\.json is invalid: tokens\.USDT\.address/]],
+    ["a manifest of another chain", () => ({ DEVNET_MANIFEST: file("chain.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), chainId: 1 })) }), [/chain\.json is invalid: chainId/]],
+    ["an RPC that refuses connections", () => ({ DEVNET_MANIFEST: file("closed.json", JSON.stringify(manifest(`http://127.0.0.1:${closedPort}`))) }), [/RPC http:\/\/127\.0\.0\.1:\d+ does not answer \(ECONNREFUSED\)/]],
+    ["an RPC that never answers", () => ({ DEVNET_MANIFEST: file("hang.json", JSON.stringify(manifest(hanging.url))) }), [/does not answer \(.*timeout/i]],
+    ["a devnet RPC of the wrong chain id", () => ({ DEVNET_MANIFEST: file("wrong.json", JSON.stringify(manifest(wrongChain.url))) }), [wrongChainId]],
+    ["a live RPC of the wrong chain id", live, [wrongChainId]],
+    ["live Celo with nothing but an RPC", () => ({ PONDER_RPC_URL_42220: wrongChain.url }), [/Set X402_PAY_TO/, /Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/, /Set SIGN_IN_ORIGIN to the public origin/, wrongChainId]],
+    ["live Celo with no way to settle payments", () => ({ ...live(), X402_FACILITATOR_URL: "" }), [/Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/, wrongChainId]],
+    ["live Celo without the public origin sign-ins name", () => ({ ...live(), SIGN_IN_ORIGIN: "" }), [/Set SIGN_IN_ORIGIN to the public origin/, wrongChainId]],
+    ["a treasury of the zero address", () => ({ ...live(), X402_PAY_TO: "0x0000000000000000000000000000000000000000" }), [/X402_PAY_TO is the zero address/, wrongChainId]],
+    // An invalid value is reported once: not again as a missing setting, nor through its default.
+    ["a treasury that is not an address", () => ({ ...live(), X402_PAY_TO: "treasury" }), [/X402_PAY_TO is invalid: must be 0x/, wrongChainId]],
+    ["a live RPC URL that is not a URL", () => ({ PONDER_RPC_URL_42220: "celo-rpc" }), [/PONDER_RPC_URL_42220 is invalid: item 1: Invalid URL/]],
+    ["an unknown index mode", () => ({ ...live(), INDEX_MODE: "some" }), [/INDEX_MODE is invalid/, wrongChainId]],
+    ["tracked mode without wallets", () => ({ ...live(), INDEX_MODE: "tracked" }), [/INDEX_MODE=tracked needs wallets/, wrongChainId]],
+    ["tracked wallets that are not addresses", () => ({ ...live(), INDEX_MODE: "tracked", TRACKED_WALLETS: "0x12,0x34" }), [/Tracked wallet "0x12" is not an address/, /Tracked wallet "0x34" is not an address/, wrongChainId]],
   ];
 
-  it.each(cases)("%s: one line naming the problem", async (_, env, message) => {
+  it.each(cases)("%s: every problem named, nothing else", async (_, env, messages) => {
     const { code, stderr, stdout } = await startIndexer(env());
     expect(code).toBe(1);
     const lines = stderr.split("\n").filter((l) => l.trim() && !l.startsWith("npm warn"));
-    expect(lines, stderr).toHaveLength(1);
     expect(lines[0]).toMatch(/^Cannot start: /);
-    expect(lines[0]).toMatch(message);
+    if (messages.length === 1) expect(lines, stderr).toHaveLength(1);
+    else {
+      expect(lines[0]).toBe(`Cannot start: ${messages.length} problems:`);
+      expect(lines, stderr).toHaveLength(1 + messages.length);
+    }
+    messages.forEach((message, i) => expect(lines[messages.length === 1 ? 0 : i + 1]).toMatch(message));
     expect(stderr + stdout).not.toMatch(/\n\s+at /);
   });
 });

@@ -1,6 +1,7 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { formatEther, type PublicClient } from "viem";
 import { z } from "zod";
+import { LOW_GAS_WEI } from "../../config/celo.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
 import { withTimeout } from "../http/timeout.ts";
@@ -49,7 +50,6 @@ export type HealthDeps = {
 };
 
 /** Below this the relayer can still settle, but not for long: the operator should top it up. */
-const LOW_GAS_WEI = 10n ** 17n; // 0.1 CELO
 
 async function check(run: () => Promise<{ status: Status } & Record<string, unknown>>): Promise<Check> {
   const t0 = performance.now();

@@ -2,7 +2,7 @@ import { createPublicClient, createWalletClient, formatEther, type Hex, http, pu
 import { privateKeyToAccount } from "viem/accounts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import type { Address } from "../../config/addresses.ts";
-import { CELO_CHAIN_ID, CELO_ONCHAIN_REPORTER, celoChain } from "../../config/celo.ts";
+import { CELO_CHAIN_ID, CELO_ONCHAIN_REPORTER, celoChain, LOW_GAS_WEI } from "../../config/celo.ts";
 import { type Env, readEnv } from "../../config/env.ts";
 import { readManifest } from "../../config/manifest.ts";
 import type { IndexTarget } from "../../config/target.ts";
@@ -204,7 +204,7 @@ export function createReporter(settings: ReporterSettings) {
         client.getBalance({ address: account.address }),
       ]);
       const hasCode = !!code && code !== "0x";
-      const status = !hasCode || !role || balance === 0n ? "down" : balance < 10n ** 17n ? "degraded" : "ok";
+      const status = !hasCode || !role || balance === 0n ? "down" : balance < LOW_GAS_WEI ? "degraded" : "ok";
       return { status, contract, reporter: account.address.toLowerCase(), codePresent: hasCode, holdsReporterRole: role, reporterGasCelo: formatEther(balance) };
     },
   };
