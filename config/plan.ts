@@ -25,7 +25,8 @@ export function describePlan(check: ConfigCheck, ponderArgs: (schema: string) =>
   }
   row("database", storage.database.kind === "postgres" ? `Postgres ${redactDatabaseUrl(storage.database.connectionString)}` : `PGlite ${storage.database.directory}`);
   row("schema", storage.schema);
-  row("ipfs", storage.ipfsDirectory);
+  // On Postgres the IPFS content is in the service store; IPFS_DIR is PGlite's.
+  if (storage.database.kind === "pglite") row("ipfs", storage.ipfsDirectory);
   if (target) {
     row("tokens", target.tokens.map((t) => `${t.symbol} ${t.address}`).join(", "));
     row("reporters", target.reporters.join(", "));

@@ -76,8 +76,8 @@ async function main(): Promise<void> {
     [
       `Deployed in block ${receipt.blockNumber} (transaction ${hash}):`,
       ...Object.entries(settings).map(([key, value]) => `${key}=${value}`),
-      `  admin (REPORTER_DEPLOYER_PRIVATE_KEY's address): ${admin}`,
-      `  reporter role (REPORTER_PRIVATE_KEY's address): ${reporter.address}`,
+      `  admin (REPORTER_DEPLOYER_PRIVATE_KEY's address): ${admin.toLowerCase()}`,
+      `  reporter role (REPORTER_PRIVATE_KEY's address): ${reporter.address.toLowerCase()}`,
     ].join("\n"),
   );
   if (!values["write-env"]) {
