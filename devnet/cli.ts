@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { seedingProgress } from "../scripts/launch-progress.ts";
 import { describeDevnet, startDevnet } from "./devnet.ts";
 
 // npm run devnet -- [--wallets 300] [--transfers N] [--months 15] [--seed 42] [--port 8545] [--manifest .devnet/manifest.json]
@@ -25,6 +26,7 @@ const int = (name: string, value: string | undefined) => {
 };
 
 const manifestPath = resolve(values.manifest);
+const seeding = seedingProgress();
 const devnet = await startDevnet({
   wallets: int("wallets", values.wallets),
   transfers: values.transfers === undefined ? undefined : int("transfers", values.transfers),
@@ -33,12 +35,14 @@ const devnet = await startDevnet({
   port: int("port", values.port),
   apiUrl: values["api-url"],
   manifestPath,
-  log: (line) => console.log(line),
+  log: seeding.log,
+  onSeeding: seeding.onSeeding,
 }).catch((error: Error) => {
   console.error(`Devnet failed to start: ${error.message}`);
   process.exit(1);
 });
 
+seeding.finish();
 console.log(describeDevnet(devnet.manifest, manifestPath));
 console.log("Press Ctrl-C to stop the devnet.");
 const stop = async () => {

@@ -10,7 +10,7 @@ import { planPersonas } from "./scenario/personas.ts";
 import type { PlannedTransfer } from "./scenario/plan.ts";
 import { Population } from "./scenario/population.ts";
 import { Random, usd } from "./scenario/random.ts";
-import { HistorySeeder } from "./seed.ts";
+import { HistorySeeder, type SeedStats } from "./seed.ts";
 
 export type DevnetOptions = {
   /** Background wallets besides the personas. */
@@ -27,7 +27,11 @@ export type DevnetOptions = {
   /** Where to write the manifest; nothing is written when undefined. */
   manifestPath?: string;
   log?: (line: string) => void;
+  /** Seeding progress, after each block mined: days of history seeded of all there are, transfers and blocks so far. */
+  onSeeding?: (progress: SeedingProgress) => void;
 };
+
+export type SeedingProgress = { days: number; ofDays: number; transfers: number; blocks: number };
 
 export type Devnet = { anvil: Anvil; manifest: Manifest; stop: () => Promise<void> };
 
@@ -55,15 +59,18 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     const { personas, transfers: personaTransfers } = planPersonas({ rng: new Random(seed), seed, months, now, shops: population.shops });
     const personasByMonth = months.map((m) => personaTransfers.filter((t) => t.at >= m.start && t.at < m.end));
 
+    // Progress in days of history: blocks are mined in time order, and how many there will be is not known before.
+    const historyStart = months[0]!.start;
+    const seeding = (timestamp: number, stats: SeedStats) =>
+      options.onSeeding?.({ days: Math.max(0, Math.min(now, timestamp) - historyStart) / DAY, ofDays: (now - historyStart) / DAY, transfers: stats.transfers, blocks: stats.blocks });
     const seeder = new HistorySeeder(anvil.rpcUrl, deployer.address, { USDT: deployment.tokens.USDT.address, USDC: deployment.tokens.USDC.address }, {
       slotSeconds: (options.slotHours ?? 6) * 3600,
       perTransaction: 400,
+      onBlock: (stats, timestamp) => seeding(timestamp, stats),
     });
     await seeder.begin();
-    for (const month of months) {
-      await seeder.seed([...population.month(month), ...personasByMonth[month.index]!]);
-      log(`seeded ${month.key}: ${seeder.stats.transfers} transfers in ${seeder.stats.blocks} blocks so far`);
-    }
+    seeding(historyStart, seeder.stats);
+    for (const month of months) await seeder.seed([...population.month(month), ...personasByMonth[month.index]!]);
     // Lenders get both stablecoins just before the present, so they can pay for calls.
     const funding: PlannedTransfer[] = lenders.flatMap((l) =>
       (["USDT", "USDC"] as const).map((token) => ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer),

@@ -22,7 +22,10 @@ export class HistorySeeder {
     private readonly rpcUrl: string,
     private readonly owner: Address,
     private readonly tokens: Record<TokenSymbol, Address>,
-    private readonly options: { slotSeconds: number; perTransaction: number } = { slotSeconds: 6 * 3600, perTransaction: 400 },
+    private readonly options: { slotSeconds: number; perTransaction: number; onBlock?: (stats: SeedStats, timestamp: number) => void } = {
+      slotSeconds: 6 * 3600,
+      perTransaction: 400,
+    },
   ) {}
 
   async begin(): Promise<void> {
@@ -116,6 +119,7 @@ export class HistorySeeder {
     this.stats.blocks++;
     this.stats.transactions += calls.length;
     this.stats.transfers += transfers.length;
+    this.options.onBlock?.(this.stats, timestamp);
   }
 
   /**

@@ -32,5 +32,5 @@ export const stoppedIndexerState = (deps: Omit<IndexStateDeps, "maxLagBlocks">) 
 
 /** A readiness gate that lets every call through: for apps with no index behind them, or a benchmark of what lies behind the gate. */
 export const alwaysCurrent = {
-  status: async () => ({ ready: true, current: true, indexedBlock: null, headBlock: null, lagBlocks: 0, maxLagBlocks: 0, percent: 100, etaSeconds: 0 }),
+  status: async () => ({ ready: true, current: true, startBlock: 0, indexedBlock: null, headBlock: null, lagBlocks: 0, maxLagBlocks: 0, percent: 100, blocksPerSecond: null, etaSeconds: 0 }),
 } as unknown as IndexState;

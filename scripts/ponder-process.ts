@@ -11,16 +11,29 @@ let ponder: ChildProcess | undefined;
  * Runs `ponder start` (indexer + API), forwarding SIGINT/SIGTERM (through launch()), and resolves with its exit code.
  * Call `preflight()` first: Ponder itself retries a dead RPC forever instead of saying so.
  */
-export async function runPonder(target: IndexTarget, options: { port: number; env?: NodeJS.ProcessEnv; onReady?: () => void }): Promise<number> {
+export async function runPonder(
+  target: IndexTarget,
+  options: {
+    port: number;
+    env?: NodeJS.ProcessEnv;
+    onReady?: () => void;
+    /** Each answer of the service's /ready (where indexing stands) until it is 200, every 500 ms. */
+    onStatus?: (status: unknown) => void;
+    /** Ponder's stdout goes here instead of to this process's (a progress bar is drawn between its lines). */
+    stdout?: (chunk: Buffer) => void;
+  },
+): Promise<number> {
   const env = { ...process.env, ...options.env };
   // A process group of its own, signalled by this launcher alone and killed whole, with whatever
   // ponder started. No stdin: ponder resets a terminal's mode as it exits, and a process outside
   // the terminal's foreground group that tries is stopped (SIGTTOU).
   const child = spawn("ponder", ponderStartArgs(target.schema, options.port, env), {
     detached: true,
-    stdio: ["ignore", "inherit", "inherit"],
-    env,
+    stdio: ["ignore", options.stdout ? "pipe" : "inherit", "inherit"],
+    // Piped to a terminal in the end: Ponder keeps its colours.
+    env: options.stdout ? { FORCE_COLOR: "1", ...env } : env,
   });
+  if (options.stdout) child.stdout!.on("data", options.stdout);
   // Killed with its group if this process ends first; signalChildGroups() reaches it.
   killOnExit(child);
   ponder = child;
@@ -28,7 +41,7 @@ export async function runPonder(target: IndexTarget, options: { port: number; en
     if (ponder === child) ponder = undefined;
     signalGroup(child, "SIGKILL"); // whatever it started and left behind
   });
-  if (options.onReady) void waitReady(options.port, child, env.HOST?.trim()).then((ready) => ready && options.onReady!());
+  if (options.onReady || options.onStatus) void waitReady(options.port, child, env.HOST?.trim(), options.onStatus).then((ready) => ready && options.onReady?.());
   return new Promise((resolve, reject) => {
     child.on("error", (error) => reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)));
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 0 : 1)));
@@ -43,12 +56,15 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   }
 }
 
-async function waitReady(port: number, child: { exitCode: number | null }, host?: string): Promise<boolean> {
-  // HOST: the public bind address; an unspecified one (every interface) is reached on loopback.
-  const at = !host || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+/** A bind address as this machine reaches it: an unspecified one (every interface) on loopback. */
+export const reachableHost = (host?: string) => (!host || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host);
+
+async function waitReady(port: number, child: { exitCode: number | null }, host?: string, onStatus?: (status: unknown) => void): Promise<boolean> {
   while (child.exitCode === null) {
     try {
-      if ((await fetch(`http://${at}:${port}/ready`)).ok) return true;
+      const res = await fetch(`http://${reachableHost(host)}:${port}/ready`);
+      onStatus?.(await res.json().catch(() => undefined));
+      if (res.ok) return true;
     } catch {
       /* not listening yet */
     }

@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
+import { backfillProgress, seedingProgress } from "./launch-progress.ts";
 import { launchEnvironment, preflight } from "../config/preflight.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
 import { prepareLiveData } from "./live-data.ts";
@@ -13,21 +14,27 @@ await launch(async () => {
   if (!env.PONDER_RPC_URL_42220) {
     const manifestPath = resolve(env.DEVNET_MANIFEST);
     console.log("Starting the local devnet (anvil, chain 42220) and seeding its history…");
+    const seeding = seedingProgress();
     devnet = await startDevnet({
       wallets: env.DEVNET_WALLETS,
       port: env.DEVNET_PORT,
       apiUrl: `http://127.0.0.1:${env.PORT}`,
       manifestPath,
+      onSeeding: seeding.onSeeding,
     });
+    seeding.finish();
     console.log(describeDevnet(devnet.manifest, manifestPath));
   }
   try {
     const { target } = await preflight();
     if (devnet) await prepareDevnetData(target, env.DATABASE_URL);
     else await prepareLiveData(target);
+    const { finish: backfillDone, ...backfill } = backfillProgress(env);
     return await runPonder(target, {
       port: env.PORT,
-      onReady: () =>
+      ...backfill,
+      onReady: async () => {
+        await backfillDone();
         console.log(
           [
             "",
@@ -36,7 +43,8 @@ await launch(async () => {
             `  GraphQL    http://${env.DATA_HOST}:${env.DATA_PORT}/graphql (data listener; SQL over HTTP at /sql, docs/data.md)`,
             devnet ? `  manifest   ${resolve(env.DEVNET_MANIFEST)} (persona wallets, lender keys)` : "",
           ].join("\n"),
-        ),
+        );
+      },
     });
   } finally {
     await devnet?.stop();

@@ -68,7 +68,8 @@ async function npmStart(): Promise<Run> {
       PGLITE_DIR: join(dir, "pglite"),
       DATABASE_URL: "",
       PONDER_RPC_URL_42220: "",
-      LOG_LEVEL: "warn",
+      // info: the launcher's progress lines (JSON, as stdout is not a terminal) are at info.
+      LOG_LEVEL: "info",
       PONDER_LOG_LEVEL: "warn",
     },
   });
@@ -113,6 +114,29 @@ async function expectAllGone(run: Run) {
   expect(Date.now() - started).toBeLessThan(15_000);
 }
 
+/**
+ * Progress off a terminal: JSON lines shaped like the request log, for the seeding (days of
+ * history, transfers) and the backfill (blocks, events), each from its first update to a last
+ * "done" line, the seeding's before the devnet's summary and the backfill's before "Service ready".
+ */
+function expectProgressLines(output: string) {
+  const lines = output.split("\n");
+  const progress = (task: string) =>
+    lines.flatMap((line, at) => (line.startsWith("{") && line.includes(`"progress":"${task}"`) ? [{ at, ...JSON.parse(line) }] : []));
+  for (const [task, unit, before] of [["seeding", "days", "Devnet ready"], ["backfill", "blocks", "Service ready on"]] as const) {
+    const seen = progress(task);
+    expect(seen.length, `${task} lines in:\n${output}`).toBeGreaterThanOrEqual(2);
+    expect(seen[0]).toMatchObject({ level: 30, service: "celo-wallet-reputation", unit, finished: false });
+    const last = seen.at(-1)!;
+    expect(last).toMatchObject({ unit, finished: true, percent: 100, etaSeconds: 0 });
+    expect(last.msg).toMatch(new RegExp(`^${task[0]!.toUpperCase()}${task.slice(1)}: done, `));
+    expect(last.total).toBeGreaterThan(0);
+    expect(last.at).toBeLessThan(lines.findIndex((line) => line.startsWith(before)));
+  }
+  expect(progress("seeding").at(-1)!.transfers).toBeGreaterThan(0);
+  expect(progress("backfill").at(-1)!.events).toBeGreaterThan(0); // Ponder's count, from the data listener's /metrics
+}
+
 describe("npm start stops everything it started", () => {
   const runs: Run[] = [];
   afterAll(() => {
@@ -144,6 +168,8 @@ describe("npm start stops everything it started", () => {
     const run = await npmStart();
     runs.push(run);
     await until("the service", async () => (await fetch(`http://127.0.0.1:${run.apiPort}/ready`).catch(() => null))?.ok === true, run, 150_000);
+    await until("the ready banner", () => run.output().includes("Service ready on"), run, 30_000);
+    expectProgressLines(run.output());
     run.child.kill("SIGTERM");
     await expectAllGone(run);
   }, 240_000);

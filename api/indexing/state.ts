@@ -2,6 +2,7 @@ import type { PublicClient } from "viem";
 import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
+import { etaSeconds, SlidingRate } from "../../shared/rate.ts";
 import { withTimeout } from "../http/timeout.ts";
 import { decodeCheckpoint } from "../stats/queries.ts";
 
@@ -17,11 +18,13 @@ const blockSchema = z.object({ number: z.number().int(), timestamp: z.number().i
 export const indexStatusSchema = z.object({
   ready: z.boolean().describe("The backfill is done (Ponder's own flag in the database: false again during a crash recovery)"),
   current: z.boolean().describe("Ready, and the indexed block is within maxLagBlocks of the chain head: paid routes answer only then"),
+  startBlock: z.number().int().describe("The first block indexed (CELO_START_BLOCK; on the devnet, its deployment block)"),
   indexedBlock: blockSchema.nullable().describe("The block the indexed tables hold, read from the database (null before the first one)"),
   headBlock: blockSchema.nullable().describe("The chain head (null when the RPC does not answer)"),
-  lagBlocks: z.number().int().nullable(),
+  lagBlocks: z.number().int().nullable().describe("Blocks left to index: the head minus the indexed block"),
   maxLagBlocks: z.number().int(),
   percent: z.number().describe("Share of the blocks from the start block to the head that are indexed"),
+  blocksPerSecond: z.number().nullable().describe("Blocks indexed a second over the last minute this process saw (null until it has seen two readings)"),
   etaSeconds: z.number().int().nullable().describe("Estimated time until the index is current, from the recent indexing speed (null when unknown)"),
   reason: z.string().optional().describe("Why the index is not current"),
 });
@@ -44,7 +47,7 @@ type Block = z.infer<typeof blockSchema>;
  */
 export class IndexState {
   private head?: { at: number; value: Promise<Block | null> };
-  private readonly seen: { at: number; block: number }[] = [];
+  private readonly speed = new SlidingRate(RATE_WINDOW_MS);
 
   constructor(private readonly deps: IndexStateDeps) {}
 
@@ -52,7 +55,8 @@ export class IndexState {
     const [indexed, head] = await Promise.all([this.indexed(), this.chainHead()]);
     const { maxLagBlocks } = this.deps;
     const block = indexed.block;
-    if (block) this.observe(block.number);
+    if (block) this.speed.add(block.number);
+    const perSecond = this.speed.perSecond();
     const lagBlocks = block && head ? Math.max(0, head.number - block.number) : null;
     const start = this.deps.target.startBlock ?? 0;
     const span = head ? head.number - start : 0;
@@ -69,12 +73,14 @@ export class IndexState {
     return {
       ready: indexed.ready,
       current: reason === undefined,
+      startBlock: start,
       indexedBlock: block,
       headBlock: head,
       lagBlocks,
       maxLagBlocks,
       percent,
-      etaSeconds: reason === undefined ? 0 : this.eta(lagBlocks),
+      blocksPerSecond: perSecond === null ? null : Math.round(perSecond * 10) / 10,
+      etaSeconds: reason === undefined ? 0 : lagBlocks === null ? null : etaSeconds(lagBlocks, perSecond),
       ...(reason ? { reason } : {}),
     };
   }
@@ -112,20 +118,5 @@ export class IndexState {
       this.head = { at: Date.now(), value };
     }
     return this.head.value;
-  }
-
-  private observe(block: number) {
-    const now = Date.now();
-    if (this.seen.at(-1)?.block !== block) this.seen.push({ at: now, block });
-    while (this.seen.length > 2 && now - this.seen[0]!.at > RATE_WINDOW_MS) this.seen.shift();
-  }
-
-  /** Seconds until `lagBlocks` more are indexed at the speed seen lately; null without a speed. */
-  private eta(lagBlocks: number | null): number | null {
-    const first = this.seen[0];
-    const last = this.seen.at(-1);
-    if (lagBlocks === null || !first || !last || last.at === first.at || last.block <= first.block) return null;
-    const perSecond = (last.block - first.block) / ((last.at - first.at) / 1000);
-    return Math.ceil(lagBlocks / perSecond);
   }
 }

@@ -1,5 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { IndexTarget } from "../../config/target.ts";
+import { SlidingRate } from "../../shared/rate.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -15,7 +16,7 @@ export const statsRoute = declareRoute("stats", {
   tags: ["Service"],
   summary: "What the indexer holds and how far behind it is",
   description:
-    "Where indexing stands (backfill done, current enough for paid routes, percent and time left), wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
+    "Where indexing stands (backfill done, current enough for paid routes, start block, blocks left, percent, speed in blocks and transfers a second, time left), wallets and transfers indexed, per-token volume, the latest indexed block, the chain head and the lag (from totals the indexer keeps: no aggregation over the transfers); payments by outcome, paid calls served by route, revenue per token and distinct payers (from the payment ledger, at most 2 s old). Cheap enough to poll every second. Free; limited per client (FREE_RATE_LIMIT_PER_MINUTE).",
   ok: statsSchema,
   rateLimited: true,
 });
@@ -55,6 +56,8 @@ export type StatsDeps = {
 
 export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typeof statsRoute, AppEnv> {
   let ledgerFigures: (() => Promise<[Stats["payments"], Stats["served"]]>) | undefined;
+  // The backfill's speed in transfers, from the totals read by the calls of the last minute.
+  const transferSpeed = new SlidingRate(60_000);
   const served = (totals: ServedTotals): Stats["served"] => {
     const calls = (routes: readonly string[]) => totals.rows.filter((r) => routes.includes(r.route)).reduce((n, r) => n + r.calls, 0);
     const routes = [...new Set(totals.rows.map((r) => r.route))].sort();
@@ -76,14 +79,22 @@ export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typ
     // that the totals read after it include at least that block.
     const status = await index.status();
     const totals = await indexedTotals(db);
+    const transfers = totals.transfers.reduce((n, t) => n + t.count, 0);
+    transferSpeed.add(transfers);
+    const transfersPerSecond = transferSpeed.perSecond();
     const { indexedBlock: indexed, headBlock: chainTip } = status;
     const [payments, servedFigures] = await ledgerFigures!();
     return {
       network: target.network,
       chainId: 42220,
-      indexing: { mode: target.tracked ? "tracked" : "all", trackedWallets: target.tracked?.size ?? null, ...status },
+      indexing: {
+        mode: target.tracked ? "tracked" : "all",
+        trackedWallets: target.tracked?.size ?? null,
+        ...status,
+        transfersPerSecond: transfersPerSecond === null ? null : Math.round(transfersPerSecond * 10) / 10,
+      },
       wallets: totals.wallets,
-      transfers: totals.transfers.reduce((n, t) => n + t.count, 0),
+      transfers,
       tokens: target.tokens.map((token) => {
         const row = totals.transfers.find((t) => t.token === token.address);
         return { symbol: token.symbol, address: token.address, transfers: row?.count ?? 0, volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals) };

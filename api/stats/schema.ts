@@ -14,6 +14,7 @@ export const statsSchema = z.object({
   indexing: indexStatusSchema.extend({
     mode: z.enum(["all", "tracked"]),
     trackedWallets: z.number().int().nullable(),
+    transfersPerSecond: z.number().nullable().describe("Transfers indexed a second over the last minute of calls to this route (null until it has been called twice)"),
   }),
   wallets: z.number().int().describe("Wallets with at least one indexed transfer"),
   transfers: z.number().int().describe("Indexed Transfer logs across all tokens"),

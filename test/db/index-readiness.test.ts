@@ -131,6 +131,14 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     }, indexer);
     expect(midway.indexing).toMatchObject({ ready: false, current: false });
     expect(midway.indexing.percent).toBeLessThan(100);
+    // What a person follows the backfill by: from where, how many blocks are left, how fast.
+    const { startBlock, indexedBlock, headBlock, lagBlocks } = midway.indexing;
+    expect(startBlock).toBe(devnet.manifest.startBlock);
+    expect(lagBlocks).toBe(headBlock.number - indexedBlock.number);
+    expect(lagBlocks).toBeGreaterThan(0);
+    for (const speed of ["blocksPerSecond", "transfersPerSecond"]) expect(midway.indexing[speed] === null || midway.indexing[speed] >= 0, speed).toBe(true);
+    const later = await get(indexer, "/api/stats");
+    expect(typeof later.body.indexing.transfersPerSecond, "a speed once the route has been called twice").toBe("number");
 
     const calls = await paidCalls();
     await expectRefused(indexer, calls);
