@@ -115,7 +115,7 @@ async function checkPostgres(env: Env, timeoutMs: number): Promise<Finding[]> {
   if (!env.DATABASE_URL) return [];
   const at = redactDatabaseUrl(env.DATABASE_URL);
   const probe = await probePostgres(env.DATABASE_URL, timeoutMs);
-  if ("failure" in probe) return [{ level: "error", check: "postgres", message: `Postgres at ${at} cannot be reached (${probe.failure}).` }];
+  if ("failure" in probe) return [{ level: "error", check: "postgres", message: `Cannot connect to Postgres at ${at} (${probe.failure}).` }];
   if (probe.major < MIN_POSTGRES_MAJOR) return [{ level: "error", check: "postgres", message: `Postgres at ${at} is version ${probe.version}: ${MIN_POSTGRES_MAJOR} or newer is needed.` }];
   return [{ level: "ok", check: "postgres", message: `${at}: PostgreSQL ${probe.version}` }];
 }
