@@ -101,6 +101,8 @@ export const envSchema = z.object({
   HOST: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Port of the data listener (GraphQL /graphql, SQL over HTTP /sql, Prometheus /metrics); 0 takes a free port. */
   DATA_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42070)),
+  /** Whether this process opens the data listener: "on" or "off". Unset: the indexer (ponder start, dev) does, a replica (ponder serve) does not, so that replicas on one host do not all claim DATA_PORT. */
+  DATA_LISTENER: z.preprocess(blankAsUndefined, z.enum(["on", "off"]).optional()),
   /** Address the data listener binds to: keep it private (docs/data.md). */
   DATA_HOST: z.preprocess(blankAsUndefined, z.string().default("127.0.0.1")),
   /** Data listener, SQL over HTTP: statement timeout of a query on Postgres (PGlite cannot interrupt one: it refuses, before it runs, what the planner prices high; docs/data.md). */

@@ -53,6 +53,15 @@ export function hideDataPathsOnNewServers(): void {
   http.createServer = Object.assign(wrapped, create, { [HIDING]: true as const });
 }
 
+/**
+ * Whether this process opens the data listener: as DATA_LISTENER says, else only the indexer
+ * (`ponder start`, `ponder dev`). A replica (`ponder serve`) serves the same tables the indexer's
+ * listener does, and replicas on one host would all claim one DATA_PORT.
+ */
+export function opensDataListener(setting: "on" | "off" | undefined, ponderCommand: string | undefined): boolean {
+  return setting ? setting === "on" : ponderCommand !== "serve";
+}
+
 export type DataListener = { url: string; port: number; close: () => Promise<void> };
 
 // One listener per process: `ponder dev` reloads the API module, the new app replaces the old one.

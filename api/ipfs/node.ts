@@ -3,7 +3,7 @@ import { mkdirSync } from "node:fs";
 import type { BigIntStats } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { unixfs } from "@helia/unixfs";
+import { type UnixFS, unixfs } from "@helia/unixfs";
 import { FsBlockstore } from "blockstore-fs";
 import { NextToLast } from "blockstore-fs/sharding";
 import { FsDatastore } from "datastore-fs";
@@ -18,19 +18,20 @@ const IMPORT = { cidVersion: 1, rawLeaves: true, chunker: fixedSize({ chunkSize:
 /** sha256 and the raw codec: a file under 1 MiB is one raw block, and its CID's digest is the sha256 of its bytes. */
 export const SHA2_256 = 0x12;
 export const RAW = 0x55;
-const isRawSha256 = (cid: CID) => cid.code === RAW && cid.multihash.code === SHA2_256;
+export const isRawSha256 = (cid: CID) => cid.code === RAW && cid.multihash.code === SHA2_256;
 
 /** Imports `bytes` into `blockstore` as a UnixFS file: the one way a CID is made here. */
-async function importBytes(bytes: Uint8Array, blockstore: Parameters<typeof importer>[1]): Promise<CID> {
+export async function importBytes(bytes: Uint8Array, blockstore: Parameters<typeof importer>[1]): Promise<CID> {
   let root: CID | undefined;
   for await (const entry of importer([{ content: bytes }], blockstore, IMPORT)) root = entry.cid;
   return root!;
 }
 
 /**
- * The service's own IPFS node: a Helia node over a blockstore and datastore on disk, never started,
- * so it neither listens nor dials (it runs offline and behind firewalls). It adds and pins content
- * (passport documents, statements) and serves back what it holds.
+ * The service's own IPFS node: a Helia node never started, so it neither listens nor dials (it runs
+ * offline and behind firewalls). It adds and pins content (passport documents, statements) and
+ * serves back what it holds. On disk here (openIpfs: PGlite, one process); on Postgres in the
+ * service store, shared by every replica (postgres-node.ts).
  */
 export type IpfsNode = {
   /** Adds and pins `bytes`; returns its CID (v1, base32). The same bytes always give the same CID. */
@@ -57,10 +58,26 @@ export async function cidOf(bytes: Uint8Array): Promise<string> {
   return (await importBytes(bytes, discard)).toString();
 }
 
+/** Whether `bytes` are what `cid` names: a raw block's sha256 against the digest, else the import done again. */
+export async function hashesTo(cid: CID, bytes: Uint8Array): Promise<boolean> {
+  return isRawSha256(cid) ? createHash("sha256").update(bytes).digest().equals(cid.multihash.digest) : (await cidOf(bytes)) === cid.toV1().toString();
+}
+
+/** A UnixFS file's bytes, read from the node's blockstore alone. */
+export async function catFile(fs: UnixFS, cid: CID): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of fs.cat(cid, { offline: true } as never)) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
 /** How many pinned CIDs a node remembers (about 100 bytes each). */
 const MAX_REMEMBERED_PINS = 200_000;
 
-export async function openIpfs(directory: string): Promise<IpfsNode> {
+/** The node on disk; it also lists what it pinned (copy-from-disk.ts reads it so). */
+export type DiskIpfsNode = IpfsNode & { pinnedCids(): AsyncGenerator<string> };
+
+/** The node on disk: blocks and Helia's pins under `directory` (blockstore-fs, datastore-fs). */
+export async function openIpfs(directory: string): Promise<DiskIpfsNode> {
   mkdirSync(join(directory, "blocks"), { recursive: true });
   mkdirSync(join(directory, "data"), { recursive: true });
   // The blockstore's own file layout, held here so a raw block can be read in one call (below).
@@ -111,14 +128,9 @@ export async function openIpfs(directory: string): Promise<IpfsNode> {
       await handle.close();
     }
   };
-  const cat = async (cid: CID) => {
-    const chunks: Uint8Array[] = [];
-    for await (const chunk of fs.cat(cid, { offline: true } as never)) chunks.push(chunk);
-    return Buffer.concat(chunks);
-  };
-  /** Whether `bytes` are what `cid` names: a raw block's sha256 against the digest, else the import done again. */
-  const hashesTo = async (cid: CID, bytes: Uint8Array) =>
-    isRawSha256(cid) ? createHash("sha256").update(bytes).digest().equals(cid.multihash.digest) : (await cidOf(bytes)) === cid.toV1().toString();
+  async function* pinnedCids() {
+    for await (const pin of helia.pins.ls()) yield pin.cid.toString();
+  }
   return {
     async add(bytes) {
       const cid = await importBytes(bytes, helia.blockstore as never);
@@ -130,14 +142,15 @@ export async function openIpfs(directory: string): Promise<IpfsNode> {
       const cid = parseCid(text);
       if (!cid || !(await isPinned(cid))) return undefined;
       if (isRawSha256(cid)) return readRawBlock(cid, text);
-      const bytes = await cat(cid);
+      const bytes = await catFile(fs, cid);
       // Serve nothing that does not hash to what was asked for.
       if (!(await hashesTo(cid, bytes))) throw new Error(`the content held for ${text} does not match its CID`);
       return bytes;
     },
+    pinnedCids,
     async pinnedCount() {
       let n = 0;
-      for await (const _ of helia.pins.ls()) n++;
+      for await (const _ of pinnedCids()) n++;
       return n;
     },
     async close() {

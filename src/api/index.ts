@@ -3,7 +3,7 @@ import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
 import { storedConversations } from "../../api/chat/conversations.ts";
-import { openIpfs } from "../../api/ipfs/node.ts";
+import { openServiceIpfs } from "../../api/ipfs/open.ts";
 import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
@@ -11,7 +11,7 @@ import { answerProbesOnNewServers } from "../../api/http/probes.ts";
 import { IndexState } from "../../api/indexing/state.ts";
 import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
-import { hideDataPathsOnNewServers, startDataListener } from "../../api/http/data-listener.ts";
+import { hideDataPathsOnNewServers, opensDataListener, startDataListener } from "../../api/http/data-listener.ts";
 import { shutdownGracefully } from "../../api/http/shutdown.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
@@ -63,28 +63,33 @@ shutdownGracefully({
 answerClientErrorsAsJsonOnNewServers();
 
 // GraphQL, SQL over HTTP and /metrics: the indexed tables in bulk, for the operator's data team, on
-// a listener of their own (DATA_HOST:DATA_PORT, 127.0.0.1:42070 by default; docs/data.md). On the
-// public port (Ponder's server, created after this module loads) those paths answer a JSON 404.
+// a listener of their own (DATA_HOST:DATA_PORT, 127.0.0.1:42070 by default; docs/data.md), in the
+// indexer's process and, with DATA_LISTENER=on, a replica's. On the public port (Ponder's server,
+// created after this module loads) those paths answer a JSON 404.
 hideDataPathsOnNewServers();
 const env = readEnv();
-void startDataListener(
-  createDataApp({
-    graphql: graphql({ db, schema }),
-    sql: sqlOverHttp({
-      db,
-      schema,
-      namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema,
-      database: target.database,
-      limits: { timeoutMs: env.DATA_QUERY_TIMEOUT_MS, maxRows: env.DATA_QUERY_MAX_ROWS },
+const ponderCommand = (globalThis as { PONDER_COMMON?: { options: { command: string } } }).PONDER_COMMON?.options.command;
+if (opensDataListener(env.DATA_LISTENER, ponderCommand)) {
+  void startDataListener(
+    createDataApp({
+      graphql: graphql({ db, schema }),
+      sql: sqlOverHttp({
+        db,
+        schema,
+        namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema,
+        database: target.database,
+        limits: { timeoutMs: env.DATA_QUERY_TIMEOUT_MS, maxRows: env.DATA_QUERY_MAX_ROWS },
+      }),
+      metrics: () => (globalThis as { PONDER_COMMON?: { metrics: { getMetrics: () => Promise<string> } } }).PONDER_COMMON!.metrics.getMetrics(),
     }),
-    metrics: () => (globalThis as { PONDER_COMMON?: { metrics: { getMetrics: () => Promise<string> } } }).PONDER_COMMON!.metrics.getMetrics(),
-  }),
-  { port: env.DATA_PORT, host: env.DATA_HOST },
-).catch(() => {}); // logged by the listener
+    { port: env.DATA_PORT, host: env.DATA_HOST },
+  ).catch(() => {}); // logged by the listener
+}
 
-// The service's own IPFS node (offline): passport documents and statements are pinned here.
-const ipfs = openIpfs(target.ipfsDirectory);
-ipfs.catch((error) => console.error(`[api] cannot open the IPFS node in ${target.ipfsDirectory}: ${(error as Error).message}`));
+// The service's own IPFS node (offline): passport documents and statements are pinned here. On
+// Postgres in the service store, shared by every replica; on PGlite (one process) on disk in IPFS_DIR.
+const ipfs = openServiceIpfs(target, store);
+ipfs.catch((error) => console.error(`[api] cannot open the IPFS node: ${(error as Error).message}`));
 
 // Where indexing stands, from the database (so replicas agree) and the chain head: paid routes, stats,
 // health and Ponder's own /ready and /health (answered in JSON here) all read it.

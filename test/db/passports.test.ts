@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -21,6 +21,7 @@ import { rpc } from "../../devnet/rpc.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { blockLocation, storedBlock } from "../support/ipfs-blocks.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 const exec = promisify(execFile);
@@ -63,10 +64,8 @@ describe(`passports: report and verify (${testDatabase})`, () => {
   const verify = (id: string) => api("GET", `/api/agent/verify/${id}`);
   const indexedUpTo = async () => waitForBlock(indexer, Number(BigInt(await rpc<string>(rpcUrl(), "eth_blockNumber"))));
   const asReporter = () => devnetClients(rpcUrl(), devnet.manifest.service.reporter.privateKey as Hex);
-  const blockFiles = () =>
-    (function walk(dir: string): string[] {
-      return readdirSync(dir).flatMap((name) => (statSync(join(dir, name)).isDirectory() ? walk(join(dir, name)) : [join(dir, name)]));
-    })(join(ipfsDir, "blocks"));
+  /** The stored block of a passport document: a file under IPFS_DIR (PGlite) or a row of service.ipfs_block (Postgres). */
+  const documentBlock = async (text: string) => (await storedBlock(blockLocation(env.slot.store, ipfsDir), text))!;
   /** Transactions from `from` waiting in anvil's mempool (automine off). */
   const pooled = async (from: string) => {
     const pool = await rpc<{ pending: Record<string, Record<string, { hash: Hex }>> }>(rpcUrl(), "txpool_content");
@@ -236,13 +235,13 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     expect(res.status).toBe(200);
     await indexedUpTo();
     expect((await verify(res.body.reportId)).body.status).toBe("confirmed");
-    const file = blockFiles().find((f) => readFileSync(f).includes(res.body.reportId))!;
-    expect(file).toBeDefined();
-    const text = readFileSync(file, "utf8");
-    writeFileSync(file, text.replace(`"reputation":${res.body.scores.reputation}`, `"reputation":${(res.body.scores.reputation + 1) % 100}`));
+    const block = await documentBlock(res.body.reportId);
+    expect(block).toBeDefined();
+    const text = block.bytes.toString("utf8");
+    await block.overwrite(Buffer.from(text.replace(`"reputation":${res.body.scores.reputation}`, `"reputation":${(res.body.scores.reputation + 1) % 100}`)));
     const changed = await verify(res.body.reportId);
     expect(changed.body).toMatchObject({ status: "tampered", valid: false, integrity: { checked: true, contentMatchesCid: false } });
-    writeFileSync(file, text);
+    await block.overwrite(block.bytes);
     expect((await verify(res.body.reportId)).body.status).toBe("confirmed");
   });
 
@@ -251,14 +250,12 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     expect((await verify(p.reportId)).body).toMatchObject({ status: "superseded", integrity: { checked: true, contentMatchesCid: true, attestationMatchesContent: true } });
     expect((await api("GET", `/ipfs/${p.ipfsCid}`)).status).toBe(200);
     // Its own document (the second one names it too, in `supersedes`).
-    const file = blockFiles().find((f) => readFileSync(f).includes(`"reportId":"${p.reportId}"`))!;
-    const text = readFileSync(file, "utf8");
-    const { atime, mtime } = statSync(file);
+    const block = await documentBlock(`"reportId":"${p.reportId}"`);
+    const text = block.bytes.toString("utf8");
     const score = String(p.scores.reputation);
     const forged = text.replace(`"reputation":${score},`, `"reputation":${score.slice(0, -1)}${(Number(score.at(-1)) + 1) % 10},`);
     expect([forged.length, forged === text]).toEqual([text.length, false]);
-    writeFileSync(file, forged);
-    utimesSync(file, atime, mtime); // only the bytes tell
+    await block.overwrite(Buffer.from(forged)); // a file keeps its size and times: only the bytes tell
     try {
       expect((await verify(p.reportId)).body).toMatchObject({ status: "tampered", valid: false, integrity: { checked: true, contentMatchesCid: false } });
       // GET /ipfs/{cid} refuses the forged bytes too.
@@ -266,7 +263,7 @@ describe(`passports: report and verify (${testDatabase})`, () => {
       expect(served.status).toBe(500);
       expect(JSON.stringify(served.body)).not.toContain(p.reportId);
     } finally {
-      writeFileSync(file, text);
+      await block.overwrite(block.bytes);
     }
     expect((await verify(p.reportId)).body).toMatchObject({ status: "superseded", integrity: { contentMatchesCid: true } });
   });

@@ -10,6 +10,7 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { blockLocation, storedBlock } from "../support/ipfs-blocks.ts";
 import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
@@ -29,7 +30,7 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
   /** A third replica started on #6 too: it must have refused to start. */
   let clash: Indexer;
   const started: Indexer[] = [];
-  /** Each process's own IPFS node directory, under one temporary directory. */
+  /** Each process's own IPFS_DIR, under one temporary directory: unused on Postgres, where IPFS content is in the service store. */
   let ipfsDir: string | undefined;
   let lender: { address: Hex; privateKey: Hex };
   let treasury: Hex;
@@ -76,8 +77,8 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
     }
   };
   /** An API process of this deployment: the indexer, or a replica settling with anvil key #relayer. */
-  const service = async (relayer?: number) => {
-    const own: Record<string, string> = relayer === undefined ? {} : { X402_RELAYER_PRIVATE_KEY: anvilDevAccount(relayer).privateKey };
+  const service = async (relayer?: number, extra: Record<string, string> = {}) => {
+    const own: Record<string, string> = relayer === undefined ? {} : { X402_RELAYER_PRIVATE_KEY: anvilDevAccount(relayer).privateKey, ...extra };
     const serving = await startIndexer(
       { DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, IPFS_DIR: join(ipfsDir!, String(started.length)), ...own },
       { command: relayer === undefined ? "start" : "serve" },
@@ -212,6 +213,90 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
       expect(clash.output()).toContain(`Another process already settles payments with relayer ${anvilDevAccount(6).address}`);
       // The replica that holds the key serves.
       expect((await fetch(`${replicas[0]!.url}/api/x402/config`)).status).toBe(200);
+    });
+  });
+
+  describe("IPFS content, shared through the service store", () => {
+    /** What the content tests pinned through replica A, for the restarted replica to serve. */
+    const pinned: { statement?: { cid: string; csvCid: string }; reportId?: string } = {};
+    const paidPost = async (replica: Indexer, path: string, body: Record<string, unknown>, value = PRICE) => {
+      const header = specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value }), devnet.manifest.tokens.USDT.address);
+      const res = await fetch(`${replica.url}${path}`, { method: "POST", headers: { "content-type": "application/json", "x-payment": header }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
+    };
+    const ipfs = async (replica: Indexer, cid: string) => {
+      const res = await fetch(`${replica.url}/ipfs/${cid}`);
+      return { status: res.status, type: res.headers.get("content-type"), bytes: Buffer.from(await res.arrayBuffer()) };
+    };
+    const verify = async (replica: Indexer, id: string) => (await (await fetch(`${replica.url}/api/agent/verify/${id}`)).json()) as Record<string, any>;
+    /** The block of pinned content holding `part`, a row of service.ipfs_block, to forge and restore. */
+    const block = async (part: string | Uint8Array) => (await storedBlock(blockLocation(slot.store, ipfsDir!), part))!;
+
+    it("a statement made through one replica is served byte-identical by the other and by the indexer; a block changed in the table is refused by all", async () => {
+      const [a, b] = replicas as [Indexer, Indexer];
+      const made = await paidPost(a, "/api/agent/statement", { walletAddress: borrower, period: "12M" });
+      expect(made.status, JSON.stringify(made.body)).toBe(200);
+      pinned.statement = { cid: made.body.cid, csvCid: made.body.csvCid };
+      for (const cid of [made.body.cid, made.body.csvCid]) {
+        const [fromA, fromB, fromIndexer] = await Promise.all([ipfs(a, cid), ipfs(b, cid), ipfs(indexer, cid)]);
+        expect([fromA.status, fromB.status, fromIndexer.status]).toEqual([200, 200, 200]);
+        expect([fromB.bytes.equals(fromA.bytes), fromIndexer.bytes.equals(fromA.bytes), fromB.type]).toEqual([true, true, fromA.type]);
+      }
+      expect((await ipfs(b, made.body.cid)).type).toBe("application/pdf");
+
+      // The CSV's block, one byte changed in the table: no process serves it; restored, every one does.
+      const csv = (await ipfs(a, made.body.csvCid)).bytes;
+      const stored = await block(csv.subarray(0, 200));
+      expect(stored.bytes.equals(csv)).toBe(true);
+      const forged = Buffer.from(csv);
+      forged[forged.length - 3]! ^= 1;
+      await stored.overwrite(forged);
+      try {
+        for (const r of [a, b, indexer]) expect((await ipfs(r, made.body.csvCid)).status).toBe(500);
+      } finally {
+        await stored.overwrite(csv);
+      }
+      for (const r of [a, b, indexer]) expect((await ipfs(r, made.body.csvCid)).bytes.equals(csv)).toBe(true);
+    });
+
+    it("a passport issued through one replica verifies through the other, its content checked against the CID; changed in the table, it is tampered on every replica", async () => {
+      const [a, b] = replicas as [Indexer, Indexer];
+      const issued = await paidPost(a, "/api/agent/report", { walletAddress: borrower, callerAddress: lender.address }, 10n * PRICE);
+      expect(issued.status, JSON.stringify(issued.body)).toBe(200);
+      const id = issued.body.reportId as string;
+      pinned.reportId = id;
+      await waitForBlock(indexer, Number(await rpc("eth_blockNumber")));
+      const intact = { status: "confirmed", valid: true, integrity: { checked: true, contentMatchesCid: true, attestationMatchesContent: true } };
+      expect(await verify(b, id)).toMatchObject(intact);
+      expect((await ipfs(b, issued.body.ipfsCid)).type).toBe("application/json");
+
+      const stored = await block(`"reportId":"${id}"`);
+      const text = stored.bytes.toString("utf8");
+      const score = issued.body.scores.reputation as number;
+      await stored.overwrite(Buffer.from(text.replace(`"reputation":${score}`, `"reputation":${(score + 1) % 100}`)));
+      try {
+        for (const r of [a, b]) expect(await verify(r, id)).toMatchObject({ status: "tampered", valid: false, integrity: { checked: true, contentMatchesCid: false } });
+      } finally {
+        await stored.overwrite(stored.bytes);
+      }
+      expect(await verify(b, id)).toMatchObject(intact);
+    });
+
+    it("a replica started again serves and verifies what was pinned before; only the indexer opens the data listener, a replica only when told to", async () => {
+      expect((await fetch(`${indexer.dataUrl}/metrics`)).status).toBe(200);
+      for (const r of replicas) {
+        await expect(fetch(`${r.dataUrl}/metrics`)).rejects.toThrow();
+        expect(r.output()).not.toContain("[data] listening");
+      }
+      // The second replica (relayer #7) stopped and started again, this time with a data listener.
+      await replicas[1]!.stop();
+      const again = await service(7, { DATA_LISTENER: "on" });
+      await ready(again);
+      replicas[1] = again;
+      expect((await fetch(`${again.dataUrl}/metrics`)).status).toBe(200);
+      const { cid, csvCid } = pinned.statement!;
+      for (const c of [cid, csvCid]) expect((await ipfs(again, c)).bytes.equals((await ipfs(replicas[0]!, c)).bytes)).toBe(true);
+      expect(await verify(again, pinned.reportId!)).toMatchObject({ status: "confirmed", integrity: { checked: true, contentMatchesCid: true } });
     });
   });
 
