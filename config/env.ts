@@ -55,7 +55,7 @@ export const envSchema = z.object({
   DATABASE_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
   /** PGlite directory. Default: .ponder/<network>/pglite, so devnet and live data never mix. */
   PGLITE_DIR: z.preprocess(blankAsUndefined, z.string().optional()),
-  /** The service's IPFS blockstore and datastore (passports, statements). Default: beside the database, `<PGLITE_DIR>-ipfs` or `.ponder/<network>/ipfs-<database>`. */
+  /** PGlite: the service's IPFS blockstore and datastore (passports, statements; on Postgres they are in the service store). Default: beside the database, `<PGLITE_DIR>-ipfs` or `.ponder/<network>/ipfs-<database>`. */
   IPFS_DIR: z.preprocess(blankAsUndefined, z.string().optional()),
   /** "all": every transfer of the tokens. "tracked": only transfers of TRACKED_WALLETS(_FILE). */
   INDEX_MODE: z.preprocess(blankAsUndefined, z.enum(["all", "tracked"]).default("all")),

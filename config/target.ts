@@ -25,7 +25,7 @@ export type IndexTarget = {
   database: { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
   schema: string;
   pollingIntervalMs: number;
-  /** Where the service's IPFS node keeps its blocks and pins: one per database, like the service store. */
+  /** PGlite: where the service's IPFS node keeps its blocks and pins. Postgres: only read once, for content an older version pinned there (api/ipfs/copy-from-disk.ts). */
   ipfsDirectory: string;
 };
 
