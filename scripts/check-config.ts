@@ -4,7 +4,7 @@
 // printed, only their addresses.
 import { checkConfig, type Finding } from "../config/check.ts";
 import { describePlan } from "../config/plan.ts";
-import { ponderStartArgs } from "./ponder-command.ts";
+import { ponderArgs } from "./ponder-command.ts";
 
 async function main(): Promise<number> {
   const check = await checkConfig({ devnet: "not started" });
@@ -20,7 +20,7 @@ async function main(): Promise<number> {
       ...table(check.findings.map((f) => [f.level.padEnd(5), `${f.check}: ${f.message}`])),
       "",
       "What `npm start` would run",
-      ...table(describePlan(check, (schema) => ponderStartArgs(schema, check.env.PORT, process.env))),
+      ...table(describePlan(check, (schema) => ponderArgs("start", schema, check.env.PORT, process.env))),
       "",
       errors
         ? `${errors} ${errors === 1 ? "error" : "errors"}${warnings ? `, ${warnings} ${warnings === 1 ? "warning" : "warnings"}` : ""}: \`npm start\` would stop.`

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { StartupError } from "../config/errors.ts";
 import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
-import { ponderStartArgs } from "./ponder-command.ts";
+import { ponderArgs } from "./ponder-command.ts";
 import type { IndexTarget } from "../config/target.ts";
 
 /** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
@@ -27,7 +27,7 @@ export async function runPonder(
   // A process group of its own, signalled by this launcher alone and killed whole, with whatever
   // ponder started. No stdin: ponder resets a terminal's mode as it exits, and a process outside
   // the terminal's foreground group that tries is stopped (SIGTTOU).
-  const child = spawn("ponder", ponderStartArgs(target.schema, options.port, env), {
+  const child = spawn("ponder", ponderArgs("start", target.schema, options.port, env), {
     detached: true,
     stdio: ["ignore", options.stdout ? "pipe" : "inherit", "inherit"],
     // Piped to a terminal in the end: Ponder keeps its colours.

@@ -2,11 +2,13 @@ import pg from "pg";
 import { readEnv } from "../config/env.ts";
 import { StartupError } from "../config/errors.ts";
 import { resolveIndexTarget } from "../config/target.ts";
+import { ponderArgs } from "./ponder-command.ts";
 
 // `npm run serve`, an API replica: checks the environment, waits until the indexer has created the
 // schema it writes (`ponder serve` exits at once without it, so replicas may be started together
-// with the indexer), and prints the arguments of `ponder serve` (that schema, PORT, HOST). The npm
-// script then execs ponder with them, so that the replica is npm's own child and gets its signals.
+// with the indexer), and prints the `ponder serve` command line (that schema, PORT, HOST:
+// scripts/ponder-command.ts). The npm script then execs ponder with it, so that the replica is
+// npm's own child and gets its signals.
 // On a problem: one line on stderr, exit 1.
 try {
   const env = readEnv();
@@ -15,9 +17,8 @@ try {
     throw new StartupError("a replica needs Postgres: set DATABASE_URL to the indexer's database (PGlite admits one process; `npm start` serves the API itself).");
   }
   await waitForSchema(target.database.connectionString, target.schema);
-  const hostname = env.HOST ? ["--hostname", env.HOST] : [];
   // Each value is checked by config/env.ts (a schema name, a port number) or is an address: no spaces.
-  console.log(["--schema", target.schema, "--port", String(env.PORT), ...hostname].join(" "));
+  console.log(ponderArgs("serve", target.schema, env.PORT, process.env).join(" "));
 } catch (error) {
   if (!(error instanceof StartupError)) throw error;
   console.error(`Cannot start: ${error.message}`);
