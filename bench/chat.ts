@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { memoryConversations } from "../api/chat/conversations.ts";
 import type { Intent } from "../api/chat/language.ts";
 import { chat } from "../api/chat/route.ts";
-import { ApiError } from "../api/http/errors.ts";
+import { ApiError } from "../shared/errors.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";

@@ -5,7 +5,7 @@ import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
 import { alwaysCurrent } from "../harness/index-db.ts";
-import { createLogger } from "../api/http/log.ts";
+import { createLogger } from "../shared/log.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
@@ -14,6 +14,7 @@ import * as schema from "../ponder.schema.ts";
 import { waitForBlock } from "../harness/indexer.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
+import { sleep } from "../shared/async.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -48,7 +49,6 @@ const RETRY_GRACE_MS = 120_000;
 const MAX_RETRY_WAIT_MS = 1_000;
 
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : 0);
 
 log(`chaos run: ${seconds} s of paid screens, ${concurrency} clients, anvil frozen ${freezeSeconds} s every ${freezeEvery} s`);

@@ -6,7 +6,7 @@ import { parseArgs } from "node:util";
 import { encodeFunctionData, type Hex, numberToHex } from "viem";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
 import { createApp } from "../api/app.ts";
-import { createLogger } from "../api/http/log.ts";
+import { createLogger } from "../shared/log.ts";
 import { cidOf, type IpfsNode, openIpfs } from "../api/ipfs/node.ts";
 import { canonicalBytes, drawReportId, loanCapacityText, type PassportDocument } from "../api/passport/document.ts";
 import { createReporter, resolveReporterSettings } from "../api/passport/reporter.ts";

@@ -13,7 +13,9 @@ import { signAuthorization, specHeader } from "./payments.ts";
 
 export const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN);
 export const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../shared/async.ts";
+
+export { sleep };
 export const fmtMs = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} ms` : "-");
 
 /** Latencies and outcomes per route label. */

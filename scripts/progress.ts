@@ -1,4 +1,4 @@
-import { createLogger, type Logger } from "../api/http/log.ts";
+import { createLogger, type Logger } from "../shared/log.ts";
 import { etaSeconds, SlidingRate } from "../shared/rate.ts";
 
 /** What is being done: "Seeding" so many days of history, or "Backfill" so many blocks, counting transfers or events. */

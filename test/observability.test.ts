@@ -3,7 +3,8 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
 import type { AppEnv } from "../api/http/env.ts";
-import { createLogger, requestLog } from "../api/http/log.ts";
+import { createLogger } from "../shared/log.ts";
+import { requestLog } from "../api/http/log.ts";
 
 // The request log (one JSON line per request, nothing secret in it) and the free routes' limit.
 const LIMIT = 6;

@@ -1,5 +1,5 @@
 import type { Address } from "../../config/addresses.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import {
   activityFact,

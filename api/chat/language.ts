@@ -1,5 +1,5 @@
 import { type Address, addressProblem } from "../../config/addresses.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 
 /**
  * The deterministic engine's reading of a question: the wallets it names, its intent (keyword

@@ -1,5 +1,5 @@
 import { Hono, type MiddlewareHandler } from "hono";
-import { ApiError, errorBody } from "../http/errors.ts";
+import { ApiError, errorBody } from "../../shared/errors.ts";
 
 export type DataAppDeps = {
   /** Ponder's read-only GraphQL over the indexed tables and views. */

@@ -1,4 +1,4 @@
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { parseStatements, relationRefs } from "./parse.ts";
 
 /** The longest data query accepted, as Ponder's own guard. */

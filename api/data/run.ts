@@ -1,4 +1,4 @@
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import type { DataExecutor, DataResult, Exec } from "./executor.ts";
 
 export type DataQuery = { sql: string; params: unknown[] };

@@ -6,7 +6,7 @@ import { client } from "ponder";
 // superjson: how @ponder/client encodes a query (a dependency of ponder, as the client is).
 import superjson from "superjson";
 import type { IndexTarget } from "../../config/target.ts";
-import { ApiError, errorBody } from "../http/errors.ts";
+import { ApiError, errorBody } from "../../shared/errors.ts";
 import { pgliteExecutor, postgresExecutor } from "./executor.ts";
 import { checkDataQuery } from "./guard.ts";
 import { relationsOf } from "./parse.ts";

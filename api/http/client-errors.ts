@@ -1,6 +1,6 @@
 import http, { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import { errorBody } from "./errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 
 /**
  * Node refuses a request it cannot parse (headers over its 16 KB limit, malformed HTTP) before any

@@ -2,7 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
-import { errorBody } from "./errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 
 /**
  * Paths served only on the data listener (GraphQL, SQL over HTTP, Prometheus metrics): the indexed

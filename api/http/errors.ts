@@ -1,33 +1,8 @@
-import { log } from "./log.ts";
+import { log } from "../../shared/log.ts";
+import { ApiError, errorBody } from "../../shared/errors.ts";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { z } from "zod";
-
-/** The one error shape every answer has: a stable machine code and a sentence for people. */
-export const errorBodySchema = z.object({
-  error: z.object({
-    code: z.string(),
-    message: z.string(),
-    details: z.unknown().optional(),
-  }),
-});
-export type ErrorBody = z.infer<typeof errorBodySchema>;
-
-export class ApiError extends Error {
-  constructor(
-    readonly status: ContentfulStatusCode,
-    readonly code: string,
-    message: string,
-    readonly details?: unknown,
-  ) {
-    super(message);
-  }
-}
-
-export function errorBody(code: string, message: string, details?: unknown): ErrorBody {
-  return { error: details === undefined ? { code, message } : { code, message, details } };
-}
 
 /**
  * Errors Hono raises by itself (malformed JSON, an unsupported media type, a body over the limit),

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { ApiError } from "./errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 
 /** The largest JSON body any route takes; requests are small (an address or two, a few options). */
 export const BODY_LIMIT_BYTES = 16 * 1024;

@@ -1,38 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import { pino, type DestinationStream, type Logger } from "pino";
+import type { Logger } from "../../shared/log.ts";
 import type { AppEnv } from "./env.ts";
-
-export type { Logger };
-
-/** Levels LOG_LEVEL takes (pino's). */
-export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
-
-/**
- * A JSON logger: one object per line on stdout (or `destination`). Header values, payment
- * signatures and keys are never passed to it; `redact` is a second guard for the field names
- * that could carry them.
- */
-export function createLogger(options: { level?: string; destination?: DestinationStream } = {}): Logger {
-  const level = options.level ?? levelFromEnv();
-  return pino(
-    {
-      level,
-      base: { service: "celo-wallet-reputation" },
-      timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: ["headers", "*.headers", "privateKey", "*.privateKey", "signature", "*.signature", "authorization", "*.authorization"], censor: "[redacted]" },
-    },
-    options.destination,
-  );
-}
-
-function levelFromEnv(): string {
-  const level = process.env.LOG_LEVEL?.trim().toLowerCase();
-  return level && (LOG_LEVELS as readonly string[]).includes(level) ? level : "info";
-}
-
-/** The process's logger (LOG_LEVEL), for code that has no app at hand. */
-export const log: Logger = createLogger();
 
 /** An incoming X-Request-Id is kept when it is this shape (no spaces, no control characters, short). */
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { readEnv } from "../../config/env.ts";
-import { errorBody } from "./errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 
 /**
  * Token buckets by key: `limit` takes per `windowMs`, refilled continuously, with a burst of

@@ -1,6 +1,6 @@
 import http from "node:http";
 import net from "node:net";
-import { log } from "./log.ts";
+import { log } from "../../shared/log.ts";
 
 export type GracefulShutdown = {
   /** How long, at most, the service finishes its work after the signal before the host's own shutdown runs. */

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { errorBody } from "../http/errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { IndexStatus } from "./state.ts";
 

@@ -1,6 +1,6 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
 import { type IpfsNode, openIpfs } from "./node.ts";
 
 /** Left in a directory once its content is copied: the copy is made once. */

@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { mediaTypeOf } from "./content.ts";
 import { type IpfsNode, parseCid } from "./node.ts";

@@ -6,7 +6,8 @@ import { CELO_CHAIN_ID, CELO_ONCHAIN_REPORTER, celoChain, LOW_GAS_WEI } from "..
 import { type Env, readEnv } from "../../config/env.ts";
 import { readManifest } from "../../config/manifest.ts";
 import type { IndexTarget } from "../../config/target.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** Where passports are published and which reporters verify reads: ours, and the original OnchainReporter. */
 export type ReporterSettings = {
@@ -211,5 +212,4 @@ export function createReporter(settings: ReporterSettings) {
   return api;
 }
 
-const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
 const isTransport = (error: unknown) => /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out|HTTP request failed/i.test(String((error as Error)?.message ?? error));

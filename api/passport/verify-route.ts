@@ -5,7 +5,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { errorBodySchema } from "../http/errors.ts";
+import { errorBodySchema } from "../../shared/errors.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { type HistoryPoint, scoreHistory } from "../wallet/history.ts";

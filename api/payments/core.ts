@@ -4,7 +4,7 @@ import type { SettleResponse } from "@x402/core/types";
 import type { Hex, PublicClient } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import { errorBody } from "../http/errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 import { unitsToUsd } from "../money.ts";
 import type { Billing } from "./billing.ts";
 import { PaymentError } from "./errors.ts";
@@ -21,7 +21,8 @@ import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithou
 import type { PaymentAttempt } from "./header.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentRow } from "../store/schema.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
+import { sleep, firstLine } from "../../shared/async.ts";
 
 /** A priced operation as the payment core sees it (built from its route declaration and the price table). */
 export type PricedRoute = {
@@ -579,8 +580,6 @@ function prefetched(state: PayerState, token: Address, payer: Address, nonce: He
 /** Rows a payment-identifier retry follows: their payment may yet be (or was) charged. */
 const FOLLOWED = new Set(["pending", "queued", "settling", "settled", "waived"]);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
 
 /** The outcome of this payment's settlement is not known yet: the client's way back is a retry with the same payment. */
 const pending = () =>

@@ -9,6 +9,7 @@ import type { PaymentSettings, Settlement } from "../../config/payments.ts";
 import { nativeAccount, recoverTypedDataSigner } from "./secp256k1.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 import { isTransportError, type RelayerClient, relayerSettler, type Settler, transferCalldata } from "./relayer.ts";
+import { firstLine } from "../../shared/async.ts";
 
 export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}`; settler?: Settler };
 
@@ -114,7 +115,6 @@ async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payloa
   return { isValid: true, invalidReason: undefined, payer };
 }
 
-const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;
 
 /** `promise`, or an error once `ms` passed without its answer (the chain did not answer in time: 503, never a refusal). */
 function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {

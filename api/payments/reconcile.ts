@@ -5,7 +5,7 @@ import type { Address } from "../../config/addresses.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import { type Settler, usedIn } from "./relayer.ts";
 import type { PaymentKey, PaymentLedger, Resolution } from "./ledger.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
 
 /** What reconciliation reads from the chain. */
 export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;

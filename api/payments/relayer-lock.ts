@@ -1,7 +1,8 @@
 import pg from "pg";
 import { type Hex, hexToBigInt, keccak256, slice, stringToHex } from "viem";
 import { StartupError } from "../../config/errors.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
+import { sleep } from "../../shared/async.ts";
 
 /**
  * One process per relayer key on a database. Each process hands out its relayer's nonces from a
@@ -111,7 +112,6 @@ async function acquire(connectionString: string, relayer: Hex): Promise<RelayerL
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * At start (the API entry): a self-settling process on Postgres takes its relayer's lock, and exits

@@ -17,6 +17,7 @@ import {
 import type { privateKeyToAccount } from "viem/accounts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** A settlement transaction signed and about to be broadcast: what the ledger records first. */
 export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
@@ -240,4 +241,3 @@ export function isTransportError(error: unknown): boolean {
 }
 
 const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
-const firstLine = (error: unknown) => String((error as Error)?.message ?? error).split("\n")[0]!;

@@ -1,5 +1,5 @@
 import type { Address } from "../../config/addresses.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";

@@ -11,7 +11,7 @@ import {
 import { type Address, addressSchema } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolveSignInOrigin } from "../../config/sign-in.ts";
-import { errorBody } from "../http/errors.ts";
+import { errorBody } from "../../shared/errors.ts";
 import { tokenBuckets } from "../http/rate-limit.ts";
 import type { Billing } from "./billing.ts";
 import type { PaymentCore, PricedRoute, Reply } from "./core.ts";

@@ -3,7 +3,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { validatedInput, walletRequest } from "../payments/middleware.ts";
 import { PRICES, priceInUnits } from "../payments/prices.ts";

@@ -4,7 +4,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/env.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { RemotePinning } from "../ipfs/remote-pinning.ts";
 import { exactUsd, isoFromSeconds as iso } from "../money.ts";

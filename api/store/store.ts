@@ -10,7 +10,7 @@ import { migrate as migratePg } from "drizzle-orm/node-postgres/migrator";
 import pg from "pg";
 import type { IndexTarget } from "../../config/target.ts";
 import * as schema from "./schema.ts";
-import { log } from "../http/log.ts";
+import { log } from "../../shared/log.ts";
 
 export type ServiceDb = PgDatabase<PgQueryResultHKT, typeof schema>;
 

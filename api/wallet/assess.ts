@@ -1,7 +1,7 @@
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { INDEX_NOT_CURRENT } from "../indexing/gate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";

@@ -10,7 +10,7 @@ import type { ChatModelSettings } from "../../api/chat/model.ts";
 import { usdText } from "../../api/chat/phrasing.ts";
 import { chat } from "../../api/chat/route.ts";
 import { chatAnswerSchema } from "../../api/chat/schema.ts";
-import { ApiError } from "../../api/http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import type { IndexDb } from "../../api/db.ts";
 import { chatConversation, payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";

@@ -15,7 +15,7 @@ import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { x402Fetch } from "../support/payments.ts";
-import { ApiError } from "../../api/http/errors.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { type DataExecutor, pgliteExecutor, postgresExecutor } from "../../api/data/executor.ts";
 import { readOnlyRunner } from "../../api/data/run.ts";
 

@@ -4,7 +4,7 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import { getAddress, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../api/app.ts";
-import { errorBodySchema } from "../../api/http/errors.ts";
+import { errorBodySchema } from "../../shared/errors.ts";
 import { BODY_LIMIT_BYTES } from "../../api/http/limits.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { ROUTES } from "../../api/routes.ts";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ErrorBody } from "../../api/http/errors.ts";
+import type { ErrorBody } from "../../shared/errors.ts";
 import { lenderScreenResultSchema, type LenderScreenResult } from "../../api/screen/schema.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { devnetClients } from "../../devnet/chain.ts";
