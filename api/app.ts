@@ -2,7 +2,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { readEnv } from "../config/env.ts";
 import type { IndexTarget } from "../config/target.ts";
 import { IndexState } from "./indexing/state.ts";
-import type { AppEnv } from "./http/env.ts";
+import type { AppEnv } from "./http/app-env.ts";
 import { handleError } from "./http/errors.ts";
 import { registerPaymentSchemes } from "./http/declare.ts";
 import { limitBody, unrouted } from "./http/limits.ts";

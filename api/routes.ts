@@ -6,7 +6,7 @@ import type { Conversations } from "./chat/conversations.ts";
 import { chatHandler, chatRoute } from "./chat/route.ts";
 import type { IndexDb } from "./db.ts";
 import type { IndexState } from "./indexing/state.ts";
-import type { AppEnv } from "./http/env.ts";
+import type { AppEnv } from "./http/app-env.ts";
 import { mount } from "./http/mount.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
 import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";

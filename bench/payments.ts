@@ -12,7 +12,7 @@ import { createApp } from "../api/app.ts";
 import { limitBody } from "../api/http/limits.ts";
 import { createLogger } from "../shared/log.ts";
 import { requestLog } from "../api/http/log.ts";
-import type { AppEnv } from "../api/http/env.ts";
+import type { AppEnv } from "../api/http/app-env.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
 import { decodePayment } from "../api/payments/header.ts";

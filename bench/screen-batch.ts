@@ -5,7 +5,7 @@ import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { zeroAddress } from "viem";
 import type { IndexDb } from "../api/db.ts";
-import type { AppEnv } from "../api/http/env.ts";
+import type { AppEnv } from "../api/http/app-env.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
 import { screenBatchHandler, screenBatchRoute } from "../api/screen/batch-route.ts";

@@ -2,7 +2,7 @@ import { Writable } from "node:stream";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
-import type { AppEnv } from "../api/http/env.ts";
+import type { AppEnv } from "../api/http/app-env.ts";
 import { createLogger } from "../shared/log.ts";
 import { requestLog } from "../api/http/log.ts";
 

@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";

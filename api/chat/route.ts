@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { validatedInput } from "../payments/middleware.ts";
 import { CONVERSATION_LIFETIME_MS, type Conversations, memoryConversations } from "./conversations.ts";

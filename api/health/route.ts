@@ -3,7 +3,7 @@ import { formatEther, type PublicClient } from "viem";
 import { z } from "zod";
 import { LOW_GAS_WEI } from "../../config/celo.ts";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { withTimeout } from "../http/timeout.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import type { IndexState } from "../indexing/state.ts";
@@ -16,7 +16,7 @@ type Status = z.infer<typeof statusSchema>;
 const checkSchema = z.object({ status: statusSchema, latencyMs: z.number(), error: z.string().optional() }).loose();
 type Check = z.infer<typeof checkSchema>;
 
-export const healthSchema = z.object({
+const healthSchema = z.object({
   status: statusSchema.describe("down when any integration is down (answered with 503), degraded when one is degraded"),
   checkedAt: z.iso.datetime(),
   integrations: z.object({

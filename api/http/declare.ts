@@ -9,7 +9,7 @@ import { payment, type PaymentHooks } from "../payments/middleware.ts";
 import { type RouteId, PRICES } from "../payments/prices.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
 import { SIGN_IN_ERRORS, SIGN_IN_HEADER, type SignInGrants, type SignInRoute, signInRule } from "../payments/sign-in.ts";
-import type { AppEnv } from "./env.ts";
+import type { AppEnv } from "./app-env.ts";
 import { errorBodySchema } from "../../shared/errors.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
 import { freeRateLimit } from "./rate-limit.ts";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import type { Logger } from "../../shared/log.ts";
-import type { AppEnv } from "./env.ts";
+import type { AppEnv } from "./app-env.ts";
 
 /** An incoming X-Request-Id is kept when it is this shape (no spaces, no control characters, short). */
 const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;

@@ -1,7 +1,7 @@
 import type { OpenAPIHono, RouteConfig, RouteHandler } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { every } from "hono/combine";
-import type { AppEnv } from "./env.ts";
+import type { AppEnv } from "./app-env.ts";
 
 /**
  * Serves a declared route: its OpenAPI entry and validators, then the route's own middleware, then

@@ -1,7 +1,7 @@
 import type { OpenAPIHonoOptions } from "@hono/zod-openapi";
 import type { z } from "zod";
 import { describeIssues } from "../../config/errors.ts";
-import type { AppEnv } from "./env.ts";
+import type { AppEnv } from "./app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 
 type Issue = z.core.$ZodIssue;

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { errorBody } from "../../shared/errors.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import type { IndexStatus } from "./state.ts";
 
 export const INDEX_NOT_CURRENT = "index_not_current";

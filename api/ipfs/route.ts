@@ -1,7 +1,7 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { mediaTypeOf } from "./content.ts";
@@ -26,7 +26,7 @@ export const ipfsRoute = declareRoute("ipfs", {
 
 export type IpfsRouteDeps = { ipfs: Promise<IpfsNode>; store?: Promise<ServiceDb> };
 
-export const IMMUTABLE = "public, max-age=31536000, immutable";
+const IMMUTABLE = "public, max-age=31536000, immutable";
 
 export function ipfsHandler({ ipfs, store }: IpfsRouteDeps): RouteHandler<typeof ipfsRoute, AppEnv> {
   return async (c) => {

@@ -1,7 +1,7 @@
 import type { OpenAPIHono, RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 
 export const openApiRoute = declareRoute("openapi", {
   method: "get",

@@ -6,7 +6,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody, routeName } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import { log } from "../../shared/log.ts";
 import { pinContent } from "../ipfs/content.ts";

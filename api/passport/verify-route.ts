@@ -4,7 +4,7 @@ import { readEnv } from "../../config/env.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { errorBodySchema } from "../../shared/errors.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
@@ -17,7 +17,7 @@ import { notFound, parsePassportId, verifyPassport } from "./verify.ts";
 
 /** Verify, its page and its badge share one per-client limit (VERIFY_RATE_LIMIT_PER_MINUTE, default 60). */
 let limiter: ReturnType<typeof rateLimit> | undefined;
-export const verifyRateLimit: MiddlewareHandler = (c, next) => (limiter ??= rateLimit(readEnv().VERIFY_RATE_LIMIT_PER_MINUTE))(c, next);
+const verifyRateLimit: MiddlewareHandler = (c, next) => (limiter ??= rateLimit(readEnv().VERIFY_RATE_LIMIT_PER_MINUTE))(c, next);
 
 export const verifyRoute = declareRoute("verify", {
   method: "get",

@@ -1,7 +1,7 @@
 import type { RouteConfig, RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
 import { declareRoute, routeName } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { unitsToUsd } from "../money.ts";
 import type { PaymentCore } from "./core.ts";
 import { PLANNED_ROUTES, PRICES, type RouteId } from "./prices.ts";
@@ -34,7 +34,7 @@ const signInSchema = z.object({
   refusals: z.record(z.string(), z.number()).describe("Codes of a refused sign-in, with their status; nothing is charged"),
 });
 
-export const configSchema = z.object({
+const configSchema = z.object({
   publicPayTo: z.string().describe("The treasury every payment is made out to"),
   chainId: z.number(),
   network: z.string(),

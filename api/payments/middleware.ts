@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import type { Claim, PaymentCore, Reply } from "./core.ts";
 import { log } from "../../shared/log.ts";
 import { SIGN_IN_HEADER, signInFor, type SignInRoute } from "./sign-in.ts";

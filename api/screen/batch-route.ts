@@ -2,7 +2,7 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { validatedInput, walletRequest } from "../payments/middleware.ts";

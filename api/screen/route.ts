@@ -1,6 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { lenderScreenResultSchema, screenRequestSchema } from "./schema.ts";
 import { type ScreenDeps, screenWallets } from "./screen.ts";

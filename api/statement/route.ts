@@ -3,7 +3,7 @@ import { readEnv } from "../../config/env.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { RemotePinning } from "../ipfs/remote-pinning.ts";
@@ -41,7 +41,7 @@ export type StatementRouteDeps = {
   remotePinning?: RemotePinning | null;
 };
 
-export function remotePinningFromEnv(env = readEnv()): RemotePinning | undefined {
+function remotePinningFromEnv(env = readEnv()): RemotePinning | undefined {
   return env.PINNING_SERVICE_URL ? { url: env.PINNING_SERVICE_URL, token: env.PINNING_SERVICE_TOKEN } : undefined;
 }
 

@@ -3,7 +3,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import { SlidingRate } from "../../shared/rate.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { ServedTotals } from "../payments/ledger.ts";
@@ -29,7 +29,7 @@ const ROUTE_GROUPS = {
 } as const;
 
 /** How long the ledger's figures are reused: they are aggregates over the payment table, read at most this often per process. */
-export const LEDGER_STATS_TTL_MS = 2_000;
+const LEDGER_STATS_TTL_MS = 2_000;
 
 /**
  * `load()` shared: callers while it runs get its promise, and for `ttlMs` after it answered, its

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { validatedInput, walletRequest } from "../payments/middleware.ts";
 
 /** Route middleware: the request's wallet must be indexed (tracked-wallets mode), checked before any payment is asked for. */

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/env.ts";
+import type { AppEnv } from "../http/app-env.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { analyzeRoute } from "../analyze/route.ts";

@@ -1,5 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv } from "../../api/http/env.ts";
+import type { AppEnv } from "../../api/http/app-env.ts";
 import { handleError } from "../../api/http/errors.ts";
 import { validationHook } from "../../api/http/validation.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
