@@ -5,31 +5,30 @@ import { PgDialect } from "drizzle-orm/pg-core";
 import { queryPrepared } from "../db.ts";
 import { coalesced } from "../store/coalesce.ts";
 import type { ServiceDb } from "../store/store.ts";
+import {
+  ABANDONED_AFTER_MS,
+  type DeferredAuthorization,
+  type ExposureCaps,
+  keyId,
+  type Ledger,
+  type NewPayment,
+  type OpenAmounts,
+  type OutcomeCounts,
+  type PaymentKey,
+  RERUN_LEASE_MS,
+  RERUN_MARK,
+  type Resolution,
+  type ServedTotals,
+  type SettlementRecord,
+  STALE_PENDING_MS,
+  type StoredAnswer,
+} from "./ledger/ledger.ts";
 
-export type PaymentKey = { token: Address; payer: Address; nonce: string };
-
-export type NewPayment = PaymentKey & {
-  amount: bigint;
-  route: string;
-  subject: string | null;
-  fingerprint: string;
-  signatureHash: string;
-  encoding: string;
-  /** The authorization's validBefore (unix seconds). */
-  validBefore: bigint;
-  /** The x402 payment-identifier the client sent, if any. */
-  paymentId?: string | null;
-};
-
-/** What a deferred claim keeps so that the worker can submit the authorization later. */
-export type DeferredAuthorization = { signature: string; validAfter: bigint };
+export * from "./ledger/ledger.ts";
 
 /** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
 const deferral = (deferred: DeferredAuthorization | null) =>
   deferred ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() } : { deferred: false, signature: null, validAfter: null };
-
-/** Deferred-settlement caps, in the tokens' smallest units (micro-USD). */
-export type ExposureCaps = { perPayer: bigint; total: bigint };
 
 /** Rows answered before settlement whose money has not arrived yet: the service's exposure. */
 const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('pending', 'queued', 'settling')`;
@@ -38,8 +37,6 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
  * transfer failed, or the authorization was cancelled), not yet paid again.
  */
 const DEBT = sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.status} in ('failed', 'used_elsewhere') and ${payment.responseBody} is not null`;
-
-export type OpenAmounts = { unsettled: bigint; owed: bigint };
 
 /** A payer's open rows (the partial index payment_open_payer: the literal status list, see OPEN_STATUSES). */
 const openRowsOf = (payer: Address | SQL) => and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
@@ -126,52 +123,6 @@ const COLUMNS = Object.entries(getTableColumns(payment));
 const paymentRowOf = (raw: Record<string, unknown>): PaymentRow =>
   Object.fromEntries(COLUMNS.map(([key, column]) => [key, raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name])])) as PaymentRow;
 
-/** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
-export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
-
-/** How a payment whose outcome was unknown ended, read from the chain. */
-export type Resolution =
-  | { status: "settled"; transaction: string; note?: string }
-  | { status: "failed" | "expired" | "used_elsewhere"; failure: string; transaction?: string };
-
-/** Payments by outcome (stats and health): `reconciled` counts outcomes decided from the chain, whatever they are. */
-export type OutcomeCounts = Record<PaymentStatus, number> & {
-  reconciled: number;
-  /** Deferred payments answered but never settled in time (the service's loss). */
-  deferredExpired: number;
-  /** Debts: deferred answers whose settlement failed by the payer's doing, not paid again (smallest units). */
-  owedUnits: string;
-};
-
-/** Paid calls answered (settled, or waived as a free read), by route and token, with the revenue settled. */
-export type ServedTotals = { rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[]; payers: number };
-
-/** A row pending longer than STALE_PENDING_MS is reported by health: its settlement needs attention. */
-export const STALE_PENDING_MS = 5 * 60_000;
-
-export type StoredAnswer = { status: number; type: string; body: string };
-
-/**
- * A claim older than this with no outcome belongs to a request that died (a crashed replica): it may
- * be claimed again. Verification runs first, so a payment that did settle is refused, not taken twice.
- */
-export const ABANDONED_AFTER_MS = 120_000;
-
-/**
- * A settled payment whose answer was never stored is answered again by one request at a time: that
- * request marks the row with this response status (HTTP 102 Processing) and no body until it stores
- * the answer. A mark older than RERUN_LEASE_MS belongs to a request that died: another may take over.
- */
-export const RERUN_MARK = 102;
-export const RERUN_LEASE_MS = 30_000;
-
-/** Whether another request is producing this settled payment's answer again right now. */
-export const isRerunning = (row: Pick<PaymentRow, "status" | "responseStatus" | "responseBody" | "updatedAt">, now = Date.now()) =>
-  row.status === "settled" && row.responseBody === null && row.responseStatus === RERUN_MARK && now - row.updatedAt.getTime() <= RERUN_LEASE_MS;
-
-export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now = Date.now()) =>
-  row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
-
 const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
 
 /** The key columns of a batch: the arrays $1, $2, $3 of the batched statements. */
@@ -181,14 +132,11 @@ const answerColumns = (answers: (StoredAnswer | null)[]) => [answers.map((a) => 
 /** A claim's row as the batched insert takes it. */
 type NewRow = Omit<NewPayment, "amount" | "validBefore" | "paymentId"> & { amount: string; validBefore: string; paymentId: string | null } & ReturnType<typeof deferral>;
 
-/** One string per payment (maps and sets of payments). */
-export const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
-
 /**
  * The payment ledger. A payment is claimed by inserting its row: the primary key on
  * (token, payer, nonce) lets exactly one request, on any replica, go on to settle it.
  */
-export class PaymentLedger {
+export class PaymentLedger implements Ledger {
   /** Takes the store as a promise: the API module is loaded synchronously, the store opens later. */
   constructor(private readonly store: Promise<ServiceDb> | ServiceDb) {}
 

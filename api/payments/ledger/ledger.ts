@@ -1,0 +1,139 @@
+import type { Address } from "../../../config/addresses.ts";
+import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
+
+export { ABANDONED_AFTER_MS, isAbandoned, isRerunning, RERUN_LEASE_MS, RERUN_MARK } from "../lifecycle.ts";
+
+export type PaymentKey = { token: Address; payer: Address; nonce: string };
+
+export type NewPayment = PaymentKey & {
+  amount: bigint;
+  route: string;
+  subject: string | null;
+  fingerprint: string;
+  signatureHash: string;
+  encoding: string;
+  /** The authorization's validBefore (unix seconds). */
+  validBefore: bigint;
+  /** The x402 payment-identifier the client sent, if any. */
+  paymentId?: string | null;
+};
+
+/** What a deferred claim keeps so that the worker can submit the authorization later. */
+export type DeferredAuthorization = { signature: string; validAfter: bigint };
+
+/** Deferred-settlement caps, in the tokens' smallest units (micro-USD). */
+export type ExposureCaps = { perPayer: bigint; total: bigint };
+
+/** A payer's open amounts: `unsettled` in one token (spoken for in its balance), `owed` its debts, smallest units. */
+export type OpenAmounts = { unsettled: bigint; owed: bigint };
+
+export type StoredAnswer = { status: number; type: string; body: string };
+
+/** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
+export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
+
+/** How a payment whose outcome was unknown ended, read from the chain. */
+export type Resolution =
+  | { status: "settled"; transaction: string; note?: string }
+  | { status: "failed" | "expired" | "used_elsewhere"; failure: string; transaction?: string };
+
+/** Payments by outcome (stats and health): `reconciled` counts outcomes decided from the chain, whatever they are. */
+export type OutcomeCounts = Record<PaymentStatus, number> & {
+  reconciled: number;
+  /** Deferred payments answered but never settled in time (the service's loss). */
+  deferredExpired: number;
+  /** Debts: deferred answers whose settlement failed by the payer's doing, not paid again (smallest units). */
+  owedUnits: string;
+};
+
+/** Paid calls answered (settled, or waived as a free read), by route and token, with the revenue settled. */
+export type ServedTotals = { rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[]; payers: number };
+
+/** A row pending longer than STALE_PENDING_MS is reported by health: its settlement needs attention. */
+export const STALE_PENDING_MS = 5 * 60_000;
+
+/** One string per payment (maps and sets of payments). */
+export const keyId = (key: PaymentKey) => `${key.token}:${key.payer}:${key.nonce}`;
+
+/**
+ * Claims and answers. A payment is claimed by creating its row: one claim per (token, payer,
+ * nonce), on any replica, goes on to settle it. Writes the lifecycle does not allow are no-ops.
+ */
+export interface ClaimLedger {
+  find(key: PaymentKey): Promise<PaymentRow | undefined>;
+  /** The payment the payer sent under this x402 payment-identifier, if any. */
+  findByPaymentId(payer: Address, paymentId: string): Promise<PaymentRow | undefined>;
+  /** find(key) and openFor(key.payer, key.token) in one round trip: the first read of a paid call. */
+  lookup(key: PaymentKey): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }>;
+  /** What is open for `payer`: claimed in `token` and not settled, and its debts. */
+  openFor(payer: Address, token: Address): Promise<OpenAmounts>;
+  /** Claims the payment for this request: true when it now owns it (a new row, or one failed or abandoned, same request and signature). */
+  claim(entry: NewPayment): Promise<boolean>;
+  /** claim, to be answered before it is settled: the row keeps the authorization for the worker. */
+  claimDeferred(entry: NewPayment, authorization: DeferredAuthorization): Promise<boolean>;
+  /** A deferred claim of a payment never seen, with what its payer had open before it; undefined when a row exists. */
+  claimFirst(entry: NewPayment, authorization: DeferredAuthorization): Promise<OpenAmounts | undefined>;
+  /** A claimFirst refused after all: its row goes, as if never claimed. */
+  unclaim(key: PaymentKey, signatureHash: string): Promise<void>;
+  /** Records what the claimed call made that must be undone if its payment fails, before making it. */
+  reference(key: PaymentKey, reference: string): Promise<void>;
+  /** An answer given without settlement (a free read): the authorization stays unspent. */
+  waived(key: PaymentKey, answer: StoredAnswer): Promise<void>;
+  /** Nothing was charged (decided before broadcast, or from a reverted or dropped transaction). */
+  failed(key: PaymentKey, failure: string, transaction?: string): Promise<void>;
+  /** The settlement is about to be broadcast, with the answer it buys (null: keep the stored one). False when the row is no longer this request's. */
+  settling(key: PaymentKey, answer: StoredAnswer | null, record?: SettlementRecord): Promise<boolean>;
+  /** The money moved in `transaction`. */
+  settled(key: PaymentKey, transaction: string): Promise<void>;
+  /** Keeps a row `settling` but marks it as looked at. */
+  touch(key: PaymentKey): Promise<void>;
+  /** The payer's debts are paid by the settled payment `by`. */
+  repay(payer: Address, by: PaymentKey): Promise<void>;
+  /** A settled payment whose answer was never stored: the lease to produce it again. False if another request holds it. */
+  claimRerun(key: PaymentKey): Promise<boolean>;
+  /** The answer could not be produced again: the lease goes back. */
+  releaseRerun(key: PaymentKey): Promise<void>;
+  /** The answer of a settled payment, produced again, is stored. */
+  answered(key: PaymentKey, answer: StoredAnswer): Promise<void>;
+  /** Whether `payer` paid for any of `routes` about `subject` since `since` (settled, or deferred on its way). */
+  paidFor(payer: Address, subject: string, routes: string[], since: Date): Promise<boolean>;
+}
+
+/** The deferred-settlement queue. */
+export interface SettlementQueue {
+  /** A deferred payment answered: queued with its answer if the caps hold (this row included); false: settle it first. */
+  queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean>;
+  /** Up to `limit` queued rows, soonest validBefore first, now `settling`; never one row to two callers. */
+  takeQueued(limit: number): Promise<PaymentRow[]>;
+  /** Queued rows whose authorization runs out within `marginSeconds` are expired; how many. */
+  expireQueued(nowSeconds: number, marginSeconds: number): Promise<number>;
+  /** A deferred row whose settlement did not go through for a reason of ours: back in the queue. */
+  requeue(key: PaymentKey, attempted: boolean): Promise<void>;
+}
+
+/** Outcomes read from the chain. */
+export interface Reconciliation {
+  /** Records an outcome for a row whose outcome was unknown; false if the row moved on meanwhile. */
+  resolve(key: PaymentKey, resolution: Resolution): Promise<boolean>;
+  /** `settling` rows idle for `settlingIdleMs`, and abandoned `pending` ones, oldest first. */
+  unresolved(settlingIdleMs: number, limit?: number): Promise<PaymentRow[]>;
+}
+
+/** Sign-in-with-x nonces: one use per proof across replicas. */
+export interface SignInNonces {
+  /** True the first time, on any replica; false when already used. */
+  spendSignInNonce(nonce: string, wallet: Address, expiresAt: Date): Promise<boolean>;
+}
+
+/** Counters for stats and health. */
+export interface LedgerStats {
+  /** A round trip to the store. */
+  ping(): Promise<void>;
+  outcomeCounts(): Promise<OutcomeCounts>;
+  servedTotals(): Promise<ServedTotals>;
+  /** Rows pending or settling for longer than `olderThanMs`. */
+  stalePending(olderThanMs?: number): Promise<{ count: number; oldest: Date | null }>;
+}
+
+/** The payment ledger the core takes: SQL (ledger/sql) in service, in memory (ledger/memory.ts) in unit tests. */
+export interface Ledger extends ClaimLedger, SettlementQueue, Reconciliation, SignInNonces, LedgerStats {}
