@@ -13,7 +13,7 @@ import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
 import { statementHandler, statementRoute } from "./statement/route.ts";
 import type { ServiceDb } from "./store/store.ts";
 import { openApiHandler, openApiRoute } from "./openapi/route.ts";
-import { configHandler, configRoute } from "./payments/config-route.ts";
+import { configHandler, configRoute } from "./x402/config-route.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
 import { reportHandler, reportRoute } from "./passport/report-route.ts";
 import type { ReporterClient } from "./passport/reporter.ts";

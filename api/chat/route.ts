@@ -4,7 +4,7 @@ import type { Address } from "../../config/addresses.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { x402Billing } from "../payments/billing.ts";
-import { validatedInput } from "../payments/middleware.ts";
+import { validatedInput } from "../http/payment.ts";
 import { CONVERSATION_LIFETIME_MS, type Conversations, memoryConversations } from "./conversations.ts";
 import { answerDeterministic, CHAT_REFUSALS, readQuestion, refusalOf, resolveQuestion } from "./engine.ts";
 import { type ChatDeps, WalletReader } from "./facts.ts";

@@ -5,7 +5,7 @@ import { INDEX_NOT_CURRENT, indexCurrent } from "../indexing/gate.ts";
 import { unitsToUsd } from "../money.ts";
 import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
 import { freeReadRule } from "../payments/free-read.ts";
-import { payment, type PaymentHooks } from "../payments/middleware.ts";
+import { payment, type PaymentHooks } from "./payment.ts";
 import { type RouteId, PRICES } from "../payments/prices.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
 import { SIGN_IN_ERRORS, SIGN_IN_HEADER, type SignInGrants, type SignInRoute, signInRule } from "../payments/sign-in.ts";

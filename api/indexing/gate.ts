@@ -1,7 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { errorBody } from "../../shared/errors.ts";
-import type { AppEnv } from "../http/app-env.ts";
-import type { IndexStatus } from "./state.ts";
+import type { IndexState, IndexStatus } from "./state.ts";
 
 export const INDEX_NOT_CURRENT = "index_not_current";
 
@@ -16,7 +15,7 @@ const notCurrentMessage = (status: IndexStatus) =>
  * the index behind it, so while the backfill runs, after a crash recovery, or when the index lags
  * the chain head by more than MAX_LAG_BLOCKS, the call is refused with 503 and nothing is charged.
  */
-export const indexCurrent: MiddlewareHandler<AppEnv> = async (c, next) => {
+export const indexCurrent: MiddlewareHandler<{ Variables: { index: IndexState } }> = async (c, next) => {
   const status = await c.var.index.status();
   if (!status.current) {
     return c.json(errorBody(INDEX_NOT_CURRENT, notCurrentMessage(status), status), 503, { "Retry-After": String(retryAfterSeconds(status)) });

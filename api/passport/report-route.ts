@@ -16,7 +16,7 @@ import { x402Billing } from "../payments/billing.ts";
 import type { Resolution } from "../payments/ledger.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
-import { walletRequest } from "../payments/middleware.ts";
+import { walletRequest } from "../http/payment.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { canonicalBytes, drawReportId, passportDocument, REPORT_ID } from "./document.ts";

@@ -12,7 +12,7 @@ import { type Address, addressSchema } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolveSignInOrigin } from "../../config/sign-in.ts";
 import { errorBody } from "../../shared/errors.ts";
-import { tokenBuckets } from "../http/rate-limit.ts";
+import { tokenBuckets } from "../../shared/token-buckets.ts";
 import type { Billing } from "./billing.ts";
 import type { PaymentCore, PricedRoute, Reply } from "./core.ts";
 import { paidRecently } from "./free-read.ts";

@@ -5,7 +5,7 @@ import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import { x402Billing } from "../payments/billing.ts";
-import { validatedInput, walletRequest } from "../payments/middleware.ts";
+import { validatedInput, walletRequest } from "../http/payment.ts";
 import { PRICES, priceInUnits } from "../payments/prices.ts";
 import { type ScreenBatchResult, screenBatchRequestSchema, screenBatchResultSchema } from "./batch-schema.ts";
 import { type ScreenDeps, screenWallets } from "./screen.ts";

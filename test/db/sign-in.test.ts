@@ -15,7 +15,7 @@ import { registerPaymentSchemes } from "../../api/http/declare.ts";
 import { mount } from "../../api/http/mount.ts";
 import { openApiDocument } from "../../api/openapi/route.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
-import { configHandler, configRoute } from "../../api/payments/config-route.ts";
+import { configHandler, configRoute } from "../../api/x402/config-route.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";

@@ -1,9 +1,9 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
-import type { AppEnv } from "../http/app-env.ts";
-import type { Claim, PaymentCore, Reply } from "./core.ts";
+import type { AppEnv } from "./app-env.ts";
+import type { Claim, PaymentCore, Reply } from "../payments/core.ts";
 import { log } from "../../shared/log.ts";
-import { SIGN_IN_HEADER, signInFor, type SignInRoute } from "./sign-in.ts";
+import { SIGN_IN_HEADER, signInFor, type SignInRoute } from "../payments/sign-in.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
 export type PaymentHooks = {

@@ -3,11 +3,11 @@ import { z } from "zod";
 import { declareRoute, routeName } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { unitsToUsd } from "../money.ts";
-import type { PaymentCore } from "./core.ts";
-import { PLANNED_ROUTES, PRICES, type RouteId } from "./prices.ts";
+import type { PaymentCore } from "../payments/core.ts";
+import { PRICES, type RouteId } from "../payments/prices.ts";
 import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
-import { PAYMENT_EXTENSIONS } from "./requirements.ts";
-import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "./sign-in.ts";
+import { PAYMENT_EXTENSIONS } from "../payments/requirements.ts";
+import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "../payments/sign-in.ts";
 
 const priceSchema = z.object({
   route: z.string().describe('"METHOD /path"'),
@@ -71,7 +71,7 @@ export type ConfigDeps = { payments: PaymentCore; routes: readonly RouteConfig[]
 /** GET /api/x402/config: everything a client needs to pay, from the settings and the declared routes. */
 export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<typeof configRoute, AppEnv> {
   const { settings, facilitator } = payments;
-  const price = (id: RouteId, route: { method: string; path: string; description?: string; "x-price"?: { freeWhen?: string; per?: string }; "x-sign-in"?: string }, available: boolean) => ({
+  const price = (id: RouteId, route: { method: string; path: string; description?: string; "x-price"?: { freeWhen?: string; per?: string }; "x-sign-in"?: string }) => ({
     route: routeName(route),
     method: route.method.toUpperCase(),
     path: route.path,
@@ -79,7 +79,7 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
     free: PRICES[id] === 0n,
     amountUnits: PRICES[id].toString(),
     usd: unitsToUsd(PRICES[id]),
-    available,
+    available: true,
     ...(route["x-price"]?.per ? { per: route["x-price"].per } : {}),
     ...(route["x-price"]?.freeWhen ? { freeWhen: route["x-price"].freeWhen } : {}),
     ...(route["x-sign-in"] ? { signIn: route["x-sign-in"] } : {}),
@@ -92,10 +92,7 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
     x402Versions: [1, 2],
     scheme: "exact",
     tokens: settings.tokens.map((t) => ({ symbol: t.symbol, address: t.address, decimals: t.decimals, eip712: { name: t.name, version: t.version } })),
-    prices: [
-      ...routes.map((r) => price(r.operationId as RouteId, r as Parameters<typeof price>[1], true)),
-      ...(Object.entries(PLANNED_ROUTES) as [RouteId, NonNullable<(typeof PLANNED_ROUTES)[RouteId]>][]).map(([id, r]) => price(id, r, false)),
-    ],
+    prices: routes.map((r) => price(r.operationId as RouteId, r as Parameters<typeof price>[1])),
     settlement: {
       ...(settings.settlement.mode === "self"
         ? { mode: "self" as const, relayer: facilitator.relayer, description: "The service submits transferWithAuthorization itself; payers need no gas." }
