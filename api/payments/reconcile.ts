@@ -15,14 +15,14 @@ export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "g
  * payment that did not settle). Called before the outcome is recorded: a crash or a throw leaves the
  * row to the next sweep, so it runs at least once per outcome and must be idempotent.
  */
-export type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
+type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
 
-export type ReconcileDeps = { chain: ReconcileChain; ledger: PaymentLedger; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
+export type ReconcileDeps = { chain: ReconcileChain; ledger: Pick<PaymentLedger, "requeue" | "resolve">; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
 
 /** A `settling` row not touched for this long is not in flight anywhere (settlers wait at most RECEIPT_WAIT_MS): the background reconciler takes it. */
-export const SETTLING_IDLE_MS = 15_000;
+const SETTLING_IDLE_MS = 15_000;
 /** How often the background reconciler looks for rows whose outcome is unknown. */
-export const RECONCILE_INTERVAL_MS = 30_000;
+const RECONCILE_INTERVAL_MS = 30_000;
 /** Block time assumed when bounding the event search (Celo: 1 s; the search also covers 30 min before the claim). */
 const SEARCH_MARGIN_BLOCKS = 1_800n;
 

@@ -1,0 +1,28 @@
+import type { PaymentSettings } from "../../../config/payments.ts";
+import type { Facilitator } from "../facilitator.ts";
+import type { ReconcileDeps } from "../reconcile.ts";
+import type { Ledger, PaymentDeps } from "./types.ts";
+
+/** What the core's steps share: its collaborators, and this process's view of payments under way. */
+export type CoreContext = {
+  deps: PaymentDeps;
+  settings: PaymentSettings;
+  facilitator: Facilitator;
+  ledger: Ledger;
+  /** Settlements under way in this process, by payment (keyId). */
+  inflight: Map<string, Promise<unknown>>;
+  /** A shutdown began: no new payment is claimed. */
+  draining: () => boolean;
+};
+
+export const reconcileDeps = (ctx: CoreContext): ReconcileDeps => ({
+  chain: ctx.deps.chain,
+  ledger: ctx.ledger,
+  payTo: ctx.settings.payTo,
+  settler: ctx.facilitator.settler,
+  onOutcome: ctx.deps.onOutcome,
+});
+
+/** Whether this route's payments may be answered before they are settled (X402_SETTLEMENT=deferred, a relayer, a route that allows it). */
+export const deferrable = (ctx: CoreContext, route: { settleFirst?: boolean }) =>
+  ctx.settings.timing.mode === "deferred" && !route.settleFirst && ctx.facilitator.settler !== undefined;

@@ -1,0 +1,86 @@
+import type { PublicClient } from "viem";
+import type { Address } from "../../../config/addresses.ts";
+import type { PaymentSettings } from "../../../config/payments.ts";
+import type { PaymentRow } from "../../store/schema.ts";
+import type { Billing } from "../billing.ts";
+import type { Facilitator } from "../facilitator.ts";
+import type { PaymentHeaders } from "../header.ts";
+import type { PaymentKey, PaymentLedger, Resolution, StoredAnswer } from "../ledger.ts";
+import type { PayerState } from "../local-verify.ts";
+import type { ReconcileChain } from "../reconcile.ts";
+import type { VerifiedPayment } from "../verify.ts";
+
+/** What the core asks of a ledger: PaymentLedger's public members, whatever keeps them (SQL, memory). */
+export type Ledger = { [K in keyof PaymentLedger]: PaymentLedger[K] };
+
+/** A priced operation as the payment core sees it (built from its route declaration and the price table). */
+export type PricedRoute = {
+  /** "POST /api/lender/screen": how the ledger names the route. */
+  name: string;
+  description: string;
+  /** Price in micro-USD (the smallest unit of both 6-decimal stablecoins). */
+  microUsd: bigint;
+  /** When set, the call is free to a payer who paid for one of these routes about the same wallet recently. */
+  freeRead?: { after: readonly string[]; rule: string };
+  /** Always settled before the answer, whatever X402_SETTLEMENT says (the report: an on-chain publication). */
+  settleFirst?: boolean;
+};
+
+/** One paid request, as any HTTP adapter hands it over: already validated. */
+export type PaymentRequest = {
+  headers: PaymentHeaders;
+  /** The full URL, named as the resource in 402 answers. */
+  url: string;
+  path: string;
+  /** The validated request (body, path and query): a retry must be the same request. */
+  input: unknown;
+  /** The wallet the call is about. */
+  subject?: Address;
+  /** The request's callerAddress, which must be the payer when given. */
+  caller?: Address;
+};
+
+/** An answer complete in itself: a refusal, or the answer a payment already bought. */
+export type Reply = { status: number; headers: Record<string, string>; body: string };
+
+/**
+ * A payment claimed for this request: the handler may run on it. `paid` says the payment is
+ * already settled on chain (its answer was never stored): run the handler, do not settle again.
+ */
+export type Claim = {
+  key: PaymentKey;
+  verified: VerifiedPayment | null;
+  waived: boolean;
+  billing: Billing;
+  paid?: { transaction: string };
+  /** To be answered now and settled by the worker afterwards (X402_SETTLEMENT=deferred), if its answer finds the caps with room (else settled first). */
+  deferred?: boolean;
+  /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
+  repays?: boolean;
+};
+
+/** Before the handler: a claimed payment to run on, or the reply to send instead. */
+export type Admission = { claim: Claim } | { reply: Reply };
+
+/** How the handler ended: its answer, or a failure (an error status, or a throw). */
+export type HandlerOutcome = { answer: StoredAnswer } | { failed: string };
+
+/** After the handler: the receipt headers to add to its answer, or the reply that replaces it. */
+export type Conclusion = { headers: Record<string, string> } | { reply: Reply };
+
+export type PaymentDeps = {
+  settings: PaymentSettings;
+  facilitator: Facilitator;
+  chain: Pick<PublicClient, "readContract" | "getBalance"> & ReconcileChain;
+  ledger: Ledger;
+  /** How long a request waits for its settlement's receipt before answering settlement_pending (RECEIPT_WAIT_MS). */
+  receiptWaitMs?: number;
+  /** How long a retry waits for a settlement whose outcome is unknown before answering settlement_pending (SETTLING_WAIT_MS). */
+  settlingWaitMs?: number;
+  /** What must follow an outcome read from the chain, before it is recorded (reconcile.ts OnOutcome): the report route revokes unpaid passports. */
+  onOutcome?: (row: PaymentRow, outcome: Resolution) => Promise<void>;
+  /** Deferred mode: the indexed payer state that verifies without RPC (api/payments/local-verify.ts). Without it, verification uses the RPC. */
+  payerState?: PayerState;
+  /** Called when a deferred payment joins the settlement queue (the in-process worker starts at once). */
+  onQueued?: () => void;
+};
