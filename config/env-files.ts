@@ -7,7 +7,7 @@ import { parseEnv } from "node:util";
  * both, `.env.local` over `.env`. Ponder reads `.env.local` itself too (dotenv, never overriding),
  * which agrees with this order.
  */
-export const ENV_FILE_NAMES = [".env.local", ".env"] as const;
+const ENV_FILE_NAMES = [".env.local", ".env"] as const;
 
 /**
  * Sets the variables of `dir`'s `.env.local` and `.env` that `env` lacks (Node's own parser), and

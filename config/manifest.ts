@@ -13,7 +13,7 @@ const tokenSchema = z.object({
   decimals: z.literal(6),
 });
 
-export const verdictSchema = z.enum(["approve", "review", "decline"]);
+const verdictSchema = z.enum(["approve", "review", "decline"]);
 
 /** `.devnet/manifest.json`: everything a client, a test or the indexer needs to find the devnet. */
 export const manifestSchema = z.object({

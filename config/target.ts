@@ -36,7 +36,7 @@ export type IndexTarget = {
 const DEVNET_RPC_FANOUT = 10;
 
 /** Schema of devnet data (in the devnet's own database or PGlite directory). */
-export const DEVNET_SCHEMA = "devnet";
+const DEVNET_SCHEMA = "devnet";
 
 /**
  * Where devnet data goes when DATABASE_URL names a Postgres database: a database of its own beside

@@ -5,9 +5,9 @@ import { fileURLToPath } from "node:url";
 import solc from "solc";
 
 /** Pinned so a different solc in node_modules fails the build instead of silently changing bytecode. */
-export const SOLC_VERSION = "0.8.37";
-export const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter", "Multicall3"] as const;
-export type ContractName = (typeof CONTRACT_NAMES)[number];
+const SOLC_VERSION = "0.8.37";
+const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter", "Multicall3"] as const;
+type ContractName = (typeof CONTRACT_NAMES)[number];
 
 /** Repository root; output paths in the compile result are relative to it. */
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -75,7 +75,7 @@ export async function compileContracts(): Promise<Map<string, string>> {
 }
 
 /** `DevStablecoin` -> `devStablecoinAbi`. */
-export function abiConstName(name: ContractName): string {
+function abiConstName(name: ContractName): string {
   return `${name[0]!.toLowerCase()}${name.slice(1)}Abi`;
 }
 

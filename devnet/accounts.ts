@@ -5,7 +5,7 @@ import { mnemonicToAccount } from "viem/accounts";
  * Anvil's well-known dev mnemonic. Its keys are public knowledge and must never hold real funds;
  * they are the only keys this repository names.
  */
-export const ANVIL_DEV_MNEMONIC = "test test test test test test test test test test test junk";
+const ANVIL_DEV_MNEMONIC = "test test test test test test test test test test test junk";
 
 /** Anvil dev account #index (address lowercase, private key hex). */
 export function anvilDevAccount(index: number) {

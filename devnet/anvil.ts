@@ -32,7 +32,7 @@ export class PortTakenError extends Error {}
  * Path of the anvil binary shipped by `@foundry-rs/anvil-<platform>`. Spawning it directly (not the
  * npm `bin.mjs` wrapper) means killing our child kills the node itself.
  */
-export function anvilBinary(): string {
+function anvilBinary(): string {
   const require = createRequire(import.meta.url);
   const arch = process.arch === "x64" ? "amd64" : process.arch;
   const pkg = require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/package.json`);
@@ -112,7 +112,7 @@ export function portIsFree(port: number): Promise<boolean> {
  * Whether process `pid` holds the socket listening on `port` (Linux: the listening socket's inode
  * in /proc/net/tcp{,6} among the process's file descriptors). Undefined where /proc cannot tell.
  */
-export function ownsListeningPort(pid: number, port: number): boolean | undefined {
+function ownsListeningPort(pid: number, port: number): boolean | undefined {
   try {
     const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
     const inodes = new Set<string>();

@@ -1,7 +1,7 @@
 /** Minimal JSON-RPC over HTTP, with batches: the seeder sends thousands of calls to anvil. */
 type RpcRequest = { method: string; params: unknown[] };
 
-export class RpcError extends Error {}
+class RpcError extends Error {}
 
 export async function rpcBatch<T = unknown>(url: string, calls: RpcRequest[]): Promise<T[]> {
   if (calls.length === 0) return [];

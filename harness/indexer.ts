@@ -167,7 +167,7 @@ export async function stats(indexer: Indexer): Promise<StatsLike> {
  * committed one after another, an answer's reads may be made again, and a test's first paid call
  * should not depend on how many times.
  */
-export async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<void> {
+async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<void> {
   await waitFor("an index at the head", async () => {
     const res = await fetch(`${indexer.url}/ready`);
     return res.ok && ((await res.json()) as { lagBlocks: number | null }).lagBlocks === 0 ? true : undefined;

@@ -142,7 +142,7 @@ export async function startReplica(env: Record<string, string>, schema: string):
 }
 
 /** The block Ponder has indexed through (its own /status, which costs nothing). */
-export async function indexedBlock(apiUrl: string): Promise<number | null> {
+async function indexedBlock(apiUrl: string): Promise<number | null> {
   try {
     const res = await fetch(`${apiUrl}/status`, { signal: AbortSignal.timeout(2_000) });
     if (!res.ok) return null;
@@ -195,6 +195,3 @@ export function screenWallets(manifest: Manifest): Hex[] {
     .map((p) => p.address as Hex)
     .filter((a) => a !== zeroAddress);
 }
-
-/** Process group ids of `indexer`, for RSS. */
-export const pidOf = (indexer: Indexer) => indexer.child.pid!;

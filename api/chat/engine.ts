@@ -27,7 +27,7 @@ export type ChatQuestion = { message: string; walletAddress?: Address; conversat
 /** A question read: what it asks, about which wallets, over which period (resolved against the indexed head). */
 export type ResolvedQuestion = { intent: Intent; wallets: Address[]; period: Period | null; periodDefaulted: boolean; direction: "in" | "out" | "both" };
 
-export type ChatData = { period: Period | null; wallets: Record<string, Facts> };
+type ChatData = { period: Period | null; wallets: Record<string, Facts> };
 
 export type ChatOutcome = {
   answer: string;
@@ -41,7 +41,7 @@ export type ChatOutcome = {
 };
 
 /** At most this many wallets are answered about in one question (a comparison takes two). */
-export const MAX_WALLETS = 3;
+const MAX_WALLETS = 3;
 /** Intents that read a period; a follow-up that names only a period keeps one of these. */
 const PERIODIC: Intent[] = ["activity", "largest_transfers"];
 const WALLETLESS: Intent[] = ["help", "unknown"];

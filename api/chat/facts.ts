@@ -84,7 +84,7 @@ const cents = (n: number) => Math.round(n * 100) / 100;
 
 // --- the facts ---------------------------------------------------------------------------------
 
-export const scoresFactSchema = z.object({
+const scoresFactSchema = z.object({
   financialHealth: z.number(),
   reputation: z.number(),
   reputationCategory: z.string(),
@@ -113,7 +113,7 @@ export async function scoresFact(reader: WalletReader, address: Address) {
   };
 }
 
-export const incomeFactSchema = z.object({
+const incomeFactSchema = z.object({
   incomeLabel: z.string(),
   recurring: z.boolean(),
   verifiedMonthlyUsd: z.number(),
@@ -141,7 +141,7 @@ export async function incomeFact(reader: WalletReader, address: Address) {
   };
 }
 
-export const loanFactSchema = z.object({
+const loanFactSchema = z.object({
   minUsd: z.number(),
   maxUsd: z.number(),
   confidence: z.enum(["low", "medium", "high"]),
@@ -165,7 +165,7 @@ export async function loanFact(reader: WalletReader, address: Address) {
   };
 }
 
-export const balancesFactSchema = z.object({ balances: z.array(z.object({ symbol: z.string(), token: z.string(), balanceUsd: z.number() })), totalUsd: z.number() });
+const balancesFactSchema = z.object({ balances: z.array(z.object({ symbol: z.string(), token: z.string(), balanceUsd: z.number() })), totalUsd: z.number() });
 export async function balancesFact(reader: WalletReader, address: Address) {
   const { result: r, facts } = await reader.assess(address);
   // walletData.balances, without its reads of the monthly and counterparty tables.
@@ -178,7 +178,7 @@ export const periodSchema = z.union([
   z.object({ kind: z.literal("days"), days: z.number(), label: z.string() }),
 ]);
 const flowTotals = z.object({ inflowUsd: z.number(), outflowUsd: z.number(), netUsd: z.number(), transfersIn: z.number(), transfersOut: z.number() });
-export const activityFactSchema = z.object({
+const activityFactSchema = z.object({
   period: periodSchema,
   totals: flowTotals,
   months: z.array(flowTotals.extend({ month: z.string() })).optional(),
@@ -228,7 +228,7 @@ export async function activityFact(reader: WalletReader, address: Address, perio
   };
 }
 
-export const transfersFactSchema = z.object({
+const transfersFactSchema = z.object({
   direction: z.enum(["in", "out", "both"]),
   windowDays: z.number(),
   transfers: z.array(z.object({ direction: z.enum(["in", "out"]), counterparty: z.string(), symbol: z.string(), amountUsd: z.number(), at: z.iso.datetime() })),
@@ -255,7 +255,7 @@ export async function largestTransfersFact(reader: WalletReader, address: Addres
   };
 }
 
-export const counterpartiesFactSchema = z.object({
+const counterpartiesFactSchema = z.object({
   counterparties: z.array(z.object({ counterparty: z.string(), receivedUsd: z.number(), sentUsd: z.number(), transfersIn: z.number(), transfersOut: z.number(), lastAt: z.iso.datetime() })),
 });
 export async function counterpartiesFact(reader: WalletReader, address: Address, options: { limit?: number } = {}) {
@@ -269,7 +269,7 @@ export async function counterpartiesFact(reader: WalletReader, address: Address,
   };
 }
 
-export const passportFactSchema = z.object({
+const passportFactSchema = z.object({
   passport: attestationSchema.nullable(),
   reportsFound: z.number(),
 });
@@ -285,7 +285,7 @@ export async function passportFact(reader: WalletReader, address: Address) {
   };
 }
 
-export const factorsFactSchema = z.object({
+const factorsFactSchema = z.object({
   financialHealth: z.number(),
   reputation: z.number(),
   factors: z.array(z.object({ score: z.enum(["financialHealth", "reputation"]), factor: z.string(), points: z.number(), max: z.number(), room: z.number() })),

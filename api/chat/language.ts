@@ -91,7 +91,7 @@ export function normalise(message: string): string[] {
 }
 
 /** Optimal string alignment distance (Levenshtein plus adjacent transpositions), cut off above `max`. */
-export function editDistance(a: string, b: string, max = 2): number {
+function editDistance(a: string, b: string, max = 2): number {
   if (Math.abs(a.length - b.length) > max) return max + 1;
   const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
   for (let j = 1; j <= b.length; j++) d[0]![j] = j;

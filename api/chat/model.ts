@@ -44,7 +44,7 @@ export function chatModelSettings(source: NodeJS.ProcessEnv = process.env): Chat
 }
 
 /** Model exchanges per question: tool rounds, then the answer. */
-export const MAX_MODEL_ROUNDS = 4;
+const MAX_MODEL_ROUNDS = 4;
 
 const address = { type: "string", pattern: "^0x[0-9a-fA-F]{40}$", description: "Wallet address" } as const;
 const onlyAddress = { type: "object", properties: { address }, required: ["address"], additionalProperties: false } as const;
@@ -53,7 +53,7 @@ const addressArgs = z.object({ address: addressSchema });
 type Tool = { description: string; parameters: Record<string, unknown>; run: (reader: WalletReader, args: unknown) => Promise<{ fact: unknown; sources: Source[] }> };
 
 /** The tools offered to the model: the engine's read-only fact functions, nothing else. */
-export const CHAT_TOOLS: Record<string, Tool> = {
+const CHAT_TOOLS: Record<string, Tool> = {
   wallet_scores: { description: "Financial health and reputation scores, recommendation, whether trustworthy, rationale, positives and concerns", parameters: onlyAddress, run: (r, a) => scoresFact(r, addressArgs.parse(a).address) },
   wallet_score_factors: { description: "Every scoring factor with its points and maximum, and the signals behind them (why a score is low, what would raise it)", parameters: onlyAddress, run: (r, a) => factorsFact(r, addressArgs.parse(a).address) },
   wallet_income: { description: "Income label, verified recurring income, recurring payers with cadence, irregular monthly estimate, excluded inflow", parameters: onlyAddress, run: (r, a) => incomeFact(r, addressArgs.parse(a).address) },
@@ -113,7 +113,7 @@ const completionSchema = z.object({
 const SECRET_SHAPED = /(?:0x)?[0-9a-fA-F]{64}/;
 
 /** Every number written in a text, as its canonical value (commas dropped; addresses, list markers and hex removed). */
-export function figuresIn(text: string): number[] {
+function figuresIn(text: string): number[] {
   const cleaned = text
     .replace(/0x[0-9a-fA-F]+/g, " ")
     .replace(/^\s*\d{1,2}[.)]\s/gm, " ")
@@ -124,7 +124,7 @@ export function figuresIn(text: string): number[] {
 const canonical = (n: number) => [String(Number(n.toFixed(2))), String(Math.round(n)), String(Number(n.toFixed(1)))];
 
 /** The figures a tool result (or the question) allows an answer to state: each value, rounded to 0, 1 or 2 decimals. */
-export function allowedFigures(values: unknown[], texts: string[] = []): Set<string> {
+function allowedFigures(values: unknown[], texts: string[] = []): Set<string> {
   const allowed = new Set<string>();
   const visit = (v: unknown) => {
     if (typeof v === "number") canonical(v).forEach((c) => allowed.add(c));
@@ -138,7 +138,7 @@ export function allowedFigures(values: unknown[], texts: string[] = []): Set<str
 }
 
 /** Figures of `answer` that no tool result states. */
-export function unsupportedFigures(answer: string, allowed: Set<string>): number[] {
+function unsupportedFigures(answer: string, allowed: Set<string>): number[] {
   return figuresIn(answer).filter((n) => !allowed.has(String(Number(n.toFixed(2)))));
 }
 
@@ -155,10 +155,10 @@ function systemPrompt(resolved: ResolvedQuestion, asOf: string | null): string {
     .join("\n");
 }
 
-export type ModelAnswer = { ok: true; answer: string; calls: ToolCallRecord[]; sources: Source[] } | { ok: false; reason: string; calls: ToolCallRecord[] };
+type ModelAnswer = { ok: true; answer: string; calls: ToolCallRecord[]; sources: Source[] } | { ok: false; reason: string; calls: ToolCallRecord[] };
 
 /** Asks the model, running its tool calls; fails (with the reason) rather than answer unchecked. */
-export async function askModel(settings: ChatModelSettings, reader: WalletReader, message: string, resolved: ResolvedQuestion, dataAsOf: string | null): Promise<ModelAnswer> {
+async function askModel(settings: ChatModelSettings, reader: WalletReader, message: string, resolved: ResolvedQuestion, dataAsOf: string | null): Promise<ModelAnswer> {
   const calls: ToolCallRecord[] = [];
   const sources: Source[] = [];
   const signal = AbortSignal.timeout(settings.timeoutMs);

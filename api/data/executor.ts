@@ -58,7 +58,7 @@ export function pgliteExecutor(client: PGlite): DataExecutor {
 }
 
 /** Connections of the listener's own pool on Postgres: a heavy query never takes the API's or the indexer's. */
-export const DATA_POOL_SIZE = 4;
+const DATA_POOL_SIZE = 4;
 
 export function postgresExecutor(connectionString: string, size = DATA_POOL_SIZE): DataExecutor {
   const pool = new pg.Pool({ connectionString, max: size, application_name: "data_listener" });

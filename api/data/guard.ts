@@ -2,7 +2,7 @@ import { ApiError } from "../../shared/errors.ts";
 import { parseStatements, relationRefs } from "./parse.ts";
 
 /** The longest data query accepted, as Ponder's own guard. */
-export const MAX_QUERY_LENGTH = 5_000;
+const MAX_QUERY_LENGTH = 5_000;
 
 /** The functions a data query may call: Ponder 0.17.7's own list (utils/sql-parse.js), none with side effects. */
 const FUNCTIONS = new Set(

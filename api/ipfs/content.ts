@@ -5,9 +5,6 @@ import type { IpfsNode } from "./node.ts";
 
 export type MediaType = "application/pdf" | "text/csv; charset=utf-8" | "application/json" | "application/octet-stream";
 
-/** The media types GET /ipfs/{cid} may answer with (its OpenAPI 200). */
-export const SERVED_MEDIA_TYPES = ["application/pdf", "text/csv", "application/json", "application/octet-stream"] as const;
-
 /**
  * Adds and pins `bytes` on the node and records what they are, so that GET /ipfs/{cid} serves them
  * with their media type. The record is written after the pin: a CID is never described before it
@@ -26,7 +23,7 @@ export async function mediaTypeOf(store: ServiceDb | undefined, cid: string, byt
 }
 
 /** Content pinned without a record (by code that predates it): PDF by its magic, JSON by parsing, else bytes. */
-export function sniff(bytes: Uint8Array): MediaType {
+function sniff(bytes: Uint8Array): MediaType {
   if (Buffer.from(bytes.subarray(0, 5)).toString("latin1") === "%PDF-") return "application/pdf";
   const text = Buffer.from(bytes).toString("utf8").trim();
   if (text.startsWith("{") || text.startsWith("[")) {

@@ -12,7 +12,7 @@ export type Block = { cid: CID; bytes: Uint8Array };
 
 const RAW = 0x55;
 /** A block's key: its multihash (Helia keys blocks so), spelled as a CIDv1 of the raw codec. */
-export const blockKey = (cid: CID) => CID.createV1(RAW, cid.multihash).toString();
+const blockKey = (cid: CID) => CID.createV1(RAW, cid.multihash).toString();
 
 /** Helia tells a missing block by this name (interface-store's NotFoundError). */
 const notFound = (cid: CID) => Object.assign(new Error(`block ${cid} not found`), { name: "NotFoundError" });

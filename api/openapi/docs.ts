@@ -13,7 +13,7 @@ export const DOCS_TITLE = "Celo wallet screening and reputation — API referenc
  * The browser bundle of @scalar/api-reference: the single-file UMD build, which loads no chunks
  * afterwards. The package's exports map does not list it, so it is found beside the main entry.
  */
-export function scalarBundlePath(): string {
+function scalarBundlePath(): string {
   return join(dirname(createRequire(import.meta.url).resolve("@scalar/api-reference")), "browser", "standalone.js");
 }
 

@@ -3,7 +3,7 @@ import type { HistoryPoint } from "../wallet/history.ts";
 import type { PassportStatus, VerifyResult } from "./schema.ts";
 
 /** What a person reads for each status: the badge's word and colour. */
-export const STATUS_LOOK: Record<PassportStatus, { label: string; color: string }> = {
+const STATUS_LOOK: Record<PassportStatus, { label: string; color: string }> = {
   confirmed: { label: "valid", color: "#2e7d32" },
   pending: { label: "pending", color: "#ef6c00" },
   revoked: { label: "revoked", color: "#c62828" },
@@ -31,7 +31,7 @@ const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "
 const monthLabel = (month: string) => `${MONTHS[Number(month.slice(5, 7)) - 1] ?? month} ${month.slice(2, 4)}`;
 
 /** The 12-month score history as an inline SVG line chart (financial health and reputation, 0-100). */
-export function historyChart(history: HistoryPoint[]): string {
+function historyChart(history: HistoryPoint[]): string {
   if (history.length === 0) return "";
   const W = 640;
   const H = 220;

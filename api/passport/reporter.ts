@@ -65,7 +65,7 @@ export class PublishError extends Error {
 }
 
 /** How long publishing waits for its receipt before giving up (the transaction is then revoked if it is mined later). */
-export const PUBLISH_RECEIPT_WAIT_MS = 60_000;
+const PUBLISH_RECEIPT_WAIT_MS = 60_000;
 
 /**
  * Our reporter contract through the reporter key: publish, revoke, and the chain reads issuance

@@ -42,7 +42,7 @@ export const reportResultSchema = z.object({
 });
 export type ReportResult = z.infer<typeof reportResultSchema>;
 
-export const PASSPORT_STATUSES = ["confirmed", "pending", "revoked", "expired", "superseded", "tampered", "not_found"] as const;
+const PASSPORT_STATUSES = ["confirmed", "pending", "revoked", "expired", "superseded", "tampered", "not_found"] as const;
 export type PassportStatus = (typeof PASSPORT_STATUSES)[number];
 
 export const verifyParams = z.object({

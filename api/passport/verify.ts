@@ -29,7 +29,7 @@ export function parsePassportId(id: string): Lookup | null {
 }
 
 /** The CID of a raw block whose sha256 is `hex`: how a 0x content hash names a document. */
-export function cidOfDigest(hex: Hex): string {
+function cidOfDigest(hex: Hex): string {
   return CID.createV1(RAW, createDigest(SHA2_256, Buffer.from(hex.slice(2), "hex"))).toString();
 }
 
@@ -145,7 +145,7 @@ function sourceOf(ctx: VerifyContext, contract: string): VerifyResult["source"] 
   return original && original.toLowerCase() === contract.toLowerCase() ? "onchain-reporter" : "reputation-reporter";
 }
 
-export function howToVerify(contract: string, reportId: string, cid: string | null): VerifyResult["howToVerify"] {
+function howToVerify(contract: string, reportId: string, cid: string | null): VerifyResult["howToVerify"] {
   return {
     contractCall: `verifyReport("${reportId}") on ${contract} (chain ${CELO_CHAIN_ID}) returns (exists, {wallet, buyer, reputationScore, financialHealthScore, loanCapacity, reportHash, publishedAt}); reportStatus("${reportId}") returns (exists, revoked, expiresAt, supersededBy, revocationReason)`,
     ipfs: cid && `Fetch ${cid} from any IPFS node (or GET /ipfs/${cid} here); its bytes must hash to the CID (CIDv1, raw leaves, sha256) and its walletAddress and scores must equal the attestation`,

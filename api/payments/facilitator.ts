@@ -19,18 +19,18 @@ const PROBE_TIMEOUT_MS = 3_000;
  * Each RPC call of a verification (the x402 package's getCode, reads and simulated transfer) gives
  * up after this long (the package makes several in turn).
  */
-export const VERIFY_RPC_TIMEOUT_MS = 4_000;
+const VERIFY_RPC_TIMEOUT_MS = 4_000;
 /**
  * A whole verification (self mode) gives up after this long: while the chain does not answer, a
  * valid payment gets 503 settlement_unavailable 5 s after it arrived (it took 23 s with the 20 s
  * transport timeout and the probe), nothing claimed and nothing charged.
  */
-export const VERIFY_TIMEOUT_MS = 5_000;
+const VERIFY_TIMEOUT_MS = 5_000;
 /**
  * Each RPC call of the relayer (fees and gas, nonce, broadcast, receipt) gives up after this long.
  * A broadcast without an answer is not a failure: the chain decides (see SubmitResult.uncertain).
  */
-export const RELAYER_RPC_TIMEOUT_MS = 10_000;
+const RELAYER_RPC_TIMEOUT_MS = 10_000;
 
 /**
  * Verification by the x402 packages (our own x402Facilitator with the `exact` EVM scheme, or a

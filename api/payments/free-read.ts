@@ -4,7 +4,7 @@ import type { PricedRoute } from "./core.ts";
 import type { PaymentLedger } from "./ledger.ts";
 
 /** How long a paid call makes the free reads of that wallet free: the result cache lifetime. */
-export const FREE_READ_WINDOW_MS = MAX_AGE_MS;
+const FREE_READ_WINDOW_MS = MAX_AGE_MS;
 
 /**
  * The free-read rule, as the one sentence the 402 answers, GET /api/x402/config, the OpenAPI

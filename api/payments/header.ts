@@ -12,7 +12,7 @@ import { PaymentError } from "./errors.ts";
  * - `x402-v1`: `X-PAYMENT: base64(JSON {x402Version:1, scheme, network, payload})`;
  * - `x402-v2`: `PAYMENT-SIGNATURE: base64(JSON {x402Version:2, accepted, payload})`.
  */
-export type PaymentEncoding = "x-payment-json" | "x402-v1" | "x402-v2";
+type PaymentEncoding = "x-payment-json" | "x402-v1" | "x402-v2";
 
 export type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
 

@@ -27,13 +27,6 @@ export const PRICES = {
 
 export type RouteId = keyof typeof PRICES;
 
-/**
- * Routes of the service interface this build does not serve yet, so the price list is complete.
- * Each entry goes when its route is declared.
- */
-export const PLANNED_ROUTES: Partial<Record<RouteId, { method: "GET" | "POST"; path: string; description: string }>> = {
-};
-
 /** A price in a token's smallest units (both accepted tokens have 6 decimals, like micro-USD). */
 export function priceInUnits(microUsd: bigint, decimals: number): bigint {
   return decimals >= 6 ? microUsd * 10n ** BigInt(decimals - 6) : microUsd / 10n ** BigInt(6 - decimals);

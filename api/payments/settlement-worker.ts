@@ -10,16 +10,16 @@ import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
 
 /** A run starts this long after a payment is queued, so that one transaction carries the payments queued about the same moment. */
-export const KICK_DELAY_MS = 25;
+const KICK_DELAY_MS = 25;
 /** How long a run waits for the transactions already sent to be mined before it sends the next. */
-export const FOLLOW_WAIT_MS = 250;
+const FOLLOW_WAIT_MS = 250;
 /** How often the worker looks at the queue when nothing woke it (another replica's rows, retries). */
-export const WORKER_INTERVAL_MS = 500;
+const WORKER_INTERVAL_MS = 500;
 /**
  * A queued row is given up this long before its authorization's validBefore: a transaction sent
  * later might not be mined in time. Given up means `expired`, counted in stats: the service's loss.
  */
-export const EXPIRY_MARGIN_SECONDS = 30;
+const EXPIRY_MARGIN_SECONDS = 30;
 
 export type WorkerRun = { taken: number; expired: number };
 

@@ -69,7 +69,7 @@ export type SignInSettings = {
   ownAnalysesPerHour: number;
 };
 
-export const signInSettings = (env = readEnv()): SignInSettings => ({ origin: resolveSignInOrigin(env), ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR });
+const signInSettings = (env = readEnv()): SignInSettings => ({ origin: resolveSignInOrigin(env), ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR });
 
 export type SignInRequest = {
   /** The SIGN-IN-WITH-X header, if sent. */

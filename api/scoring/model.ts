@@ -7,11 +7,11 @@ export const monthlyIncomeEstimateUnits = (s: Pick<Signals, "verifiedMonthlyInco
   s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits;
 
 /** Bumped whenever a rule, weight or threshold changes; every result carries it. */
-export const MODEL_VERSION = "2026-11-21.2";
+const MODEL_VERSION = "2026-11-21.2";
 
-export type Recommendation = "approve" | "review" | "decline";
-export type Confidence = "low" | "medium" | "high";
-export type ReputationCategory = "excellent" | "good" | "fair" | "poor" | "very poor";
+type Recommendation = "approve" | "review" | "decline";
+type Confidence = "low" | "medium" | "high";
+type ReputationCategory = "excellent" | "good" | "fair" | "poor" | "very poor";
 export type Factor = { score: "financialHealth" | "reputation"; factor: string; points: number };
 
 export type ScoreResult = {

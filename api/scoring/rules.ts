@@ -10,7 +10,7 @@ import type { WalletTransfer } from "./facts.ts";
 export const DUST_FLOOR_UNITS = 1_000_000n;
 
 /** A payment this soon after an inflow, to an address never seen before, may be a drain. */
-export const DRAIN_HOURS = 48;
+const DRAIN_HOURS = 48;
 export const DRAIN_SECONDS = DRAIN_HOURS * 3600;
 /**
  * A drain sink is paid exactly this many times in the window. The SQL reads the one payment's time
@@ -19,7 +19,7 @@ export const DRAIN_SECONDS = DRAIN_HOURS * 3600;
 export const DRAIN_SINK_PAYMENTS = 1;
 
 /** An inflow a drain can follow: any but dust (a wallet's transfer to itself is not dust). */
-export function isDrainableInflow(wallet: Address, t: WalletTransfer): boolean {
+function isDrainableInflow(wallet: Address, t: WalletTransfer): boolean {
   return t.direction === "in" && (t.counterparty === wallet || t.value >= DUST_FLOOR_UNITS);
 }
 
@@ -48,7 +48,7 @@ export function isDrain(candidate: WalletTransfer, payeeFirstAt: number | undefi
  * everything it ever received came from them. Kept as a fraction of integers, so the comparison is
  * exact on token units (no floating point).
  */
-export const SELF_FUNDED_SHARE = { numerator: 1n, denominator: 2n } as const;
+const SELF_FUNDED_SHARE = { numerator: 1n, denominator: 2n } as const;
 
 /** `fromOwn` units of a wallet's `received` (lifetime inflow) came from the set: is it self-funded? */
 export function isSelfFunded(fromOwn: bigint, received: bigint): boolean {

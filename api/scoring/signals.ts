@@ -4,9 +4,9 @@ import { monthOf } from "../../shared/month.ts";
 import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
 import { drainCandidates, DUST_FLOOR_UNITS, isDrain, isSelfFunded } from "./rules.ts";
 
-export type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
+type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
 
-export type RecurringPayer = {
+type RecurringPayer = {
   payer: Address;
   cadence: "weekly" | "biweekly" | "monthly" | "business";
   payments: number;
@@ -76,7 +76,7 @@ function append<K, V>(map: Map<K, V[]>, key: K, value: V) {
  * Wallets funded (mostly) by this one: a wallet is self-funded when more than half of everything
  * it received came from this wallet or from wallets already self-funded. Grown to a fixed point.
  */
-export function selfFundedWallets(facts: WalletFacts): Set<Address> {
+function selfFundedWallets(facts: WalletFacts): Set<Address> {
   const funders = new Map<Address, WalletFacts["funding"]>();
   for (const f of facts.funding) if (f.wallet !== facts.address) append(funders, f.wallet, f);
   const own = new Set<Address>([facts.address]);
@@ -97,7 +97,7 @@ export function selfFundedWallets(facts: WalletFacts): Set<Address> {
 }
 
 /** Classifies each inflow: what counts as income, and why the rest does not. */
-export function classifyInflows(facts: WalletFacts, selfFunded: Set<Address>): { t: WalletTransfer; kind: InflowKind; income: bigint }[] {
+function classifyInflows(facts: WalletFacts, selfFunded: Set<Address>): { t: WalletTransfer; kind: InflowKind; income: bigint }[] {
   const sentTo = new Map<Address, bigint>();
   const out: { t: WalletTransfer; kind: InflowKind; income: bigint }[] = [];
   for (const t of [...facts.transfers].sort((a, b) => a.at - b.at)) {

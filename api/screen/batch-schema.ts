@@ -4,7 +4,7 @@ import { x402BillingSchema } from "../payments/billing.ts";
 import { lenderScreenResultSchema } from "./schema.ts";
 
 /** At most this many wallets in one batch: 100 x 0.01 is the 1.00 USD a single authorization may carry. */
-export const MAX_BATCH_WALLETS = 100;
+const MAX_BATCH_WALLETS = 100;
 
 export const screenBatchRequestSchema = z.object({
   wallets: z
@@ -24,10 +24,8 @@ export const screenBatchRequestSchema = z.object({
   callerAddress: addressSchema.optional().describe("The paying lender's wallet: when given, it must be the payer"),
 });
 
-export type ScreenBatchRequest = z.infer<typeof screenBatchRequestSchema>;
-
 /** A wallet of the batch with no result, and why; it is not charged. */
-export const walletErrorSchema = z.object({
+const walletErrorSchema = z.object({
   walletAddress: addressString,
   error: z.object({ code: z.enum(["wallet_not_indexed"]), message: z.string() }),
 });

@@ -9,8 +9,6 @@ export const screenRequestSchema = z.object({
   callerAddress: addressSchema.optional().describe("The paying lender's wallet, when it is not the borrower"),
 });
 
-export type ScreenRequest = z.infer<typeof screenRequestSchema>;
-
 /** LenderScreenResult exactly as the service interface defines it, plus what lenders ask peers for. */
 export const lenderScreenResultSchema = z
   .object({

@@ -33,7 +33,7 @@ export type StatementRow = {
   value: bigint;
 };
 
-export type TokenTotals = {
+type TokenTotals = {
   token: TokenInfo;
   opening: bigint;
   totalIn: bigint;
@@ -43,7 +43,7 @@ export type TokenTotals = {
   transfersOut: number;
 };
 
-export type MonthTotals = { month: string; token: TokenInfo; totalIn: bigint; totalOut: bigint; transfersIn: number; transfersOut: number };
+type MonthTotals = { month: string; token: TokenInfo; totalIn: bigint; totalOut: bigint; transfersIn: number; transfersOut: number };
 
 /** Everything a statement shows, in token units (bigint) until it is formatted. */
 export type StatementData = {

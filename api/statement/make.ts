@@ -19,7 +19,7 @@ export type StatementDeps = {
   remote?: RemotePinning;
 };
 
-export type PinnedFile = { cid: string; size: number; sha256: string };
+type PinnedFile = { cid: string; size: number; sha256: string };
 
 export type MadeStatement = {
   data: StatementData;

@@ -13,9 +13,6 @@ pdfmake.setLocalAccessPolicy((path) => FONT_NAMES.has(path));
 
 const PERIOD_WORDS: Record<StatementPeriod, string> = { "1M": "1 month", "3M": "3 months", "6M": "6 months", "12M": "12 months" };
 
-/** How a reader checks the document: on page 1 in full, and in the footer of every page. */
-export const VERIFY_ROUTE = "/ipfs/{cid}";
-
 const grey = "#555555";
 const amount = (units: bigint, decimals: number) => ({ text: formatAmount(units, decimals), alignment: "right" });
 const header = (cells: string[], right: number[] = []) => cells.map((text, i) => ({ text, bold: true, fillColor: "#eeeeee", ...(right.includes(i) ? { alignment: "right" } : {}) }));

@@ -1,7 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
-import { readMigrationFiles } from "drizzle-orm/migrator";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
@@ -50,7 +49,6 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
     const client = new PGlite(location.directory);
     const db = drizzlePglite(client, { schema });
     try {
-      await baselineLegacyStore(async (text, params) => (await client.query<Record<string, unknown>>(text, params)).rows);
       await migratePglite(db, MIGRATIONS);
     } catch (error) {
       await client.close();
@@ -70,7 +68,6 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
     try {
       await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK]);
       try {
-        await baselineLegacyStore(async (text, params) => (await client.query(text, params)).rows);
         await migratePg(drizzlePg(client), MIGRATIONS);
       } finally {
         await client.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch((error: Error) => (broken = error));
@@ -84,29 +81,4 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
     throw error;
   }
   return { db: drizzlePg(pool, { schema }) as unknown as ServiceDb, kind: "postgres", close: () => pool.end() };
-}
-
-type Query = (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
-
-/**
- * Stores created before migrations (by a hand-written DDL identical to the first migration, same
- * constraint and index names) have the payment table but no journal. Record the first migration
- * as applied so the migrator neither recreates the table nor fails on it; later migrations then
- * apply as usual. The ledger rows stay where they are.
- */
-async function baselineLegacyStore(query: Query): Promise<void> {
-  const { SERVICE_SCHEMA: s } = schema;
-  const table = `"${s}"."${MIGRATIONS.migrationsTable}"`;
-  const [state] = await query(
-    `select to_regclass($1) is not null as ledger, to_regclass($2) is not null as journal`,
-    [`"${s}"."payment"`, table],
-  );
-  if (!state?.ledger) return;
-  if (state.journal && (await query(`select 1 from ${table} limit 1`)).length > 0) return;
-  const [first] = readMigrationFiles(MIGRATIONS);
-  if (!first) return;
-  // The same table drizzle's migrator creates for its journal.
-  await query(`create table if not exists ${table} (id serial primary key, hash text not null, created_at bigint)`);
-  await query(`insert into ${table} (hash, created_at) values ($1, $2)`, [first.hash, first.folderMillis]);
-  log.warn(`[store] ${s}.payment predates migrations: recorded migration ${first.folderMillis} as applied`);
 }

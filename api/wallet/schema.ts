@@ -8,7 +8,7 @@ export const walletParams = z.object({ address: addressSchema.describe("Wallet a
 /** The latest indexed block the answer was computed at. */
 export const dataAsOfSchema = z.object({ block: z.number().int(), time: z.iso.datetime() });
 
-export const cacheStatusSchema = z.object({
+const cacheStatusSchema = z.object({
   cached: z.boolean(),
   cachedAt: z.iso.datetime(),
   expiresAt: z.iso.datetime(),
@@ -67,7 +67,7 @@ const walletAnswer = { walletAddress: z.string(), modelVersion: z.string(), data
 export const analysisSchema = z.object({ ...walletAnswer, cached: z.boolean(), walletData: walletDataSchema });
 
 /** A signal's value: a number, flag, word, list or object, as its description says. */
-export const signalValueSchema = z.union([z.number(), z.boolean(), z.string(), z.null(), z.array(z.record(z.string(), z.unknown())), z.record(z.string(), z.unknown())]);
+const signalValueSchema = z.union([z.number(), z.boolean(), z.string(), z.null(), z.array(z.record(z.string(), z.unknown())), z.record(z.string(), z.unknown())]);
 
 export const signalsSchema = z.object({
   ...walletAnswer,

@@ -95,5 +95,3 @@ export async function walletTopCounterparties(db: IndexDb, a: Assessment) {
     lastAt: iso(c.lastAt),
   }));
 }
-
-export type WalletData = Awaited<ReturnType<typeof walletData>>;

@@ -1,7 +1,7 @@
 /** Prometheus text format (Ponder's /metrics) as a map of `name{labels}` to value, and differences between two reads. */
 export type Metrics = Map<string, number>;
 
-export function parseMetrics(text: string): Metrics {
+function parseMetrics(text: string): Metrics {
   const out: Metrics = new Map();
   for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) continue;
@@ -22,7 +22,7 @@ export async function readMetrics(dataUrl: string): Promise<Metrics> {
 }
 
 /** after - before for every series whose name starts with `prefix` (counters, histogram sums and counts). */
-export function diff(before: Metrics, after: Metrics, prefix: string): Map<string, number> {
+function diff(before: Metrics, after: Metrics, prefix: string): Map<string, number> {
   const out = new Map<string, number>();
   for (const [key, value] of after) if (key.startsWith(prefix)) out.set(key, value - (before.get(key) ?? 0));
   return out;

@@ -12,7 +12,7 @@ export type PlannedTransfer = {
   amount: bigint | { share: number };
 };
 
-export type Verdict = "approve" | "review" | "decline";
+type Verdict = "approve" | "review" | "decline";
 
 export type PersonaTruth = {
   address: Address;
