@@ -11,7 +11,7 @@ import { concludeClaim } from "./core/settle.ts";
 import type { Admission, Claim, Conclusion, HandlerOutcome, Ledger, PaymentDeps, PaymentRequest, PricedRoute, Reply } from "./core/types.ts";
 import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
-import { keyId, type Resolution } from "./ledger.ts";
+import { keyId, type Resolution } from "./ledger/ledger.ts";
 import { chainOutcome, keyOf, reconcileRow } from "./reconcile.ts";
 
 export type { Admission, Claim, Conclusion, HandlerOutcome, Ledger, PaymentDeps, PaymentRequest, PricedRoute, Reply } from "./core/types.ts";

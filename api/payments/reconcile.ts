@@ -4,7 +4,7 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import { type Settler, usedIn } from "./relayer.ts";
-import type { PaymentKey, PaymentLedger, Resolution } from "./ledger.ts";
+import type { Ledger, PaymentKey, Resolution } from "./ledger.ts";
 import { log } from "../../shared/log.ts";
 
 /** What reconciliation reads from the chain. */
@@ -17,7 +17,7 @@ export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "g
  */
 type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
 
-export type ReconcileDeps = { chain: ReconcileChain; ledger: Pick<PaymentLedger, "requeue" | "resolve">; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
+export type ReconcileDeps = { chain: ReconcileChain; ledger: Pick<Ledger, "requeue" | "resolve">; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
 
 /** A `settling` row not touched for this long is not in flight anywhere (settlers wait at most RECEIPT_WAIT_MS): the background reconciler takes it. */
 const SETTLING_IDLE_MS = 15_000;

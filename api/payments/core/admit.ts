@@ -6,7 +6,7 @@ import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 import { PaymentError } from "../errors.ts";
 import { paidRecently } from "../free-read.ts";
 import { decodePayment, type PaymentAttempt } from "../header.ts";
-import { ABANDONED_AFTER_MS, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger.ts";
+import { ABANDONED_AFTER_MS, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger/ledger.ts";
 import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "../local-verify.ts";
 import { priceInUnits } from "../prices.ts";
 import { keyOf, reconcileRow } from "../reconcile.ts";

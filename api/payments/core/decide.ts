@@ -1,6 +1,6 @@
 import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 import type { PaymentError } from "../errors.ts";
-import { isAbandoned } from "../ledger.ts";
+import { isAbandoned } from "../ledger/ledger.ts";
 import { expiredUnused, paymentReused, roundsExhausted, usedElsewhere } from "./refusals.ts";
 
 /** What an attempt does about the ledger row of the payment it is (pure: no I/O). */

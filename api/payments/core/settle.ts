@@ -2,7 +2,7 @@ import type { SettleResponse } from "@x402/core/types";
 import { firstLine } from "../../../shared/async.ts";
 import { log } from "../../../shared/log.ts";
 import type { PaymentError } from "../errors.ts";
-import { ABANDONED_AFTER_MS, type PaymentKey, type StoredAnswer } from "../ledger.ts";
+import { ABANDONED_AFTER_MS, type PaymentKey, type StoredAnswer } from "../ledger/ledger.ts";
 import { reconcileRow } from "../reconcile.ts";
 import type { Settler } from "../relayer.ts";
 import { usedIn } from "../relayer.ts";

@@ -5,13 +5,12 @@ import type { PaymentRow } from "../../store/schema.ts";
 import type { Billing } from "../billing.ts";
 import type { Facilitator } from "../facilitator.ts";
 import type { PaymentHeaders } from "../header.ts";
-import type { PaymentKey, PaymentLedger, Resolution, StoredAnswer } from "../ledger.ts";
+import type { Ledger, PaymentKey, Resolution, StoredAnswer } from "../ledger/ledger.ts";
 import type { PayerState } from "../local-verify.ts";
 import type { ReconcileChain } from "../reconcile.ts";
 import type { VerifiedPayment } from "../verify.ts";
 
-/** What the core asks of a ledger: PaymentLedger's public members, whatever keeps them (SQL, memory). */
-export type Ledger = { [K in keyof PaymentLedger]: PaymentLedger[K] };
+export type { Ledger };
 
 /** A priced operation as the payment core sees it (built from its route declaration and the price table). */
 export type PricedRoute = {

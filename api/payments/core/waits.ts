@@ -1,6 +1,6 @@
 import { sleep } from "../../../shared/async.ts";
 import type { PaymentRow } from "../../store/schema.ts";
-import { isAbandoned, isRerunning, keyId, type PaymentKey } from "../ledger.ts";
+import { isAbandoned, isRerunning, keyId, type PaymentKey } from "../ledger/ledger.ts";
 import { keyOf, reconcileRow } from "../reconcile.ts";
 import { type CoreContext, reconcileDeps } from "./context.ts";
 import { settlementPending } from "./refusals.ts";
