@@ -11,7 +11,8 @@ import { cidOf, type IpfsNode, openIpfs } from "../api/ipfs/node.ts";
 import { canonicalBytes, drawReportId, loanCapacityText, type PassportDocument } from "../api/passport/document.ts";
 import { createReporter, resolveReporterSettings } from "../api/passport/reporter.ts";
 import type { PassportStatus } from "../api/passport/schema.ts";
-import { contentHashOf, findRows, parsePassportId } from "../api/passport/verify.ts";
+import { contentHashOf, findRows } from "../api/passport/verify.ts";
+import { parsePassportId } from "../api/passport/passport-id.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { indexedHead } from "../api/stats/queries.ts";
 import { payment } from "../api/store/schema.ts";
@@ -150,7 +151,9 @@ try {
   const freshId = () => {
     for (;;) {
       const id = drawReportId();
-      if (!ids.has(id)) return ids.add(id), id;
+      if (ids.has(id)) continue;
+      ids.add(id);
+      return id;
     }
   };
   const attestations: Attestation[] = [];

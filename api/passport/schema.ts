@@ -2,7 +2,7 @@ import { z } from "zod";
 import { addressSchema } from "../../config/addresses.ts";
 import { x402BillingSchema } from "../payments/billing.ts";
 import { passportDocumentSchema } from "./document.ts";
-import { parsePassportId } from "./verify.ts";
+import { parsePassportId } from "./passport-id.ts";
 
 export const reportRequestSchema = z.object({
   walletAddress: addressSchema.describe("The wallet the passport is about"),

@@ -13,7 +13,8 @@ import { badgeSvg, passportPage } from "./page.ts";
 import { rateLimit } from "../http/rate-limit.ts";
 import type { ReporterClient } from "./reporter.ts";
 import { verifyParams, type VerifyResult, verifyResultSchema } from "./schema.ts";
-import { notFound, parsePassportId, verifyPassport } from "./verify.ts";
+import { parsePassportId } from "./passport-id.ts";
+import { notFound, verifyPassport } from "./verify.ts";
 
 /** Verify, its page and its badge share one per-client limit (VERIFY_RATE_LIMIT_PER_MINUTE, default 60). */
 let limiter: ReturnType<typeof rateLimit> | undefined;

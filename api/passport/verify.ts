@@ -12,21 +12,12 @@ import { withTimeout } from "../http/timeout.ts";
 import { type IpfsNode, parseCid, RAW, SHA2_256 } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { indexedHead } from "../stats/queries.ts";
-import { passportDocumentSchema, REPORT_ID } from "./document.ts";
+import { passportDocumentSchema } from "./document.ts";
+import type { Lookup } from "./passport-id.ts";
 import type { ReporterClient } from "./reporter.ts";
 import type { PassportStatus, VerifyResult } from "./schema.ts";
 
 type Row = typeof report.$inferSelect;
-
-export type Lookup = { kind: "id"; reportId: string } | { kind: "cid"; cid: CID; text: string } | { kind: "hash"; hex: Hex };
-
-/** Which kind of id was given, or null when it is none of them. */
-export function parsePassportId(id: string): Lookup | null {
-  if (REPORT_ID.test(id)) return { kind: "id", reportId: id };
-  if (/^0x[0-9a-fA-F]{64}$/.test(id) && isHex(id)) return { kind: "hash", hex: id.toLowerCase() as Hex };
-  const cid = parseCid(id);
-  return cid ? { kind: "cid", cid, text: id } : null;
-}
 
 /** The CID of a raw block whose sha256 is `hex`: how a 0x content hash names a document. */
 function cidOfDigest(hex: Hex): string {
