@@ -46,7 +46,7 @@ try {
     const conversations = new Map<string, string>();
     for (const row of PHRASINGS) {
       let message = row.q;
-      row.named?.forEach((name, i) => (message = message.replace(`{${"ab"[i]}}`, persona(name))));
+      for (const [i, name] of (row.named ?? []).entries()) message = message.replace(`{${"ab"[i]}}`, persona(name));
       const conversationId = row.conversation ? conversations.get(row.conversation) : undefined;
       const t0 = performance.now();
       // A question with no wallet data to answer from is refused (422): timed all the same.

@@ -159,7 +159,7 @@ try {
       const replica = replicas[i % 2]!;
       if (kind === "screen") {
         const s = await paidScreen(recorder, replica);
-        if (s) screened.push(s), screened.length > 500 && screened.shift();
+        if (s && screened.push(s) > 500) screened.shift();
       } else if (kind === "unpaid") {
         const wallet = wallets[i % wallets.length]!;
         await recorder.time("POST /api/lender/screen (unpaid: 402)", 402, () => fetch(`${replica.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: screenBody(wallet, manifest.lenders[0]!.address as Hex) }));

@@ -51,9 +51,11 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   const add = (level: Finding["level"], check: string, message: string) => findings.push({ level, check, message });
   // An invalid value was reported and then read as unset: the problems that follow from that (its default, "set X") only repeat it.
   const repeats = (problem: string) => [...invalidVariables].some((variable) => new RegExp(`\\b${variable}\\b`).test(problem));
-  const errors = (check: string, problems: string[]) => problems.filter((p) => !repeats(p)).forEach((p) => add("error", check, p));
+  const errors = (check: string, problems: string[]) => {
+    for (const p of problems) if (!repeats(p)) add("error", check, p);
+  };
 
-  invalid.forEach((problem) => add("error", "environment", problem));
+  for (const problem of invalid) add("error", "environment", problem);
   if (!invalid.length) add("ok", "environment", describeSources(options.source));
 
   if (!env.PONDER_RPC_URL_42220 && options.devnet === "not started") {

@@ -5,7 +5,6 @@ import type { Manifest } from "../config/manifest.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { rpc } from "../devnet/rpc.ts";
-import type { Indexer } from "./indexer.ts";
 import { signAuthorization, specHeader } from "./payments.ts";
 
 // What the load benchmarks (bench/realtime.ts, bench/soak.ts) share: API replicas, per-route

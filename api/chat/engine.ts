@@ -140,7 +140,7 @@ async function gather(reader: WalletReader, address: Address, r: ResolvedQuestio
   const wanted = kinds[r.intent] ?? [];
   const results = await Promise.all(wanted.map((k) => read[k]()));
   const facts: Record<string, unknown> = {};
-  wanted.forEach((k, i) => (facts[k] = results[i]!.fact));
+  for (const [i, k] of wanted.entries()) facts[k] = results[i]!.fact;
   return { facts: facts as Facts, sources: results.flatMap((x) => x.sources) };
 }
 

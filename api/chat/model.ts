@@ -127,8 +127,8 @@ const canonical = (n: number) => [String(Number(n.toFixed(2))), String(Math.roun
 function allowedFigures(values: unknown[], texts: string[] = []): Set<string> {
   const allowed = new Set<string>();
   const visit = (v: unknown) => {
-    if (typeof v === "number") canonical(v).forEach((c) => allowed.add(c));
-    else if (typeof v === "string") figuresIn(v).forEach((n) => canonical(n).forEach((c) => allowed.add(c)));
+    if (typeof v === "number") for (const c of canonical(v)) allowed.add(c);
+    else if (typeof v === "string") for (const c of figuresIn(v).flatMap(canonical)) allowed.add(c);
     else if (Array.isArray(v)) v.forEach(visit);
     else if (v && typeof v === "object") Object.values(v).forEach(visit);
   };

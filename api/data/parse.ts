@@ -24,7 +24,10 @@ export type RelationRef = { relname: string; schemaname?: string };
 export function relationRefs(tree: unknown): RelationRef[] {
   const refs: RelationRef[] = [];
   const walk = (node: unknown, ctes: ReadonlySet<string>): void => {
-    if (Array.isArray(node)) return void node.forEach((n) => walk(n, ctes));
+    if (Array.isArray(node)) {
+      for (const n of node) walk(n, ctes);
+      return;
+    }
     if (node === null || typeof node !== "object") return;
     const record = node as Record<string, unknown>;
     if (typeof record.relname === "string") {

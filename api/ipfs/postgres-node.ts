@@ -20,7 +20,10 @@ export async function openPostgresIpfs(db: ServiceDb): Promise<IpfsNode> {
     async add(bytes) {
       // Imported in memory (the content is there already), then written with its pin in one statement.
       const made: Block[] = [];
-      const root = await importBytes(bytes, { put: async (cid: CID, block: Uint8Array) => (made.push({ cid, bytes: block }), cid), has: async () => false } as never);
+      const root = await importBytes(bytes, { put: async (cid: CID, block: Uint8Array) => {
+          made.push({ cid, bytes: block });
+          return cid;
+        }, has: async () => false } as never);
       await blocks.putPinned(made, root);
       return root.toString();
     },

@@ -109,8 +109,13 @@ export async function loadStatement(db: IndexDb, target: { schema: string; token
       t.after += signed;
       continue;
     }
-    if (r.kind === "in") (t.totalIn += value), t.transfersIn++;
-    else (t.totalOut += value), t.transfersOut++;
+    if (r.kind === "in") {
+      t.totalIn += value;
+      t.transfersIn++;
+    } else {
+      t.totalOut += value;
+      t.transfersOut++;
+    }
     rows.push({ timestamp: Number(r.at), blockNumber: block, logIndex: r.log!, transactionHash: r.tx!, direction: r.kind, counterparty: r.counterparty!, token: byAddress.get(r.token.toLowerCase())!, value });
   }
   rows.sort((a, b) => (a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex || a.direction.localeCompare(b.direction) : a.blockNumber < b.blockNumber ? -1 : 1));
@@ -119,8 +124,13 @@ export async function loadStatement(db: IndexDb, target: { schema: string; token
   for (const r of rows) {
     const key = `${monthOf(r.timestamp)}:${target.tokens.indexOf(r.token)}`;
     const m = months.get(key) ?? { month: monthOf(r.timestamp), token: r.token, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0 };
-    if (r.direction === "in") (m.totalIn += r.value), m.transfersIn++;
-    else (m.totalOut += r.value), m.transfersOut++;
+    if (r.direction === "in") {
+      m.totalIn += r.value;
+      m.transfersIn++;
+    } else {
+      m.totalOut += r.value;
+      m.transfersOut++;
+    }
     months.set(key, m);
   }
 

@@ -12,7 +12,7 @@ export function coalesced<I, O>(run: (inputs: I[]) => Promise<O[]>): (input: I) 
     waiting = [];
     try {
       const outputs = await run(batch.map((w) => w.input));
-      batch.forEach((w, i) => w.resolve(outputs[i]!));
+      for (const [i, w] of batch.entries()) w.resolve(outputs[i]!);
     } catch (error) {
       for (const w of batch) w.reject(error);
     } finally {

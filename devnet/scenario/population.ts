@@ -101,15 +101,15 @@ export class Population {
     // Money enters the economy through companies' revenue and the exchange (mints stand for on-ramps).
     const payroll = new Map<number, number>();
     for (const m of this.members) if (m.employer !== undefined) payroll.set(m.employer, (payroll.get(m.employer) ?? 0) + m.salary!);
-    this.companies.forEach((c, i) => add(dayOf(month, 1, 0), c.token, zeroAddress, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000)));
+    for (const [i, c] of this.companies.entries()) add(dayOf(month, 1, 0), c.token, zeroAddress, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000));
     add(dayOf(month, 1, 0), "USDT", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
     add(dayOf(month, 1, 0), "USDC", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
 
     for (const m of this.members) {
       switch (m.kind) {
+        // biome-ignore lint/suspicious/noFallthroughSwitchClause: while active, a churned wallet behaves like an employee
         case "churned":
           if (month.index < m.activeFrom! || month.index > m.activeTo!) break;
-        // falls through: while active, a churned wallet behaves like an employee
         case "employee": {
           const company = this.companies[m.employer!]!;
           const payday = dayOf(month, m.payDay!, 9);
