@@ -1,0 +1,353 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import type { Address } from "../../config/addresses.ts";
+import { isRerunning, type Ledger, type NewPayment, type PaymentKey, RERUN_MARK } from "../../api/payments/ledger/ledger.ts";
+import { ABANDONED_AFTER_MS, fromStatuses, type PaymentEvent, RERUN_LEASE_MS } from "../../api/payments/lifecycle.ts";
+import { PAYMENT_STATUSES, type PaymentStatus } from "../../api/store/schema.ts";
+
+/** A fresh, empty ledger, and a way to let time pass for its rows (abandoned claims, leases, stale rows). */
+export type LedgerHarness = { ledger: Ledger; elapse(ms: number): Promise<void> };
+
+const [usdt, usdc] = ["0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000a2"] as const;
+const [a, b] = ["0x00000000000000000000000000000000000000aa", "0x00000000000000000000000000000000000000bb"] as const;
+const base = { amount: 10_000n, route: "POST /api/lender/screen", subject: null, fingerprint: "f", signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n };
+const auth = { signature: "0x01", validAfter: 0n };
+const answer = { status: 200, type: "application/json", body: '{"ok":true}' };
+const roomy = { perPayer: 10n ** 18n, total: 10n ** 18n };
+
+const entry = (nonce: string, more: Partial<NewPayment> = {}): NewPayment => ({ ...base, token: usdt, payer: a, nonce, ...more });
+const keyOf = (e: NewPayment): PaymentKey => ({ token: e.token, payer: e.payer, nonce: e.nonce });
+
+/**
+ * What every Ledger does (the memory one and the SQL one on PGlite and Postgres): one suite, so
+ * that a unit test of the core on the memory ledger says what the service does.
+ */
+export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHarness>): void {
+  describe(`Ledger contract: ${name}`, () => {
+    let ledger: Ledger;
+    let elapse: (ms: number) => Promise<void>;
+    beforeEach(async () => {
+      ({ ledger, elapse } = await makeLedger());
+    });
+
+    /** A row brought to `status` through the ledger's own writes. */
+    const rowIn = async (status: PaymentStatus, nonce: string, more: Partial<NewPayment> = {}): Promise<PaymentKey> => {
+      const e = entry(nonce, more);
+      const key = keyOf(e);
+      if (status === "queued") {
+        expect(await ledger.claimDeferred(e, auth)).toBe(true);
+        expect(await ledger.queuedWithinCaps(key, answer, roomy)).toBe(true);
+        return key;
+      }
+      expect(await ledger.claim(e)).toBe(true);
+      if (status === "settling" || status === "settled") expect(await ledger.settling(key, answer)).toBe(true);
+      if (status === "settled") await ledger.settled(key, "0xt1");
+      if (status === "waived") await ledger.waived(key, answer);
+      if (status === "failed") await ledger.failed(key, "refused");
+      if (status === "expired" || status === "used_elsewhere") expect(await ledger.resolve(key, { status, failure: "chain" })).toBe(true);
+      expect((await ledger.find(key))?.status).toBe(status);
+      return key;
+    };
+
+    it("claims a payment once per key, across concurrent claims", async () => {
+      const claims = await Promise.all([1, 2, 3, 4, 5].map(() => ledger.claim(entry("0x01"))));
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      const firsts = await Promise.all([1, 2, 3].map(() => ledger.claimFirst(entry("0x02"), auth)));
+      expect(firsts.filter((f) => f !== undefined)).toHaveLength(1);
+      expect(await ledger.claimFirst(entry("0x01"), auth)).toBeUndefined();
+      expect(await ledger.claimDeferred(entry("0x02"), auth)).toBe(false);
+    });
+
+    it("claims again a failed payment for the same request and signature only, and an abandoned one", async () => {
+      const key = await rowIn("failed", "0x01");
+      expect(await ledger.claim(entry("0x01", { signatureHash: "other" }))).toBe(false);
+      expect(await ledger.claim(entry("0x01", { fingerprint: "other" }))).toBe(false);
+      expect(await ledger.claimDeferred(entry("0x01"), auth)).toBe(true);
+      expect(await ledger.find(key)).toMatchObject({ status: "pending", failure: null, transaction: null, deferred: true, signature: "0x01" });
+      // Pending and alive: another request waits for it.
+      expect(await ledger.claim(entry("0x01"))).toBe(false);
+      await elapse(ABANDONED_AFTER_MS + 5_000);
+      expect(await ledger.claim(entry("0x01", { signatureHash: "other" }))).toBe(false);
+      expect(await ledger.claim(entry("0x01"))).toBe(true);
+      expect(await ledger.find(key)).toMatchObject({ status: "pending", deferred: false, signature: null });
+      for (const status of ["queued", "settling", "settled", "waived", "expired", "used_elsewhere"] as const) {
+        const other = await rowIn(status, `0x1${status}`);
+        expect(await ledger.claim(entry(other.nonce))).toBe(false);
+        expect((await ledger.find(other))?.status).toBe(status);
+      }
+    });
+
+    it("holds one payment-identifier per payer, passed on from a payment never charged", async () => {
+      expect(await ledger.claim(entry("0x01", { paymentId: "id-1" }))).toBe(true);
+      expect(await ledger.claim(entry("0x02", { paymentId: "id-1" }))).toBe(false);
+      expect(await ledger.findByPaymentId(a, "id-1")).toMatchObject({ nonce: "0x01" });
+      expect(await ledger.claim(entry("0x03", { paymentId: "id-1", payer: b }))).toBe(true);
+      await ledger.failed(keyOf(entry("0x01")), "refused");
+      expect(await ledger.claim(entry("0x02", { paymentId: "id-1" }))).toBe(true);
+      expect(await ledger.findByPaymentId(a, "id-1")).toMatchObject({ nonce: "0x02" });
+      expect((await ledger.find(keyOf(entry("0x01"))))?.paymentId).toBeNull();
+      // A settled payment keeps its identifier.
+      await ledger.settling(keyOf(entry("0x02")), answer);
+      await ledger.settled(keyOf(entry("0x02")), "0xt");
+      expect(await ledger.claim(entry("0x04", { paymentId: "id-1" }))).toBe(false);
+      expect(await ledger.findByPaymentId(a, "id-1")).toMatchObject({ nonce: "0x02" });
+    });
+
+    it("sums what a payer has open: unsettled in the token, owed in any", async () => {
+      await rowIn("pending", "0x01");
+      await rowIn("queued", "0x02");
+      await rowIn("settling", "0x03");
+      await rowIn("settled", "0x04");
+      await rowIn("failed", "0x05");
+      await rowIn("waived", "0x06");
+      await rowIn("pending", "0x07", { token: usdc, amount: 7n });
+      await rowIn("pending", "0x08", { payer: b, amount: 3n });
+      expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 30_000n, owed: 0n });
+      expect(await ledger.openFor(a, usdc)).toEqual({ unsettled: 7n, owed: 0n });
+      const { row, open } = await ledger.lookup({ token: usdt, payer: b, nonce: "0x08" });
+      expect([row, open]).toEqual([await ledger.find({ token: usdt, payer: b, nonce: "0x08" }), { unsettled: 3n, owed: 0n }]);
+      expect(await ledger.lookup({ token: usdt, payer: a, nonce: "0x99" })).toEqual({ row: undefined, open: { unsettled: 30_000n, owed: 0n } });
+      // A debt: answered on credit, its settlement failed by the payer's doing.
+      const debt = await rowIn("queued", "0x09", { token: usdc, amount: 500n });
+      await ledger.takeQueued(10);
+      await ledger.failed(debt, "the transfer cannot go through");
+      expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 30_000n, owed: 500n });
+    });
+
+    it("queues within the caps exactly, and settles first past them (no longer deferred)", async () => {
+      const one = keyOf(entry("0x01"));
+      await ledger.claimDeferred(entry("0x01"), auth);
+      expect(await ledger.queuedWithinCaps(one, answer, { perPayer: 10_000n, total: 10_000n })).toBe(true);
+      expect(await ledger.find(one)).toMatchObject({ status: "queued", deferred: true, responseBody: answer.body, responseStatus: 200 });
+      const two = keyOf(entry("0x02"));
+      await ledger.claimDeferred(entry("0x02"), auth);
+      expect(await ledger.queuedWithinCaps(two, answer, { perPayer: 19_999n, total: 10n ** 9n })).toBe(false);
+      expect(await ledger.find(two)).toMatchObject({ status: "pending", deferred: false, signature: null, validAfter: null, responseBody: null });
+      const three = keyOf(entry("0x03"));
+      await ledger.claimDeferred(entry("0x03"), auth);
+      expect(await ledger.queuedWithinCaps(three, answer, { perPayer: 20_000n, total: 20_000n })).toBe(true);
+      // The total counts every payer.
+      const other = keyOf(entry("0x04", { payer: b }));
+      await ledger.claimDeferred(entry("0x04", { payer: b }), auth);
+      expect(await ledger.queuedWithinCaps(other, answer, { perPayer: 10n ** 9n, total: 29_999n })).toBe(false);
+      const fourth = keyOf(entry("0x05", { payer: b }));
+      await ledger.claimDeferred(entry("0x05", { payer: b }), auth);
+      expect(await ledger.queuedWithinCaps(fourth, answer, { perPayer: 10n ** 9n, total: 30_000n })).toBe(true);
+      // Not deferred, or not pending: never queued.
+      const plain = await rowIn("pending", "0x06");
+      expect(await ledger.queuedWithinCaps(plain, answer, roomy)).toBe(false);
+      expect((await ledger.find(plain))?.status).toBe("pending");
+      expect(await ledger.queuedWithinCaps(one, answer, roomy)).toBe(false);
+    });
+
+    it("counts debts against the caps until they are repaid", async () => {
+      const debt = await rowIn("queued", "0x01");
+      await ledger.takeQueued(1);
+      await ledger.failed(debt, "cancelled");
+      expect((await ledger.openFor(a, usdt)).owed).toBe(10_000n);
+      await ledger.claimDeferred(entry("0x02"), auth);
+      expect(await ledger.queuedWithinCaps(keyOf(entry("0x02")), answer, { perPayer: 19_999n, total: roomy.total })).toBe(false);
+      const payer = await rowIn("settled", "0x03");
+      await ledger.repay(a, payer);
+      expect(await ledger.find(debt)).toMatchObject({ status: "failed", repaidBy: "0x03" });
+      expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 10_000n, owed: 0n });
+      await ledger.claimDeferred(entry("0x04"), auth);
+      expect(await ledger.queuedWithinCaps(keyOf(entry("0x04")), answer, { perPayer: 10_000n, total: roomy.total })).toBe(true);
+      // Only debts are repaid: a failed payment never answered on credit is not one.
+      const plain = await rowIn("failed", "0x05");
+      await ledger.repay(a, payer);
+      expect((await ledger.find(plain))?.repaidBy).toBeNull();
+    });
+
+    it("hands each queued row to one taker, soonest validBefore first", async () => {
+      for (const [i, before] of [50n, 10n, 40n, 20n, 30n].entries()) await rowIn("queued", `0x0${i}`, { validBefore: before });
+      const [first] = await ledger.takeQueued(1);
+      expect(first).toMatchObject({ status: "settling", validBefore: "10" });
+      const takes = await Promise.all([2, 2, 2].map((n) => ledger.takeQueued(n)));
+      const nonces = takes.flat().map((r) => r.nonce);
+      expect(new Set(nonces).size).toBe(nonces.length);
+      expect(nonces.sort()).toEqual(["0x00", "0x02", "0x03", "0x04"]);
+      expect(takes.flat().every((r) => r.status === "settling" && r.responseBody === answer.body)).toBe(true);
+      expect(await ledger.takeQueued(5)).toEqual([]);
+    });
+
+    it("puts a deferred settlement back in the queue, counting the attempts made", async () => {
+      const key = await rowIn("queued", "0x01");
+      await ledger.takeQueued(1);
+      await ledger.settling(key, null, { transaction: "0xt", settler: "0xr", settlerNonce: 3, rawTransaction: "0xraw" });
+      await ledger.requeue(key, true);
+      expect(await ledger.find(key)).toMatchObject({ status: "queued", transaction: null, settler: null, settlerNonce: null, rawTransaction: null, attempts: 1 });
+      await ledger.takeQueued(1);
+      await ledger.requeue(key, false);
+      expect(await ledger.find(key)).toMatchObject({ status: "queued", attempts: 1 });
+      const plain = await rowIn("settling", "0x02");
+      await ledger.requeue(plain, true);
+      expect(await ledger.find(plain)).toMatchObject({ status: "settling", attempts: 0 });
+    });
+
+    it("expires queued rows whose authorization runs out within the margin", async () => {
+      const soon = await rowIn("queued", "0x01", { validBefore: 1_000n });
+      const later = await rowIn("queued", "0x02", { validBefore: 2_000n });
+      const pending = await rowIn("pending", "0x03", { validBefore: 1n });
+      expect(await ledger.expireQueued(900, 100)).toBe(0);
+      expect(await ledger.expireQueued(901, 100)).toBe(1);
+      expect(await ledger.find(soon)).toMatchObject({ status: "expired", signature: null });
+      expect((await ledger.find(soon))?.failure).toMatch(/validBefore/);
+      expect((await ledger.find(later))?.status).toBe("queued");
+      expect((await ledger.find(pending))?.status).toBe("pending");
+      expect((await ledger.outcomeCounts()).deferredExpired).toBe(1);
+    });
+
+    it("records settlement: the answer with the transaction, kept when not given again", async () => {
+      const key = await rowIn("pending", "0x01");
+      expect(await ledger.settling(key, answer, { transaction: "0xt1", settler: "0xr", settlerNonce: 7, rawTransaction: "0xraw" })).toBe(true);
+      expect(await ledger.settling(key, null, { transaction: "0xt2" })).toBe(true);
+      expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt2", settler: null, responseBody: answer.body });
+      await ledger.touch(key);
+      await ledger.settled(key, "0xt2");
+      expect(await ledger.find(key)).toMatchObject({ status: "settled", transaction: "0xt2", failure: null, signature: null });
+      expect((await ledger.find(key))?.settledAt).toBeInstanceOf(Date);
+      // A failed row the chain shows settled after all.
+      const late = await rowIn("failed", "0x02");
+      await ledger.settled(late, "0xt3");
+      expect((await ledger.find(late))?.status).toBe("settled");
+    });
+
+    it("resolves only rows whose outcome is unknown", async () => {
+      for (const [nonce, status] of [["0x01", "pending"], ["0x02", "settling"], ["0x03", "failed"]] as const) {
+        const key = await rowIn(status, nonce);
+        expect(await ledger.resolve(key, { status: "settled", transaction: "0xt", note: "by another" })).toBe(true);
+        expect(await ledger.find(key)).toMatchObject({ status: "settled", transaction: "0xt", failure: "by another" });
+        expect((await ledger.find(key))?.reconciledAt).toBeInstanceOf(Date);
+      }
+      const kept = await rowIn("settling", "0x04");
+      await ledger.settling(kept, null, { transaction: "0xkept" });
+      expect(await ledger.resolve(kept, { status: "failed", failure: "reverted" })).toBe(true);
+      expect(await ledger.find(kept)).toMatchObject({ status: "failed", failure: "reverted", transaction: "0xkept" });
+      for (const status of ["queued", "settled", "waived", "expired", "used_elsewhere"] as const) {
+        const key = await rowIn(status, `0x1${status}`);
+        const before = await ledger.find(key);
+        expect(await ledger.resolve(key, { status: "failed", failure: "late" })).toBe(false);
+        expect(await ledger.find(key)).toEqual(before);
+      }
+      expect(await ledger.resolve(keyOf(entry("0x99")), { status: "expired", failure: "none" })).toBe(false);
+      // Four here, and the expired and used_elsewhere rows (resolved to get there).
+      expect((await ledger.outcomeCounts()).reconciled).toBe(6);
+    });
+
+    it("lends the rerun of a lost answer to one request at a time, until it answers or its lease lapses", async () => {
+      const key = await rowIn("pending", "0x01");
+      await ledger.settling(key, null);
+      await ledger.settled(key, "0xt");
+      expect(await ledger.find(key)).toMatchObject({ status: "settled", responseBody: null, responseStatus: null });
+      const claims = await Promise.all([1, 2, 3].map(() => ledger.claimRerun(key)));
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      expect(isRerunning((await ledger.find(key))!)).toBe(true);
+      expect((await ledger.find(key))?.responseStatus).toBe(RERUN_MARK);
+      await ledger.releaseRerun(key);
+      expect((await ledger.find(key))?.responseStatus).toBeNull();
+      expect(await ledger.claimRerun(key)).toBe(true);
+      await elapse(RERUN_LEASE_MS + 5_000);
+      expect(isRerunning((await ledger.find(key))!)).toBe(false);
+      expect(await ledger.claimRerun(key)).toBe(true);
+      await ledger.answered(key, answer);
+      expect(await ledger.find(key)).toMatchObject({ status: "settled", responseStatus: 200, responseBody: answer.body });
+      expect(await ledger.claimRerun(key)).toBe(false);
+      await ledger.answered(key, { ...answer, body: "again" });
+      expect((await ledger.find(key))?.responseBody).toBe(answer.body);
+      await ledger.releaseRerun(key);
+      expect((await ledger.find(key))?.responseStatus).toBe(200);
+    });
+
+    it("takes back a first claim only while pending, with its signature", async () => {
+      await ledger.claimFirst(entry("0x01"), auth);
+      await ledger.unclaim(keyOf(entry("0x01")), "other");
+      expect(await ledger.find(keyOf(entry("0x01")))).toBeDefined();
+      await ledger.unclaim(keyOf(entry("0x01")), "s");
+      expect(await ledger.find(keyOf(entry("0x01")))).toBeUndefined();
+      const settled = await rowIn("settled", "0x02");
+      await ledger.unclaim(settled, "s");
+      expect((await ledger.find(settled))?.status).toBe("settled");
+    });
+
+    it("spends a sign-in nonce once", async () => {
+      const later = new Date(Date.now() + 60_000);
+      const spent = await Promise.all([1, 2, 3].map(() => ledger.spendSignInNonce("n-1", a, later)));
+      expect(spent.filter(Boolean)).toHaveLength(1);
+      expect(await ledger.spendSignInNonce("n-1", b, later)).toBe(false);
+      expect(await ledger.spendSignInNonce("n-2", a, later)).toBe(true);
+    });
+
+    it("counts outcomes, what was served, stale rows and recent payments", async () => {
+      await ledger.ping();
+      const subject = "0x00000000000000000000000000000000000000cc" as Address;
+      await rowIn("pending", "0x01");
+      await rowIn("settling", "0x02");
+      await rowIn("settled", "0x03", { subject });
+      await rowIn("settled", "0x04", { payer: b, amount: 5n });
+      await rowIn("waived", "0x05");
+      await rowIn("failed", "0x06");
+      await rowIn("queued", "0x07", { subject, route: "GET /other" });
+      const counts = await ledger.outcomeCounts();
+      expect(Object.fromEntries(PAYMENT_STATUSES.map((s) => [s, counts[s]]))).toEqual({ pending: 1, queued: 1, settling: 1, settled: 2, failed: 1, waived: 1, expired: 0, used_elsewhere: 0 });
+      expect([counts.reconciled, counts.deferredExpired, counts.owedUnits]).toEqual([0, 0, "0"]);
+      const served = await ledger.servedTotals();
+      expect(served.payers).toBe(2);
+      expect(served.rows.sort((x, y) => x.status.localeCompare(y.status))).toEqual([
+        { route: base.route, token: usdt, status: "settled", calls: 2, amount: 10_005n },
+        { route: base.route, token: usdt, status: "waived", calls: 1, amount: 10_000n },
+      ]);
+      expect(await ledger.paidFor(a, subject, [base.route], new Date(Date.now() - 60_000))).toBe(true);
+      expect(await ledger.paidFor(a, subject, ["GET /other"], new Date(Date.now() - 60_000))).toBe(true);
+      expect(await ledger.paidFor(a, subject, ["GET /none"], new Date(Date.now() - 60_000))).toBe(false);
+      expect(await ledger.paidFor(b, subject, [base.route], new Date(Date.now() - 60_000))).toBe(false);
+      expect((await ledger.stalePending()).count).toBe(0);
+      expect(await ledger.unresolved(60_000)).toEqual([]);
+      await elapse(6 * 60_000);
+      expect(await ledger.paidFor(a, subject, [base.route], new Date(Date.now() - 60_000))).toBe(false);
+      const stale = await ledger.stalePending();
+      expect(stale.count).toBe(2);
+      expect(stale.oldest).toBeInstanceOf(Date);
+      expect((await ledger.unresolved(60_000)).map((r) => r.nonce).sort()).toEqual(["0x01", "0x02"]);
+      expect(await ledger.unresolved(60_000, 1)).toHaveLength(1);
+    });
+
+    it("records what a claimed call made, while it is claimed", async () => {
+      const key = await rowIn("pending", "0x01");
+      await ledger.reference(key, "REP-1");
+      expect((await ledger.find(key))?.reference).toBe("REP-1");
+      const settled = await rowIn("settled", "0x02");
+      await ledger.reference(settled, "REP-2");
+      expect((await ledger.find(settled))?.reference).toBeNull();
+    });
+
+    /** Each write and the event it is: from every other status it changes nothing. */
+    const writes: [PaymentEvent, (key: PaymentKey) => Promise<unknown>][] = [
+      ["unclaimed", (key) => ledger.unclaim(key, "s")],
+      ["referenced", (key) => ledger.reference(key, "REP-x")],
+      ["queued", (key) => ledger.queuedWithinCaps(key, answer, roomy)],
+      ["waived", (key) => ledger.waived(key, { ...answer, body: "free" })],
+      ["settling", (key) => ledger.settling(key, { ...answer, body: "settling" }, { transaction: "0xnew" })],
+      ["touched", (key) => ledger.touch(key)],
+      ["settled", (key) => ledger.settled(key, "0xnew")],
+      ["failed", (key) => ledger.failed(key, "late", "0xnew")],
+      ["requeued", (key) => ledger.requeue(key, true)],
+      ["resolvedSettled", (key) => ledger.resolve(key, { status: "settled", transaction: "0xnew" })],
+      ["resolvedUsedElsewhere", (key) => ledger.resolve(key, { status: "used_elsewhere", failure: "late" })],
+      ["rerunClaimed", (key) => ledger.claimRerun(key)],
+      ["rerunReleased", (key) => ledger.releaseRerun(key)],
+      ["answered", (key) => ledger.answered(key, { ...answer, body: "again" })],
+    ];
+    for (const [event, write] of writes) {
+      it(`refuses ${event} from every status the lifecycle does not list`, async () => {
+        const refused = PAYMENT_STATUSES.filter((s) => !fromStatuses(event).includes(s));
+        for (const status of refused) {
+          const key = await rowIn(status, `0x${status}`);
+          const before = await ledger.find(key);
+          const result = await write(key);
+          if (typeof result === "boolean") expect(result, `${event} from ${status}`).toBe(false);
+          expect(await ledger.find(key), `${event} from ${status}`).toEqual(before);
+        }
+      });
+    }
+  });
+}
