@@ -1,0 +1,386 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
+import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { ANSWER, claimOf, codeOf, PAYER_KEYS, paidRequest, REPORT, SCREEN, SIGNAL, sign, SUBJECT, USDT, World, xPayment } from "./fakes.ts";
+
+// Every way the payment core admits, refuses, settles and replays, with its collaborators faked
+// (test/payments/fakes.ts): a chain that keeps EIP-3009 state, a facilitator and a relayer on it,
+// the in-memory ledger. No process, no database, no chain.
+
+const [alice, bob] = PAYER_KEYS;
+const OTHER = "0x00000000000000000000000000000000000000b1" as const;
+const answered = { answer: ANSWER };
+
+/** Moves the clock (Date.now: the core's and the ledger's) forward. */
+function skipTime(ms: number) {
+  const now = Date.now();
+  vi.spyOn(Date, "now").mockImplementation(() => now + ms);
+}
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("admission refusals", () => {
+  it("answers a call without payment with 402: the x402 v1 body and the v2 PAYMENT-REQUIRED header, both tokens", async () => {
+    const world = new World("before-remote");
+    const admitted = await world.core().admit(SCREEN, paidRequest({}));
+    if (!("reply" in admitted)) throw new Error("claimed without payment");
+    expect(admitted.reply.status).toBe(402);
+    expect(JSON.parse(admitted.reply.body)).toMatchObject({ x402Version: 1, code: "payment_required", accepts: [{ maxAmountRequired: "10000" }, { maxAmountRequired: "10000" }] });
+    expect(admitted.reply.headers["PAYMENT-REQUIRED"]).toBeTruthy();
+  });
+
+  it("refuses a malformed header (400), a bad signature, a short balance and an expired authorization (402), claiming nothing", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const malformed = await core.admit(SCREEN, paidRequest({ xPayment: "{not json" }));
+    expect("reply" in malformed && [malformed.reply.status, codeOf(malformed.reply)]).toEqual([400, "payment_malformed"]);
+
+    const good = await sign(alice);
+    const forged = { ...good, signature: (await sign(bob, { nonce: good.authorization.nonce })).signature };
+    const badSignature = await core.admit(SCREEN, paidRequest(xPayment(forged)));
+    expect("reply" in badSignature && [badSignature.reply.status, codeOf(badSignature.reply)]).toEqual([402, "invalid_signature"]);
+
+    world.chain.fund(USDT, good.authorization.from, 5_000n);
+    const poor = await core.admit(SCREEN, paidRequest(xPayment(good)));
+    expect("reply" in poor && codeOf(poor.reply)).toBe("insufficient_balance");
+
+    const expired = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) - 1) }))));
+    expect("reply" in expired && codeOf(expired.reply)).toBe("authorization_expired");
+    expect(world.ledger.snapshot()).toEqual([]);
+  });
+
+  it("refuses a payment presented with another request (payment_reused) and an identifier reused for another request (payment_id_reused)", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const signed = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice")))), answered);
+
+    const reused = await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice"), OTHER));
+    expect("reply" in reused && [reused.reply.status, codeOf(reused.reply)]).toEqual([409, "payment_reused"]);
+    const idReused = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice), "order-0001-alice"), OTHER));
+    expect("reply" in idReused && [idReused.reply.status, codeOf(idReused.reply)]).toEqual([409, "payment_id_reused"]);
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("refuses an authorization already spent on chain (nonce_already_used), and says so again for a stored used_elsewhere row", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const cancelled = await sign(alice);
+    world.chain.cancel(USDT.address, cancelled.authorization.from, cancelled.authorization.nonce);
+    const refused = await core.admit(SCREEN, paidRequest(xPayment(cancelled)));
+    expect("reply" in refused && codeOf(refused.reply)).toBe("nonce_already_used");
+
+    // Queued on credit, then cancelled by the payer before the worker settles it.
+    const signed = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    world.chain.cancel(USDT.address, signed.authorization.from, signed.authorization.nonce);
+    world.settler!.script = ["refuse"];
+    await new SettlementWorker(core).run();
+    expect(await world.row(signed)).toMatchObject({ status: "used_elsewhere" });
+    const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect("reply" in again && [again.reply.status, codeOf(again.reply)]).toEqual([402, "nonce_already_used"]);
+  });
+
+  it("refuses a stored payment that expired unsettled (authorization_expired): never charged", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 20) });
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    // The worker gives a row up 30 s before its validBefore.
+    expect(await new SettlementWorker(core).run()).toMatchObject({ expired: 1 });
+    const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect("reply" in again && codeOf(again.reply)).toBe("authorization_expired");
+    expect(world.chain.charges).toHaveLength(0);
+  });
+
+  it("answers 503 settlement_unavailable when the ledger does not answer, and while shutting down: nothing claimed", async () => {
+    const world = new World("before-remote");
+    const down = world.core(new Proxy(world.ledger, { get: () => async () => Promise.reject(new Error("connection refused")) }));
+    const refused = await down.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply), refused.reply.headers["Retry-After"]]).toEqual([503, "settlement_unavailable", "5"]);
+
+    const core = world.core();
+    expect(await core.drain(0)).toEqual({ drained: true, inFlight: 0 });
+    const late = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+    expect("reply" in late && codeOf(late.reply)).toBe("settlement_unavailable");
+    expect(world.ledger.snapshot()).toEqual([]);
+  });
+});
+
+describe("settlement before the answer", () => {
+  it("verifies, claims, settles once after the handler answered, and replays that answer to a retry", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const signed = await sign(alice);
+    const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    expect(claim.billing).toMatchObject({ chargedUnits: 10_000n, waived: false, payer: signed.authorization.from });
+    expect(world.chain.charges).toHaveLength(0);
+    const concluded = await core.conclude(SCREEN, paidRequest({}), claim, answered);
+    expect("headers" in concluded && concluded.headers["PAYMENT-RESPONSE"]).toBeTruthy();
+    expect(world.charged(signed)).toHaveLength(1);
+
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("settles nothing when the handler failed, and lets the same payment be claimed again", async () => {
+    for (const mode of ["before-remote", "before-self"] as const) {
+      const world = new World(mode);
+      const core = world.core();
+      const signed = await sign(alice);
+      await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), { failed: "handler answered 500" });
+      expect(await world.row(signed)).toMatchObject({ status: "failed", transaction: null });
+      expect(world.chain.charges).toHaveLength(0);
+      expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(signed))))).toBe(true);
+    }
+  });
+
+  it("returns no data when the facilitator refuses the settlement (settlement_failed), and a retry may pay", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    world.facilitator.script = ["refuse"];
+    const signed = await sign(alice);
+    const failed = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect("reply" in failed && [failed.reply.status, codeOf(failed.reply)]).toEqual([402, "settlement_failed"]);
+    expect(await world.row(signed)).toMatchObject({ status: "failed" });
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    await core.conclude(SCREEN, paidRequest({}), claimOf(retry), answered);
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
+  it("a relayer's transaction that reverts (the balance moved after verification) is settlement_failed, nothing charged", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    const signed = await sign(alice);
+    const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    world.chain.fund(USDT, signed.authorization.from, 0n);
+    const failed = await core.conclude(SCREEN, paidRequest({}), claim, answered);
+    expect("reply" in failed && codeOf(failed.reply)).toBe("settlement_failed");
+    expect(await world.row(signed)).toMatchObject({ status: "failed" });
+    expect(world.chain.charges).toHaveLength(0);
+  });
+
+  it("a relayer that cannot reach the chain answers settlement_unavailable and leaves the payment to a retry", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["unavailable"];
+    const signed = await sign(alice);
+    const down = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect("reply" in down && [down.reply.status, codeOf(down.reply)]).toEqual([503, "settlement_unavailable"]);
+    expect(await world.row(signed)).toMatchObject({ status: "failed" });
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
+  it("a settlement whose outcome is unknown answers settlement_pending; once mined, a retry gets the answer it paid for, charged once", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["hold"];
+    const signed = await sign(alice);
+    const pending = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect("reply" in pending && [pending.reply.status, codeOf(pending.reply)]).toEqual([503, "settlement_pending"]);
+    expect(await world.row(signed)).toMatchObject({ status: "settling", responseBody: ANSWER.body });
+
+    const early = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect("reply" in early && codeOf(early.reply)).toBe("settlement_pending");
+    world.settler!.release();
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
+  it("a remote settlement that failed without a verdict is decided by the chain: settled if the money moved", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    world.facilitator.script = ["throw_after_mining", "throw"];
+    const moved = await sign(alice);
+    const settled = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(moved)))), answered);
+    expect("headers" in settled && settled.headers["PAYMENT-RESPONSE"]).toBeTruthy();
+    expect(await world.row(moved)).toMatchObject({ status: "settled" });
+
+    const unknown = await sign(bob);
+    const pending = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(unknown)))), answered);
+    expect("reply" in pending && codeOf(pending.reply)).toBe("settlement_pending");
+    expect(world.charged(unknown)).toHaveLength(0);
+  });
+
+  it("copies of one request sent at once: one claims and settles, the other waits and gets its answer", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const signed = await sign(alice);
+    const [first, second] = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))].map(async (admitting) => {
+      const admitted = await admitting;
+      if ("claim" in admitted) await core.conclude(SCREEN, paidRequest({}), admitted.claim, answered);
+      return admitted;
+    }));
+    expect([first, second].filter((a) => "claim" in a)).toHaveLength(1);
+    expect([first, second].find((a) => "reply" in a)).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("a payment-identifier retry signed anew follows the earlier payment: its answer, not a second charge", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const first = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0002-alice")))), answered);
+    const resigned = await sign(alice);
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0002-alice")));
+    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(world.chain.charges).toHaveLength(1);
+    expect(await world.row(resigned)).toBeUndefined();
+
+    // An earlier payment that failed without charge: the new one pays.
+    world.facilitator.script = ["refuse"];
+    const failing = await sign(bob);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(failing, "order-0003-bob-retry")))), answered);
+    const paying = await sign(bob);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(paying, "order-0003-bob-retry")))), answered);
+    expect(world.charged(paying)).toHaveLength(1);
+    expect(world.charged(failing)).toHaveLength(0);
+  });
+
+  it("reruns the handler, settling nothing, for a payment charged whose answer was never stored (a crash between claim and record)", async () => {
+    const world = new World("before-remote");
+    const signed = await sign(alice);
+    // The process dies with the claim held; the authorization is settled to the treasury all the same.
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
+    const a = signed.authorization;
+    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    skipTime(ABANDONED_AFTER_MS + 1_000);
+    const restarted = world.core();
+    expect(await restarted.reconcileUnresolved(0)).toMatchObject({ resolved: 1 });
+    expect(await world.row(signed)).toMatchObject({ status: "settled", responseBody: null });
+
+    const rerun = claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed))));
+    expect(rerun.paid).toBeTruthy();
+    // A handler that fails again gives the lease back; the next retry reruns.
+    await restarted.conclude(SCREEN, paidRequest({}), rerun, { failed: "handler answered 500" });
+    const again = claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed))));
+    const concluded = await restarted.conclude(SCREEN, paidRequest({}), again, answered);
+    expect("headers" in concluded && concluded.headers["PAYMENT-RESPONSE"]).toBeTruthy();
+    expect(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(world.facilitator.settlements).toBe(0);
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("a claim abandoned by a dead request is taken over by a retry once ABANDONED_AFTER_MS passed", async () => {
+    const world = new World("before-remote");
+    const signed = await sign(alice);
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
+    skipTime(ABANDONED_AFTER_MS + 1_000);
+    const restarted = world.core();
+    await restarted.conclude(SCREEN, paidRequest({}), claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+});
+
+describe("free reads", () => {
+  it("waives a read the route makes free after a paid screen of the same wallet, settles nothing, and replays it", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const first = claimOf(await core.admit(SIGNAL, paidRequest(xPayment(await sign(alice)), SUBJECT, "/api/wallet/signals")));
+    expect(first.waived).toBe(false);
+    await core.conclude(SIGNAL, paidRequest({}), first, { failed: "not needed" });
+
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))), answered);
+    const read = await sign(alice);
+    const free = claimOf(await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals")));
+    expect(free.billing).toMatchObject({ chargedUnits: 0n, waived: true });
+    const charges = world.chain.charges.length;
+    expect(await core.conclude(SIGNAL, paidRequest({}), free, answered)).toEqual({ headers: {} });
+    expect(world.chain.charges).toHaveLength(charges);
+    expect(await world.row(read)).toMatchObject({ status: "waived" });
+    const replay = await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals"));
+    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect("reply" in replay && replay.reply.headers["PAYMENT-RESPONSE"]).toBeUndefined();
+  });
+});
+
+describe("deferred settlement", () => {
+  it("answers within the caps before settling (queued), settles first past a cap, and the worker settles the queue", async () => {
+    const world = new World("deferred", { caps: { perPayer: 20_000n, total: 100_000n } });
+    const core = world.core();
+    const payments = [await sign(alice), await sign(alice), await sign(alice)];
+    const receipts = [];
+    for (const signed of payments) {
+      const concluded = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+      if (!("headers" in concluded)) throw new Error(concluded.reply.body);
+      receipts.push(JSON.parse(Buffer.from(concluded.headers["PAYMENT-RESPONSE"]!, "base64").toString()));
+    }
+    expect(receipts.map((r) => r.transaction)).toEqual(["", "", expect.stringMatching(/^0x/)]);
+    expect(receipts[0].extra).toEqual({ settlement: "pending" });
+    expect(world.queued).toBe(2);
+    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual(["queued", "queued", "settled"]);
+
+    // A retry of a queued payment replays its answer with the pending receipt.
+    const replay = await core.admit(SCREEN, paidRequest(xPayment(payments[0]!)));
+    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
+
+    await new SettlementWorker(core).run();
+    await flush();
+    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual(["settled", "settled", "settled"]);
+    expect(world.chain.charges).toHaveLength(3);
+  });
+
+  it("settles a settle-first route before its answer in deferred mode", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const signed = await sign(alice, { value: 50_000n });
+    const concluded = await core.conclude(REPORT, paidRequest({}), claimOf(await core.admit(REPORT, paidRequest(xPayment(signed)))), answered);
+    expect("headers" in concluded).toBe(true);
+    expect(world.charged(signed)).toHaveLength(1);
+    expect(world.queued).toBe(0);
+  });
+
+  it("a payer whose deferred settlement failed owes it: unsettled_payment asks for price plus debt, and a payment that covers it repays the debt", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const unpaid = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(unpaid)))), answered);
+    world.chain.cancel(USDT.address, unpaid.authorization.from, unpaid.authorization.nonce);
+    world.settler!.script = ["refuse"];
+    await new SettlementWorker(core).run();
+    expect(await world.row(unpaid)).toMatchObject({ status: "used_elsewhere", responseBody: ANSWER.body });
+
+    const refused = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+    if (!("reply" in refused)) throw new Error("claimed with a debt");
+    expect([refused.reply.status, codeOf(refused.reply)]).toEqual([402, "unsettled_payment"]);
+    expect(JSON.parse(refused.reply.body)).toMatchObject({ details: { owedUnits: "10000" }, accepts: [{ maxAmountRequired: "20000" }, { maxAmountRequired: "20000" }] });
+
+    const covering = await sign(alice, { value: 20_000n });
+    const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(covering))));
+    expect(claim).toMatchObject({ deferred: false, repays: true });
+    await core.conclude(SCREEN, paidRequest({}), claim, answered);
+    expect(world.charged(covering)).toHaveLength(1);
+    expect(await world.row(unpaid)).toMatchObject({ repaidBy: covering.authorization.nonce });
+    expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))))).toBe(true);
+  });
+});
+
+describe("shutdown", () => {
+  it("drain waits for the requests holding a claim, refuses new payments meanwhile, and ends when they concluded", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))));
+    const draining = core.drain(5_000);
+    const refused = await core.admit(SCREEN, paidRequest(xPayment(await sign(bob))));
+    expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_unavailable");
+    await core.conclude(SCREEN, paidRequest({}), claim, answered);
+    expect(await draining).toEqual({ drained: true, inFlight: 0 });
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("drain gives up after its timeout with the requests still holding a claim counted", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))));
+    expect(await core.drain(30)).toEqual({ drained: false, inFlight: 1 });
+  });
+});
+
+/** Lets the settlement worker's receipts (already mined) be recorded. */
+async function flush() {
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+}
