@@ -13,30 +13,33 @@ import { validationHook } from "./http/validation.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { docsRoutes } from "./openapi/docs.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
-import { enforceOneProcessPerRelayer } from "./payments/relayer-lock.ts";
 import { signInFor } from "./payments/sign-in.ts";
 import { ROUTES, type RouteDeps } from "./routes.ts";
 import { WalletAssessor } from "./wallet/assess.ts";
 
 /** What the host hands the app: everything handlers are built from, less what the app makes itself. */
 export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app" | "index"> & {
-  /** Where indexing stands; by default read from `db` and the chain head (`chain`, else the chain payments settle on), with MAX_LAG_BLOCKS. */
+  /** Where indexing stands; by default read from `db` and the chain head (`chain`, else the chain payments settle on), with `maxLagBlocks`. */
   index?: IndexState;
-  /** Where the service's data lives (the API entry passes it): one process per relayer key on Postgres. */
+  /** How far behind the chain head a current index may be, for the default `index`: MAX_LAG_BLOCKS when not given. */
+  maxLagBlocks?: number;
+  /** Where the service's data lives (the API entry passes it). */
   target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
   logger?: Logger;
 };
 
-/** The HTTP service, independent of how it is hosted (Ponder's server in production, tests directly). */
+/**
+ * The HTTP service, independent of how it is hosted (Ponder's server in production, tests
+ * directly). No side effects: what the process must do around it (server hooks, signals, the
+ * relayer lock, the data listener) is the host's (api/host/ponder.ts).
+ */
 export function createApp(deps: AppDeps) {
-  // Relayer nonces are handed out per process: a second process on the same key refuses to start.
-  enforceOneProcessPerRelayer(deps.payments.facilitator, deps.target.database);
   // The sign-in origin is configuration (SIGN_IN_ORIGIN, required on live Celo): checked at start, not at the first 402.
   signInFor(deps.payments);
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
-  const index = deps.index ?? new IndexState({ ...deps, chain: deps.chain ?? deps.payments.chain, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
+  const index = deps.index ?? new IndexState({ ...deps, chain: deps.chain ?? deps.payments.chain, maxLagBlocks: deps.maxLagBlocks ?? readEnv().MAX_LAG_BLOCKS });
   const routes = ROUTES.map((r) => r.route);
   app.use(requestLog(deps.logger ?? log, [...routes, { method: "get", path: OPENAPI_ALIAS }, { method: "get", path: "/api/agent/verify/{id}/badge.svg" }, { method: "get", path: "/docs" }, { method: "get", path: "/docs/scalar.js" }]));
   app.use(async (c, next) => {

@@ -1,4 +1,4 @@
-import http, { STATUS_CODES } from "node:http";
+import { type Server, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import { errorBody } from "../../shared/errors.ts";
 
@@ -6,7 +6,7 @@ import { errorBody } from "../../shared/errors.ts";
  * Node refuses a request it cannot parse (headers over its 16 KB limit, malformed HTTP) before any
  * app sees it, with a bare status line. This answers those as every other error: JSON, with a code.
  */
-export function answerClientErrorsAsJson(server: http.Server): void {
+export function answerClientErrorsAsJson(server: Server): void {
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
     if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy();
     const [status, code, message] =
@@ -16,19 +16,4 @@ export function answerClientErrorsAsJson(server: http.Server): void {
     const body = JSON.stringify(errorBody(code, message));
     socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
-}
-
-/**
- * For a host that creates its HTTP server itself after loading the app (Ponder does): every
- * server created from now on answers client errors as JSON.
- */
-export function answerClientErrorsAsJsonOnNewServers(): void {
-  const create = http.createServer;
-  if ((create as { jsonClientErrors?: true }).jsonClientErrors) return;
-  const wrapped = ((...args: Parameters<typeof http.createServer>) => {
-    const server = create(...args);
-    answerClientErrorsAsJson(server);
-    return server;
-  }) as typeof http.createServer;
-  http.createServer = Object.assign(wrapped, { jsonClientErrors: true as const });
 }

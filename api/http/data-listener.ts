@@ -22,35 +22,18 @@ export function isDataPath(url: string | undefined): boolean {
   return DATA_PATHS.some((p) => decoded === p || decoded.startsWith(`${p}/`));
 }
 
+/** Marks the data listener's server options, so that the host's server hooks tell it from the public server. */
 const DATA_SERVER = Symbol.for("celo-reputation.dataServer");
-const HIDING = Symbol.for("celo-reputation.hideDataPaths");
 
-function answerNotFound(req: http.IncomingMessage, res: http.ServerResponse) {
+/** Whether http.createServer's options are the data listener's. */
+export const isDataServer = (options: unknown): boolean => typeof options === "object" && options !== null && DATA_SERVER in options;
+
+/** On every server but the data listener (the host puts this in front of its handler): the data paths answer a JSON 404. */
+export function answerDataPathNotFound(req: http.IncomingMessage, res: http.ServerResponse) {
   const path = (req.url ?? "/").split("?")[0];
   const body = JSON.stringify(errorBody("not_found", `No route ${req.method} ${path}.`));
   res.writeHead(404, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
   res.end(body);
-}
-
-/**
- * For a host that creates its HTTP server itself after loading the app (Ponder does, and serves
- * `/metrics` before our app sees the request): every server created from now on, except the data
- * listener, answers the data paths with a JSON 404 before its own handler runs.
- */
-export function hideDataPathsOnNewServers(): void {
-  const create = http.createServer as typeof http.createServer & { [HIDING]?: true };
-  if (create[HIDING]) return;
-  const wrapped = ((...args: unknown[]) => {
-    const listenerIndex = args.findIndex((a) => typeof a === "function");
-    const options = (typeof args[0] === "object" && args[0] !== null ? args[0] : {}) as Record<PropertyKey, unknown>;
-    if (listenerIndex >= 0 && !options[DATA_SERVER]) {
-      const handler = args[listenerIndex] as http.RequestListener;
-      args[listenerIndex] = (req: http.IncomingMessage, res: http.ServerResponse) => (isDataPath(req.url) ? answerNotFound(req, res) : handler(req, res));
-    }
-    return (create as (...a: unknown[]) => http.Server)(...args);
-  }) as typeof http.createServer;
-  // Keep what other wrappers marked on the function (client-errors.ts checks its own flag).
-  http.createServer = Object.assign(wrapped, create, { [HIDING]: true as const });
 }
 
 /**

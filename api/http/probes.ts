@@ -1,8 +1,6 @@
-import http from "node:http";
+import type http from "node:http";
 import { retryAfterSeconds } from "../indexing/gate.ts";
 import type { IndexState } from "../indexing/state.ts";
-
-const PROBES = Symbol.for("celo-reputation.probes");
 
 type Answer = { status: number; body: unknown; headers?: Record<string, string> };
 
@@ -21,33 +19,20 @@ async function probe(path: string, index: IndexState): Promise<Answer> {
 
 /**
  * Ponder serves `/health` and `/ready` itself, before our app, with empty bodies and its own idea
- * of ready (the backfill is done, however far behind the head). Every server created from now on
- * answers those two paths (GET) from `index` instead.
+ * of ready (the backfill is done, however far behind the head). The host (api/host/ponder.ts) puts
+ * this in front of Ponder's handler: those two paths (GET, HEAD) are answered from `index`; false
+ * for any other request, which is left to `fallback`. A failed probe is left to it as well.
  */
-export function answerProbesOnNewServers(index: IndexState): void {
-  const create = http.createServer as typeof http.createServer & { [PROBES]?: { index: IndexState } };
-  // `ponder dev` reloads this module: the newest index state answers.
-  if (create[PROBES]) return void (create[PROBES].index = index);
-  const state = { index };
-  const wrapped = ((...args: unknown[]) => {
-    const at = args.findIndex((a) => typeof a === "function");
-    if (at >= 0) {
-      const handler = args[at] as http.RequestListener;
-      args[at] = (req: http.IncomingMessage, res: http.ServerResponse) => {
-        const path = (req.url ?? "/").split("?")[0]!;
-        if (!PROBE_PATHS.has(path) || (req.method !== "GET" && req.method !== "HEAD")) return handler(req, res);
-        probe(path, state.index).then(
-          (answer) => {
-            const body = JSON.stringify(answer.body);
-            res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...answer.headers });
-            res.end(req.method === "HEAD" ? undefined : body);
-          },
-          () => handler(req, res),
-        );
-      };
-    }
-    return (create as (...a: unknown[]) => http.Server)(...args);
-  }) as typeof http.createServer;
-  // Keep what other wrappers marked on the function (client-errors.ts, data-listener.ts check their flags).
-  http.createServer = Object.assign(wrapped, create, { [PROBES]: state });
+export function answerProbe(req: http.IncomingMessage, res: http.ServerResponse, index: IndexState, fallback: http.RequestListener): boolean {
+  const path = (req.url ?? "/").split("?")[0]!;
+  if (!PROBE_PATHS.has(path) || (req.method !== "GET" && req.method !== "HEAD")) return false;
+  probe(path, index).then(
+    (answer) => {
+      const body = JSON.stringify(answer.body);
+      res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...answer.headers });
+      res.end(req.method === "HEAD" ? undefined : body);
+    },
+    () => fallback(req, res),
+  );
+  return true;
 }

@@ -112,15 +112,14 @@ async function acquire(connectionString: string, relayer: Hex): Promise<RelayerL
   };
 }
 
-
 /**
- * At start (the API entry): a self-settling process on Postgres takes its relayer's lock, and exits
- * with the reason when another process holds it. Nothing to do with a remote facilitator or PGlite.
+ * The relayer lock a process must hold (the host takes it at start and exits when another process
+ * has it): a self-settling process on Postgres. None with a remote facilitator or on PGlite.
  */
-export function enforceOneProcessPerRelayer(facilitator: { mode: string; relayer?: Hex }, database: { kind: string; connectionString?: string } | undefined): void {
-  if (facilitator.mode !== "self" || !facilitator.relayer || database?.kind !== "postgres" || !database.connectionString) return;
-  holdRelayerLock(database.connectionString, facilitator.relayer).catch((error: Error) => {
-    log.fatal(`[payments] ${error.message}`);
-    process.exit(1);
-  });
+export function relayerLockFor(
+  facilitator: { mode: string; relayer?: Hex },
+  database: { kind: string; connectionString?: string } | undefined,
+): { connectionString: string; address: Hex } | undefined {
+  if (facilitator.mode !== "self" || !facilitator.relayer || database?.kind !== "postgres" || !database.connectionString) return undefined;
+  return { connectionString: database.connectionString, address: facilitator.relayer };
 }

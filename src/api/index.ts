@@ -6,15 +6,13 @@ import { storedConversations } from "../../api/chat/conversations.ts";
 import { openServiceIpfs } from "../../api/ipfs/open.ts";
 import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
-import { answerClientErrorsAsJsonOnNewServers } from "../../api/http/client-errors.ts";
-import { answerProbesOnNewServers } from "../../api/http/probes.ts";
 import { IndexState } from "../../api/indexing/state.ts";
 import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
-import { hideDataPathsOnNewServers, opensDataListener, startDataListener } from "../../api/http/data-listener.ts";
-import { shutdownGracefully } from "../../api/http/shutdown.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
+import { hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
 import { createPayments } from "../../api/payments/payments.ts";
+import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
 import { indexedPayerState } from "../../api/payments/local-verify.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
@@ -45,57 +43,57 @@ worker = new SettlementWorker(payments).start();
 // chain: once at start, then on a schedule.
 const reconciler = startReconciler(payments);
 
-// SIGTERM / SIGINT: Ponder's own handlers (which cut connections after 1 s and exit) wait until the
-// server stopped listening, new payments are refused and the requests in flight, settlement
-// included, are finished: at most SHUTDOWN_DRAIN_MS (docs/payments.md, "Shutdown").
-shutdownGracefully({
-  limitMs: SHUTDOWN_DRAIN_MS,
-  drain: async (deadline) => {
-    reconciler.stop();
-    await worker?.stop();
-    const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
-    if (!drained) console.warn(`[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`);
-  },
-  close: async () => (await store).close(),
-});
-
-// Ponder creates its HTTP server after loading this module: oversized headers get a JSON 431 there too.
-answerClientErrorsAsJsonOnNewServers();
-
-// GraphQL, SQL over HTTP and /metrics: the indexed tables in bulk, for the operator's data team, on
-// a listener of their own (DATA_HOST:DATA_PORT, 127.0.0.1:42070 by default; docs/data.md), in the
-// indexer's process and, with DATA_LISTENER=on, a replica's. On the public port (Ponder's server,
-// created after this module loads) those paths answer a JSON 404.
-hideDataPathsOnNewServers();
+// Where indexing stands, from the database (so replicas agree) and the chain head: paid routes, stats,
+// health and Ponder's own /ready and /health (answered in JSON by the host) all read it.
 const env = readEnv();
-const ponderCommand = (globalThis as { PONDER_COMMON?: { options: { command: string } } }).PONDER_COMMON?.options.command;
-if (opensDataListener(env.DATA_LISTENER, ponderCommand)) {
-  void startDataListener(
-    createDataApp({
-      graphql: graphql({ db, schema }),
-      sql: sqlOverHttp({
-        db,
-        schema,
-        namespace: (globalThis as { PONDER_NAMESPACE_BUILD?: { schema: string } }).PONDER_NAMESPACE_BUILD?.schema ?? target.schema,
-        database: target.database,
-        limits: { timeoutMs: env.DATA_QUERY_TIMEOUT_MS, maxRows: env.DATA_QUERY_MAX_ROWS },
-      }),
-      metrics: () => (globalThis as { PONDER_COMMON?: { metrics: { getMetrics: () => Promise<string> } } }).PONDER_COMMON!.metrics.getMetrics(),
-    }),
-    { port: env.DATA_PORT, host: env.DATA_HOST },
-  ).catch(() => {}); // logged by the listener
-}
+const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBlocks: env.MAX_LAG_BLOCKS });
 
 // The service's own IPFS node (offline): passport documents and statements are pinned here. On
 // Postgres in the service store, shared by every replica; on PGlite (one process) on disk in IPFS_DIR.
 const ipfs = openServiceIpfs(target, store);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node: ${(error as Error).message}`));
 
-// Where indexing stands, from the database (so replicas agree) and the chain head: paid routes, stats,
-// health and Ponder's own /ready and /health (answered in JSON here) all read it.
-const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBlocks: readEnv().MAX_LAG_BLOCKS });
-answerProbesOnNewServers(index);
-
 const app = createApp({ db, target, chain: publicClients.celo, index, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
+
+// Life under Ponder (api/host/ponder.ts): its version checked, its server hooked (JSON probes and
+// client errors, the data paths hidden), its shutdown taken over, the data listener, the relayer lock.
+hostOnPonder({
+  index,
+  // SIGTERM / SIGINT: Ponder's own handlers (which cut connections after 1 s and exit) wait until the
+  // server stopped listening, new payments are refused and the requests in flight, settlement
+  // included, are finished: at most SHUTDOWN_DRAIN_MS (docs/payments.md, "Shutdown").
+  shutdown: {
+    limitMs: SHUTDOWN_DRAIN_MS,
+    drain: async (deadline) => {
+      reconciler.stop();
+      await worker?.stop();
+      const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
+      if (!drained) console.warn(`[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`);
+    },
+    close: async () => (await store).close(),
+  },
+  // GraphQL, SQL over HTTP and /metrics: the indexed tables in bulk, for the operator's data team, on
+  // a listener of their own (DATA_HOST:DATA_PORT, 127.0.0.1:42070 by default; docs/data.md), in the
+  // indexer's process and, with DATA_LISTENER=on, a replica's. On the public port those paths answer a JSON 404.
+  data: {
+    setting: env.DATA_LISTENER,
+    port: env.DATA_PORT,
+    host: env.DATA_HOST,
+    app: () =>
+      createDataApp({
+        graphql: graphql({ db, schema }),
+        sql: sqlOverHttp({
+          db,
+          schema,
+          namespace: ponderSchema() ?? target.schema,
+          database: target.database,
+          limits: { timeoutMs: env.DATA_QUERY_TIMEOUT_MS, maxRows: env.DATA_QUERY_MAX_ROWS },
+        }),
+        metrics: ponderMetrics,
+      }),
+  },
+  // Relayer nonces are handed out per process: a second process on the same key refuses to start.
+  relayer: relayerLockFor(payments.facilitator, target.database),
+});
 
 export default app;

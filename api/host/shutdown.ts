@@ -34,15 +34,14 @@ const globals = globalThis as { [KEY]?: State };
  * gracefulTerminationTimeout), closes its database and calls process.exit within 5 s, whatever
  * requests are still settling their payments.
  *
- * Call it while the API module loads, before the host creates its HTTP server (Ponder loads the API
- * first), and after the host installed its signal handlers (Ponder does that first thing). Then:
- * - every HTTP server created from now on is tracked, with its requests in flight;
- * - the host's SIGTERM and SIGINT handlers are taken over. On the signal, the servers stop
- *   listening (new connections are refused; requests on open connections are still served, with
- *   `connection: close`), `drain` runs, the requests in flight finish, all within `limitMs`; only
- *   then do the host's handlers run (Ponder: its own shutdown, at most 5 s more, then exit).
- * A second signal while shutting down changes nothing (a terminal's Ctrl-C reaches both the
- * launcher, which forwards it, and Ponder).
+ * Call it while the API module loads, after the host installed its signal handlers (Ponder does
+ * that first thing), and hand it every HTTP server (`trackServer`, from api/host/ponder.ts's one
+ * wrapper of http.createServer). Then the host's SIGTERM and SIGINT handlers are taken over. On
+ * the signal, the servers stop listening (new connections are refused; requests on open
+ * connections are still served, with `connection: close`), `drain` runs, the requests in flight
+ * finish, all within `limitMs`; only then do the host's handlers run (Ponder: its own shutdown, at
+ * most 5 s more, then exit). A second signal while shutting down changes nothing (a terminal's
+ * Ctrl-C reaches both the launcher, which forwards it, and Ponder).
  */
 export function shutdownGracefully(options: GracefulShutdown): void {
   const installed = globals[KEY];
@@ -52,15 +51,6 @@ export function shutdownGracefully(options: GracefulShutdown): void {
   }
   const state: State = { servers: new Set(), inflight: 0, shuttingDown: false, options };
   globals[KEY] = state;
-
-  const create = http.createServer;
-  http.createServer = ((...args: Parameters<typeof http.createServer>) => {
-    const server = create(...args);
-    track(server, state);
-    return server;
-  }) as typeof http.createServer;
-  // Keep what other wrappers marked on the function (client-errors.ts checks its own flag).
-  Object.assign(http.createServer, create);
 
   for (const signal of SIGNALS) {
     const host = process.listeners(signal);
@@ -74,6 +64,12 @@ export function shutdownGracefully(options: GracefulShutdown): void {
       });
     });
   }
+}
+
+/** Tracks a server's requests in flight for the graceful shutdown (nothing before shutdownGracefully ran). */
+export function trackServer(server: http.Server): void {
+  const state = globals[KEY];
+  if (state) track(server, state);
 }
 
 function track(server: http.Server, state: State) {
