@@ -1,13 +1,12 @@
 import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
-import { zeroAddress } from "viem";
+import { withTimeout, zeroAddress } from "viem";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { readManifest } from "../config/manifest.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import type { IndexDb } from "../api/db.ts";
-import { withTimeout } from "../api/http/timeout.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import * as schema from "../ponder.schema.ts";
@@ -159,7 +158,7 @@ async function measureRpc(label: string, chain: IndexedChain, wallets: Address[]
   for (const w of wallets.slice(0, FULL_RPC_SAMPLES)) {
     const t0 = performance.now();
     try {
-      scoreWallet(await withTimeout(rpc.facts(w, asOf, AbortSignal.timeout(RPC_TIMEOUT_MS)), RPC_TIMEOUT_MS));
+      scoreWallet(await withTimeout(() => rpc.facts(w, asOf, AbortSignal.timeout(RPC_TIMEOUT_MS)), { timeout: RPC_TIMEOUT_MS, errorInstance: new Error("timeout") }));
     } catch (error) {
       if (!/timeout/.test((error as Error).message)) {
         log(`${label}: eth_getLogs screen of ${w} failed, not counted: ${(error as Error).message.split("\n")[0]}`);

@@ -1,10 +1,9 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import { formatEther, type PublicClient } from "viem";
+import { formatEther, type PublicClient, withTimeout } from "viem";
 import { z } from "zod";
 import { LOW_GAS_WEI } from "../../config/celo.ts";
 import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
-import { withTimeout } from "../http/timeout.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { STALE_PENDING_MS } from "../payments/ledger.ts";
@@ -54,7 +53,7 @@ export type HealthDeps = {
 async function check(run: () => Promise<{ status: Status } & Record<string, unknown>>): Promise<Check> {
   const t0 = performance.now();
   try {
-    const result = await withTimeout(run(), 3_000);
+    const result = await withTimeout(run, { timeout: 3_000, errorInstance: new Error("timeout after 3000 ms") });
     return { ...result, status: result.status, latencyMs: Math.round(performance.now() - t0) };
   } catch (error) {
     return { status: "down", latencyMs: Math.round(performance.now() - t0), error: (error as Error).message.split("\n")[0] };

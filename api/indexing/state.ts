@@ -1,9 +1,8 @@
-import type { PublicClient } from "viem";
+import { type PublicClient, withTimeout } from "viem";
 import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { etaSeconds, SlidingRate } from "../../shared/rate.ts";
-import { withTimeout } from "../http/timeout.ts";
 import { decodeCheckpoint } from "../stats/queries.ts";
 
 /** How the chain head is read: shared by every caller for this long, and given up on after HEAD_TIMEOUT_MS. */
@@ -111,7 +110,7 @@ export class IndexState {
     const { chain } = this.deps;
     if (!chain) return Promise.resolve(null);
     if (!this.head || Date.now() - this.head.at > HEAD_TTL_MS) {
-      const value = withTimeout(chain.getBlock({ blockTag: "latest" }), HEAD_TIMEOUT_MS).then(
+      const value = withTimeout(() => chain.getBlock({ blockTag: "latest" }), { timeout: HEAD_TIMEOUT_MS }).then(
         (b) => ({ number: Number(b.number), timestamp: Number(b.timestamp) }),
         () => null,
       );

@@ -1,5 +1,5 @@
 import { eq, or, inArray } from "ponder";
-import { type Hex, isHex } from "viem";
+import { type Hex, isHex, withTimeout } from "viem";
 import { CID } from "multiformats/cid";
 import { create as createDigest } from "multiformats/hashes/digest";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
@@ -8,7 +8,6 @@ import { CELO_CHAIN_ID } from "../../config/celo.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
 import type { IndexDb } from "../db.ts";
-import { withTimeout } from "../http/timeout.ts";
 import { type IpfsNode, parseCid, RAW, SHA2_256 } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { indexedHead } from "../stats/queries.ts";
@@ -202,15 +201,15 @@ async function pendingOnChain(ctx: VerifyContext, id: string, lookup: Lookup, as
   for (const address of ctx.target.reporters) {
     try {
       const found = await withTimeout(
-        (async () => {
+        async () => {
           if (lookup.kind === "id") {
             const [exists, a] = await client.readContract({ address: address as Address, abi: reputationReporterAbi, functionName: "verifyReport", args: [lookup.reportId] });
             return exists ? { reportId: lookup.reportId, a } : null;
           }
           const [exists, reportId, a] = await client.readContract({ address: address as Address, abi: reputationReporterAbi, functionName: "verifyReportByHash", args: [lookup.text] });
           return exists ? { reportId, a } : null;
-        })(),
-        2_000,
+        },
+        { timeout: 2_000 },
       );
       if (!found) continue;
       const { reportId, a } = found;

@@ -1,12 +1,12 @@
 import { HTTPFacilitatorClient, type FacilitatorClient } from "@x402/core/http";
 import { x402Facilitator } from "@x402/core/facilitator";
 import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
-import { authorizationTypes, toFacilitatorEvmSigner } from "@x402/evm";
+import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { createPublicClient, createWalletClient, getAddress, type Hex, http, isErc6492Signature, publicActions, type PublicClient } from "viem";
+import { createPublicClient, createWalletClient, getAddress, type Hex, http, isErc6492Signature, publicActions, type PublicClient, withTimeout } from "viem";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
-import { nativeAccount, recoverTypedDataSigner } from "./secp256k1.ts";
+import { authorizationSigner, nativeAccount, type SignedAuthorization } from "./secp256k1.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 import { isTransportError, type RelayerClient, relayerSettler, type Settler, transferCalldata } from "./relayer.ts";
 import { firstLine } from "../../shared/async.ts";
@@ -67,13 +67,14 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
     mode: "self",
     relayer: settler.relayer,
     settler,
+    // A chain that does not answer in time: 503, never a refusal.
     verify: (payload, requirements) =>
-      withDeadline(
-        (async () => {
+      withTimeout(
+        async () => {
           const eoa = await verifyEoa(verifier, account.address, payload, requirements);
           return checkedVerify(eoa ? Promise.resolve(eoa) : local.verify(payload, requirements), payload, requirements, probeClient);
-        })(),
-        VERIFY_TIMEOUT_MS,
+        },
+        { timeout: VERIFY_TIMEOUT_MS, errorInstance: new Error(`the chain RPC did not answer within ${VERIFY_TIMEOUT_MS / 1000} s`) },
       ),
     // Kept for callers that want the x402 package's one-step settle (a remote facilitator served from this one).
     settle: (payload, requirements) => local.settle(payload, requirements),
@@ -90,15 +91,14 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
  * wallet's: EIP-1271 / EIP-6492): the package verifies those. A chain that does not answer throws.
  */
 async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse | null> {
-  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
-  const payer = a.from!;
+  const { signature } = payload.payload as { signature: Hex };
+  const payer = (payload.payload as { authorization: Record<string, string> }).authorization.from!;
   const extra = requirements.extra as { name?: string; version?: string } | undefined;
   if (payload.accepted.scheme !== "exact" || requirements.scheme !== "exact" || payload.accepted.network !== requirements.network || !extra?.name || !extra.version) return null;
   if (isErc6492Signature(signature) || signature.length !== 132) return null;
-  const message = { from: getAddress(payer), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex };
-  const domain = { name: extra.name, version: extra.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) };
-  const signer = await recoverTypedDataSigner({ domain, types: authorizationTypes, primaryType: "TransferWithAuthorization", message, signature }).catch(() => undefined);
-  if (signer !== payer.toLowerCase()) return null;
+  const signed = signedAuthorization(payload, requirements);
+  const { message, domain } = signed;
+  if ((await authorizationSigner(signed)) !== payer.toLowerCase()) return null;
   const refuse = (invalidReason: string): VerifyResponse => ({ isValid: false, invalidReason, payer });
   if (message.to !== getAddress(requirements.payTo)) return refuse("invalid_exact_evm_recipient_mismatch");
   const now = BigInt(Math.floor(Date.now() / 1000));
@@ -116,13 +116,15 @@ async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payloa
 }
 
 
-/** `promise`, or an error once `ms` passed without its answer (the chain did not answer in time: 503, never a refusal). */
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the chain RPC did not answer within ${ms / 1000} s`)), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+/** An x402 exact payload's authorization, typed, over the domain of the requirements' token. */
+function signedAuthorization(payload: PaymentPayload, requirements: PaymentRequirements): SignedAuthorization {
+  const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
+  const extra = requirements.extra as { name?: string; version?: string } | undefined;
+  return {
+    domain: { name: extra?.name, version: extra?.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) },
+    message: { from: getAddress(a.from!), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex },
+    signature,
+  };
 }
 
 /** Refusals that a failed chain read can cause (the x402 package fails closed when getCode or a simulation errors). */
@@ -149,16 +151,8 @@ async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentP
   const a = (payload.payload as { authorization: Record<string, string> }).authorization;
   if (result.invalidReason === "invalid_exact_evm_signature") {
     // An EOA signature is checked locally: if it is good, the refusal came from a failed chain read.
-    const signature = (payload.payload as { signature: Hex }).signature;
-    const extra = requirements.extra as { name?: string; version?: string } | undefined;
-    const signer = await recoverTypedDataSigner({
-      domain: { name: extra?.name, version: extra?.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) },
-      types: authorizationTypes,
-      primaryType: "TransferWithAuthorization",
-      message: { from: getAddress(a.from!), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex },
-      signature,
-    }).catch(() => undefined);
-    if (signer && signer.toLowerCase() === a.from!.toLowerCase()) throw new Error("the signature is valid but the chain could not confirm it (RPC error)");
+    const signer = await authorizationSigner(signedAuthorization(payload, requirements));
+    if (signer && signer === a.from!.toLowerCase()) throw new Error("the signature is valid but the chain could not confirm it (RPC error)");
     return result;
   }
   if (BigInt(a.validAfter!) >= block.timestamp) return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_after" };

@@ -37,7 +37,7 @@ export type Settler = {
   rebroadcast: (raw: Hex) => Promise<void>;
 };
 
-type SubmitResult =
+export type SubmitResult =
   /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
   | { sent: true; signed: SignedSettlement; uncertain?: string }
   /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */

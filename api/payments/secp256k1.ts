@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
-import { bytesToHex, type Hex, hashTypedData, hexToBytes, keccak256, recoverAddress, type SerializeTransactionFn, serializeTransaction, type TransactionSerializable, type TypedDataDefinition } from "viem";
+import { authorizationTypes } from "@x402/evm";
+import { bytesToHex, type Hex, hashTypedData, hexToBytes, keccak256, recoverAddress, type SerializeTransactionFn, serializeTransaction, type TransactionSerializable, type TypedDataDefinition, type TypedDataDomain } from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount, publicKeyToAddress } from "viem/accounts";
 import type { Address } from "../../config/addresses.ts";
 
@@ -42,6 +43,21 @@ export async function recoverSigner(hash: Hex, signature: Hex): Promise<Address>
 export function recoverTypedDataSigner(typedData: TypedDataDefinition & { signature: Hex }): Promise<Address> {
   const { signature, ...definition } = typedData;
   return recoverSigner(hashTypedData(definition as TypedDataDefinition), signature);
+}
+
+/** An EIP-3009 TransferWithAuthorization, as signed. */
+export type SignedAuthorization = {
+  domain: TypedDataDomain;
+  message: { from: Hex; to: Hex; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
+  signature: Hex;
+};
+
+/**
+ * The EOA that signed an EIP-3009 authorization over its token's domain (lowercase), or undefined
+ * when the signature recovers to nothing (not a 65-byte ECDSA signature: a contract wallet's).
+ */
+export function authorizationSigner({ domain, message, signature }: SignedAuthorization): Promise<Address | undefined> {
+  return recoverTypedDataSigner({ domain, types: authorizationTypes, primaryType: "TransferWithAuthorization", message, signature }).catch(() => undefined);
 }
 
 /**

@@ -1,11 +1,10 @@
 import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
-import { authorizationTypes } from "@x402/evm";
 import type { PublicClient } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import { recoverTypedDataSigner } from "./secp256k1.ts";
+import { authorizationSigner } from "./secp256k1.ts";
 import { PaymentError } from "./errors.ts";
 import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";
@@ -162,13 +161,11 @@ export function signerOf(attempt: PaymentAttempt, token: TokenInfo, settings: Pi
   if (!byToken) recovered.set(attempt, (byToken = new Map()));
   let signer = byToken.get(token.address);
   if (!signer) {
-    signer = recoverTypedDataSigner({
+    signer = authorizationSigner({
       domain: { name: token.name, version: token.version, chainId: settings.chainId, verifyingContract: token.address },
-      types: authorizationTypes,
-      primaryType: "TransferWithAuthorization",
       message: attempt.authorization,
       signature: attempt.signature,
-    }).catch(() => undefined);
+    });
     byToken.set(token.address, signer);
   }
   return signer;
