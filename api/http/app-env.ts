@@ -16,5 +16,7 @@ export type AppEnv = {
     billing: Billing;
     /** The payment claimed for this request (set by the payment middleware on paid routes). */
     claim: Claim;
+    /** This request's id, answered as X-Request-Id (hono/request-id, in api/http/log.ts). */
+    requestId: string;
   };
 };
