@@ -1,6 +1,6 @@
 import type { Address } from "../../config/addresses.ts";
-import { MAX_AGE_MS } from "../wallet/assess.ts";
-import type { PricedRoute } from "./core.ts";
+import { MAX_AGE_MS } from "../wallet/max-age.ts";
+import type { PricedRoute } from "./priced-route.ts";
 import type { PaymentLedger } from "./ledger.ts";
 
 /** How long a paid call makes the free reads of that wallet free: the result cache lifetime. */

@@ -4,7 +4,7 @@ import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/ext
 import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import type { PricedRoute, Reply } from "./core.ts";
+import type { PricedRoute, Reply } from "./priced-route.ts";
 import { priceInUnits } from "./prices.ts";
 import type { PaymentRequiredBody } from "./schema.ts";
 

@@ -6,6 +6,7 @@ import { INDEX_NOT_CURRENT } from "../indexing/gate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
 import { indexedHead } from "../stats/queries.ts";
+import { MAX_AGE_MS } from "./max-age.ts";
 import { loadWalletsFacts, type WalletPosition, walletPositions } from "./queries.ts";
 
 export type Assessment = {
@@ -21,8 +22,6 @@ export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tr
 /** Reads of one answer made again at most this many times while blocks keep being committed under them. */
 const READ_ATTEMPTS = 5;
 
-/** Results stay valid while the wallet's indexed activity is unchanged, and at most this long. */
-export const MAX_AGE_MS = 10 * 60_000;
 const MAX_ENTRIES = 10_000;
 
 /**

@@ -12,18 +12,9 @@ import type { VerifiedPayment } from "../verify.ts";
 
 export type { Ledger };
 
-/** A priced operation as the payment core sees it (built from its route declaration and the price table). */
-export type PricedRoute = {
-  /** "POST /api/lender/screen": how the ledger names the route. */
-  name: string;
-  description: string;
-  /** Price in micro-USD (the smallest unit of both 6-decimal stablecoins). */
-  microUsd: bigint;
-  /** When set, the call is free to a payer who paid for one of these routes about the same wallet recently. */
-  freeRead?: { after: readonly string[]; rule: string };
-  /** Always settled before the answer, whatever X402_SETTLEMENT says (the report: an on-chain publication). */
-  settleFirst?: boolean;
-};
+// Defined beside the modules below the core that need them (requirements, free reads), which must not import the core.
+export type { PricedRoute, Reply } from "../priced-route.ts";
+import type { PricedRoute, Reply } from "../priced-route.ts";
 
 /** One paid request, as any HTTP adapter hands it over: already validated. */
 export type PaymentRequest = {
@@ -38,9 +29,6 @@ export type PaymentRequest = {
   /** The request's callerAddress, which must be the payer when given. */
   caller?: Address;
 };
-
-/** An answer complete in itself: a refusal, or the answer a payment already bought. */
-export type Reply = { status: number; headers: Record<string, string>; body: string };
 
 /**
  * A payment claimed for this request: the handler may run on it. `paid` says the payment is
