@@ -6,7 +6,7 @@ import type { PaymentPayload, SettleResponse, VerifyResponse } from "@x402/core/
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Claim, PaymentCore, type PricedRoute, type Reply } from "../api/payments/core.ts";
-import { PaymentLedger } from "../api/payments/ledger.ts";
+import { createSqlLedger } from "../api/payments/ledger/sql/sql-ledger.ts";
 import { payment } from "../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../api/store/store.ts";
 import { CELO_TOKENS } from "../config/celo.ts";
@@ -56,7 +56,7 @@ describe("payment core", () => {
   const wallet = "0x00000000000000000000000000000000000000b0" as const;
 
   const coreWith = (facilitator: ScriptedFacilitator) =>
-    new PaymentCore({ settings, facilitator, chain: undefined as never, ledger: new PaymentLedger(store.db) });
+    new PaymentCore({ settings, facilitator, chain: undefined as never, ledger: createSqlLedger(store.db) });
   const header = async () => ({ xPayment: specHeader(await signAuthorization(payer, USDT, { to: treasury }), USDT.address) });
   const request = (headers: { xPayment?: string }, input: { walletAddress: `0x${string}` } = { walletAddress: wallet }) => ({
     headers,

@@ -13,7 +13,7 @@ import { pinContent } from "../ipfs/content.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
-import type { Resolution } from "../payments/ledger.ts";
+import type { Resolution } from "../payments/ledger/ledger.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { walletRequest } from "../http/payment.ts";

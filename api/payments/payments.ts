@@ -3,7 +3,7 @@ import type { PaymentSettings } from "../../config/payments.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { PaymentCore, type PaymentDeps } from "./core.ts";
 import { createFacilitator, type Facilitator } from "./facilitator.ts";
-import { PaymentLedger } from "./ledger.ts";
+import { createSqlLedger } from "./ledger/sql/sql-ledger.ts";
 
 /** The payment core for these settings, its ledger in the service store. */
 export function createPayments(
@@ -17,7 +17,7 @@ export function createPayments(
     settings,
     facilitator,
     chain: createPublicClient({ transport: http(settings.rpcUrl, { retryCount: 1, timeout: 10_000 }) }),
-    ledger: new PaymentLedger(db),
+    ledger: createSqlLedger(db),
     ...options,
   });
 }

@@ -6,7 +6,7 @@ import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
-import type { ServedTotals } from "../payments/ledger.ts";
+import type { ServedTotals } from "../payments/ledger/ledger.ts";
 import { indexedTotals } from "./queries.ts";
 import { type Stats, statsSchema } from "./schema.ts";
 

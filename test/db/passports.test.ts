@@ -12,7 +12,8 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import { UNPAID_REASON } from "../../api/passport/report-route.ts";
 import { createReporter } from "../../api/passport/reporter.ts";
-import { type PaymentKey, PaymentLedger } from "../../api/payments/ledger.ts";
+import type { Ledger, PaymentKey } from "../../api/payments/ledger/ledger.ts";
+import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
 import { openServiceStore } from "../../api/store/store.ts";
 import { reputationReporterArtifact } from "../../contracts/artifacts.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
@@ -51,10 +52,10 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     return { status: res.status, headers: res.headers, body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
   };
   /** The service's ledger, read directly: on PGlite only while the service is stopped. */
-  const withLedger = async <T>(fn: (ledger: PaymentLedger) => Promise<T>): Promise<T> => {
+  const withLedger = async <T>(fn: (ledger: Ledger) => Promise<T>): Promise<T> => {
     const store = await openServiceStore(env.slot.store);
     try {
-      return await fn(new PaymentLedger(store.db));
+      return await fn(createSqlLedger(store.db));
     } finally {
       await store.close();
     }

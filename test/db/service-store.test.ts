@@ -5,7 +5,7 @@ import { readMigrationFiles } from "drizzle-orm/migrator";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { payment } from "../../api/store/schema.ts";
-import { PaymentLedger } from "../../api/payments/ledger.ts";
+import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
 import { MIGRATIONS_FOLDER, openServiceStore, type ServiceStore, type ServiceStoreLocation } from "../../api/store/store.ts";
 import { databaseSlot, testDatabase, type DatabaseSlot } from "../support/indexer.ts";
 
@@ -204,7 +204,7 @@ describe(`payment ledger: reads and claims made together (${testDatabase})`, () 
   it("gives each payment of a batch its own row and its own payer's open amounts in its token", async () => {
     const store = await openServiceStore(await freshLocation());
     try {
-      const ledger = new PaymentLedger(store.db);
+      const ledger = createSqlLedger(store.db);
       await ledger.claim({ ...base, token: usdt, payer: b, nonce: "0x01", amount: 70_000n });
       await ledger.claim({ ...base, token: usdt, payer: a, nonce: "0x01" });
       await ledger.claim({ ...base, token: usdc, payer: a, nonce: "0x02", amount: 30_000n });
@@ -224,7 +224,7 @@ describe(`payment ledger: reads and claims made together (${testDatabase})`, () 
   it("claims a new deferred payment with what its payer had open before it, never another payer's; once only; unclaim takes it back", async () => {
     const store = await openServiceStore(await freshLocation());
     try {
-      const ledger = new PaymentLedger(store.db);
+      const ledger = createSqlLedger(store.db);
       await ledger.claim({ ...base, token: usdt, payer: b, nonce: "0x01", amount: 70_000n });
       await ledger.claim({ ...base, token: usdt, payer: a, nonce: "0x01" });
       const claims = await Promise.all(["0x11", "0x12", "0x13"].map((nonce) => ledger.claimFirst({ ...base, token: usdt, payer: a, nonce }, auth)));

@@ -1,0 +1,98 @@
+import { and, lt, or, sql } from "drizzle-orm";
+import { queryPrepared } from "../../../db.ts";
+import { fromStatuses } from "../../lifecycle.ts";
+import { coalesced } from "../../../store/coalesce.ts";
+import { payment } from "../../../store/schema.ts";
+import type { ExposureCaps, PaymentKey, SettlementQueue, StoredAnswer } from "../ledger.ts";
+import { guard, OPEN_EXPOSURE, statusIn, target } from "./rules.ts";
+import { batch, byKey, byValues, keyColumns, keyIdOf, rowsOf, type Store, statement } from "./statements.ts";
+
+type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
+const QUEUED = batch<Queued>([
+  ...keyColumns((i: Queued) => i.key),
+  { name: "response_status", type: "integer", of: (i) => i.answer.status },
+  { name: "response_type", type: "text", of: (i) => i.answer.type },
+  { name: "response_body", type: "text", of: (i) => i.answer.body },
+]);
+/** Deferred answers queued (queueAnswers) if the batch as a whole stays within the caps (per payer, then in all: the two parameters after the columns). */
+const QUEUE_ANSWERS = statement(sql`
+  update ${payment} set status = ${sql.raw(`'${target("queued")}'`)}, response_status = v.response_status, response_type = v.response_type, response_body = v.response_body, updated_at = now()
+  from ${QUEUED.from}
+  where ${byValues} and ${guard("queued")}
+    and (select coalesce(max(s), 0) <= ${QUEUED.param(1)}::numeric from (
+          select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any($2::text[]) group by ${payment.payer}) as per_payer)
+    and (select coalesce(sum(${payment.amount}), 0) <= ${QUEUED.param(2)}::numeric from ${payment} where ${OPEN_EXPOSURE})
+  returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+
+/** The settlement queue (deferred settlement): answers queued within the caps, taken by the worker. */
+export function sqlSettlementQueue(store: Store): SettlementQueue {
+  /**
+   * Answers of deferred claims made at about the same moment, queued in one statement if the
+   * batch as a whole stays within the caps (every payer of the batch, and the total); otherwise
+   * each is judged alone (queuedAlone), so that the caps hold exactly either way.
+   */
+  const queueAnswers = coalesced(async (items: Queued[]): Promise<boolean[]> => {
+    const { caps } = items[0]!;
+    const rows = await queryPrepared<PaymentKey>(await store, "ledger_queue_answers", QUEUE_ANSWERS, [
+      ...QUEUED.values(items),
+      caps.perPayer.toString(),
+      caps.total.toString(),
+    ]);
+    const queued = new Set(rows.map(keyIdOf));
+    // One after another: each refused one leaves the open sum at once (it settles first), so the
+    // later ones of a burst find the room a concurrent judgement would have denied them all.
+    const outcomes: boolean[] = [];
+    for (const i of items) outcomes.push(queued.has(keyIdOf(i.key)) || (await queuedAlone(i)));
+    return outcomes;
+  });
+
+  const queuedAlone = async ({ key, answer, caps }: Queued): Promise<boolean> => {
+    const db = await store;
+    const withinCaps = sql`(select coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${key.payer}), 0) <= ${caps.perPayer.toString()}::numeric
+      and coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${OPEN_EXPOSURE})`;
+    const queued = await db
+      .update(payment)
+      .set({ status: target("queued"), responseStatus: answer.status, responseType: answer.type, responseBody: answer.body, updatedAt: new Date() })
+      .where(and(byKey(key), guard("queued"), withinCaps))
+      .returning({ nonce: payment.nonce });
+    if (queued.length > 0) return true;
+    await db.update(payment).set({ deferred: false, signature: null, validAfter: null }).where(and(byKey(key), guard("creditRefused")));
+    return false;
+  };
+
+  return {
+    /**
+     * Optimistic, and exact: the row was inserted (committed) when the call was claimed, and the
+     * sums run now, before anything is answered. Of two concurrent claims, any replicas, the one
+     * whose sums run last sees both rows, so a cap is never passed; at worst both settle first.
+     */
+    queuedWithinCaps: (key, answer, caps) => queueAnswers({ key, answer, caps }),
+    /** FOR UPDATE SKIP LOCKED: two workers never take one row. */
+    async takeQueued(limit) {
+      const db = await store;
+      const rows = await db.execute(sql`
+        update ${payment} set status = ${sql.raw(`'${target("taken")}'`)}, updated_at = now()
+        where (token, payer, nonce) in (
+          select token, payer, nonce from ${payment} where ${statusIn(fromStatuses("taken"))}
+          order by valid_before limit ${limit} for update skip locked)
+        returning token, payer, nonce`);
+      const keys = rowsOf<PaymentKey>(rows).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
+      if (keys.length === 0) return [];
+      return db.select().from(payment).where(or(...keys.map(byKey)));
+    },
+    async expireQueued(nowSeconds, marginSeconds) {
+      const expired = await (await store)
+        .update(payment)
+        .set({ status: target("expired"), failure: "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)", signature: null, updatedAt: new Date() })
+        .where(and(guard("expired"), lt(payment.validBefore, String(nowSeconds + marginSeconds))))
+        .returning({ nonce: payment.nonce });
+      return expired.length;
+    },
+    async requeue(key, attempted) {
+      await (await store)
+        .update(payment)
+        .set({ status: target("requeued"), transaction: null, settler: null, settlerNonce: null, rawTransaction: null, ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}), updatedAt: new Date() })
+        .where(and(byKey(key), guard("requeued")));
+    },
+  };
+}

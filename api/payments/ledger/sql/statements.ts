@@ -1,0 +1,61 @@
+import { and, eq, getTableColumns, type SQL, sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+import { payment, type PaymentRow } from "../../../store/schema.ts";
+import type { ServiceDb } from "../../../store/store.ts";
+import type { PaymentKey } from "../ledger.ts";
+
+/** The store as the ledger takes it: a promise (the API module loads synchronously, the store opens later) or the store. */
+export type Store = Promise<ServiceDb> | ServiceDb;
+
+const dialect = new PgDialect();
+/**
+ * The text of a prepared statement (queryPrepared) written with the ledger's rules (DEBT,
+ * openSums…) as drizzle SQL: rendered once. Its parameters are written `$n` in the text, so that
+ * one text, and one plan, serves any number of rows (arrays, unnest).
+ */
+export const statement = (query: SQL): string => {
+  const rendered = dialect.sqlToQuery(query);
+  if (rendered.params.length > 0) throw new Error("a prepared ledger statement takes its parameters as $n");
+  return rendered.sql;
+};
+
+/** One column of a batch: its name (in `v`, and the table's where it is one), its SQL type, and how to read it from an item. */
+export type BatchColumn<T> = { name: string; type: string; of: (item: T) => unknown };
+
+/** The key columns of a batch, read from each item's key. */
+export const keyColumns = <T>(key: (item: T) => PaymentKey): BatchColumn<T>[] => [
+  { name: "token", type: "text", of: (item) => key(item).token },
+  { name: "payer", type: "text", of: (item) => key(item).payer },
+  { name: "nonce", type: "text", of: (item) => key(item).nonce },
+];
+
+/**
+ * A batch of rows as one parameter per column: `from` is `unnest($1::type[], …) as v(name, …)`
+ * (with `ordinal`, `v.i` numbers them from 1), `values` the arrays in that same order, `param(n)`
+ * the $ of the n-th parameter after them. Both come from one column list, so they cannot diverge.
+ */
+export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
+  const names = columns.map((c) => c.name);
+  const arrays = columns.map((c, i) => `$${i + 1}::${c.type}[]`);
+  return {
+    names: names.join(", "),
+    from: sql.raw(`unnest(${arrays.join(", ")})${ordinal ? " with ordinality" : ""} as v(${names.join(", ")}${ordinal ? ", i" : ""})`),
+    param: (n: number) => sql.raw(`$${columns.length + n}`),
+    values: (items: readonly T[]): unknown[][] => columns.map((c) => items.map(c.of)),
+  };
+}
+
+/** The row of each (token, payer, nonce) of a batch `v`: the statements that write many rows at once. */
+export const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
+
+export const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
+
+/** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
+export const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).rows ?? (result as T[]);
+
+const COLUMNS = Object.entries(getTableColumns(payment));
+/** A payment row as a raw statement returns it (column names, driver values), as drizzle's select would map it. */
+export const paymentRowOf = (raw: Record<string, unknown>): PaymentRow =>
+  Object.fromEntries(COLUMNS.map(([key, column]) => [key, raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name])])) as PaymentRow;
+
+export const keyIdOf = (row: PaymentKey) => `${row.token}:${row.payer}:${row.nonce}`;
