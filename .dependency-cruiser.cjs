@@ -55,8 +55,7 @@ module.exports = {
     },
   ],
   options: {
-    // The project's own modules, and the frameworks the core must not load (for payments-not-to-frameworks).
-    includeOnly: ["^(api|src|scripts|config|shared|harness)/", FRAMEWORKS],
+    // npm packages are nodes, not followed: a pure module importing one is seen.
     doNotFollow: { path: "node_modules" },
     // Type-only imports count for cycles and for the adapter rule (they still couple the files).
     tsPreCompilationDeps: true,
