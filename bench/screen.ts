@@ -13,6 +13,7 @@ import * as schema from "../ponder.schema.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { databaseSlot, POSTGRES_URL, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { rpcFactsReader } from "./support/rpc-facts.ts";
+import { firstLine } from "../shared/async.ts";
 
 // npm run bench:screen -- --batch [...]: 100 wallets as one batch against 100 single screens (bench/screen-batch.ts).
 if (process.argv.includes("--batch")) {
@@ -161,7 +162,7 @@ async function measureRpc(label: string, chain: IndexedChain, wallets: Address[]
       scoreWallet(await withTimeout(() => rpc.facts(w, asOf, AbortSignal.timeout(RPC_TIMEOUT_MS)), { timeout: RPC_TIMEOUT_MS, errorInstance: new Error("timeout") }));
     } catch (error) {
       if (!/timeout/.test((error as Error).message)) {
-        log(`${label}: eth_getLogs screen of ${w} failed, not counted: ${(error as Error).message.split("\n")[0]}`);
+        log(`${label}: eth_getLogs screen of ${w} failed, not counted: ${firstLine(error)}`);
         continue;
       }
       timedOut++;

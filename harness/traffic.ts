@@ -12,7 +12,7 @@ import { signAuthorization, specHeader } from "./payments.ts";
 
 export const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN);
 export const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-import { sleep } from "../shared/async.ts";
+import { firstLine, sleep } from "../shared/async.ts";
 
 export { sleep };
 export const fmtMs = (x: number) => (Number.isFinite(x) ? `${x.toFixed(1)} ms` : "-");
@@ -68,7 +68,7 @@ export class Recorder {
       }
       this.fail(route, `${res.status} ${Buffer.from(body).toString().slice(0, 200)}`);
     } catch (error) {
-      this.fail(route, (error as Error).message.split("\n")[0]!);
+      this.fail(route, firstLine(error));
     }
     return undefined;
   }

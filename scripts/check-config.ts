@@ -5,6 +5,7 @@
 import { checkConfig, type Finding } from "../config/check.ts";
 import { describePlan } from "../config/plan.ts";
 import { ponderArgs } from "./ponder-command.ts";
+import { firstLine } from "../shared/async.ts";
 
 async function main(): Promise<number> {
   const check = await checkConfig({ devnet: "not started" });
@@ -33,7 +34,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error) => {
-    console.error(`check:config failed: ${String((error as Error)?.message ?? error).split("\n")[0]}`);
+    console.error(`check:config failed: ${firstLine(error)}`);
     process.exit(1);
   },
 );

@@ -7,6 +7,7 @@ import { REPORT_ID } from "../api/passport/document.ts";
 import { createReporter, resolveReporterSettings } from "../api/passport/reporter.ts";
 import { StartupError } from "../config/errors.ts";
 import { resolveIndexTarget } from "../config/target.ts";
+import { firstLine } from "../shared/async.ts";
 
 async function main() {
   const { values, positionals } = parseArgs({ options: { reason: { type: "string" } }, allowPositionals: true });
@@ -22,6 +23,6 @@ async function main() {
 }
 
 main().catch((error) => {
-  console.error(error instanceof StartupError ? error.message : (error as Error).message.split("\n")[0]);
+  console.error(error instanceof StartupError ? error.message : firstLine(error));
   process.exit(1);
 });

@@ -17,6 +17,7 @@ import { readManifest } from "../config/manifest.ts";
 import { redactUrl } from "../config/redact.ts";
 import { probeChainId } from "../config/rpc-probe.ts";
 import { reputationReporterArtifact } from "../contracts/artifacts.ts";
+import { firstLine } from "../shared/async.ts";
 
 /** How long the deployment's receipt is waited for (Celo makes a block a second). */
 const RECEIPT_TIMEOUT_MS = 180_000;
@@ -95,6 +96,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error) => {
-  console.error(error instanceof StartupError ? error.message : String((error as Error)?.message ?? error).split("\n")[0]);
+  console.error(error instanceof StartupError ? error.message : firstLine(error));
   process.exit(1);
 });

@@ -16,6 +16,7 @@ import {
   type WalletReader,
 } from "./facts.ts";
 import { readPeriod } from "./language.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /**
  * Model mode: an OpenAI-compatible chat-completions endpoint phrases the answer, calling the same
@@ -209,7 +210,7 @@ async function askModel(settings: ChatModelSettings, reader: WalletReader, messa
             sources.push(...out.sources);
             calls.push({ tool: call.function.name, arguments: args, refused: false, result: content });
           } catch (error) {
-            content = { error: `the tool could not run: ${error instanceof z.ZodError ? "invalid arguments" : (error as Error).message.split("\n")[0]}` };
+            content = { error: `the tool could not run: ${error instanceof z.ZodError ? "invalid arguments" : firstLine(error)}` };
             calls.push({ tool: call.function.name, arguments: args, refused: true, result: content });
           }
         }
@@ -220,7 +221,7 @@ async function askModel(settings: ChatModelSettings, reader: WalletReader, messa
   } catch (error) {
     const e = error as Error;
     if (signal.aborted) return { ok: false, reason: `the model did not answer within ${settings.timeoutMs} ms`, calls };
-    return { ok: false, reason: `the model endpoint failed (${e.message.split("\n")[0]})`, calls };
+    return { ok: false, reason: `the model endpoint failed (${firstLine(e)})`, calls };
   }
 }
 

@@ -6,9 +6,10 @@ import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import type { IndexState } from "../indexing/state.ts";
-import { STALE_PENDING_MS } from "../payments/ledger.ts";
+import { STALE_PENDING_MS } from "../payments/ledger/ledger.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { ReporterClient } from "../passport/reporter.ts";
+import { firstLine } from "../../shared/async.ts";
 
 const statusSchema = z.enum(["ok", "degraded", "down"]);
 type Status = z.infer<typeof statusSchema>;
@@ -56,7 +57,7 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
     const result = await withTimeout(run, { timeout: 3_000, errorInstance: new Error("timeout after 3000 ms") });
     return { ...result, status: result.status, latencyMs: Math.round(performance.now() - t0) };
   } catch (error) {
-    return { status: "down", latencyMs: Math.round(performance.now() - t0), error: (error as Error).message.split("\n")[0] };
+    return { status: "down", latencyMs: Math.round(performance.now() - t0), error: firstLine(error) };
   }
 }
 

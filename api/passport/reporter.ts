@@ -1,4 +1,4 @@
-import { createPublicClient, createWalletClient, formatEther, type Hex, http, publicActions } from "viem";
+import { createPublicClient, createWalletClient, formatEther, type Hex, http, publicActions, type TransactionReceipt } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import type { Address } from "../../config/addresses.ts";
@@ -140,7 +140,7 @@ export function createReporter(settings: ReporterSettings) {
       } catch (error) {
         throw new PublishError(firstLine(error), isTransport(error));
       }
-      let receipt;
+      let receipt: TransactionReceipt;
       try {
         receipt = await client.waitForTransactionReceipt({ hash, timeout: PUBLISH_RECEIPT_WAIT_MS, pollingInterval: 100 });
       } catch (error) {

@@ -15,6 +15,7 @@ import { passportDocumentSchema } from "./document.ts";
 import type { Lookup } from "./passport-id.ts";
 import type { ReporterClient } from "./reporter.ts";
 import type { PassportStatus, VerifyResult } from "./schema.ts";
+import { firstLine } from "../../shared/async.ts";
 
 type Row = typeof report.$inferSelect;
 
@@ -158,7 +159,7 @@ async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Prom
     bytes = await node.get(row.reportHash);
   } catch (error) {
     // get() refuses content that does not hash to its CID.
-    return { tampered: true, document: null, result: { checked: true, contentMatchesCid: false, attestationMatchesContent: null, detail: (error as Error).message.split("\n")[0]! } };
+    return { tampered: true, document: null, result: { checked: true, contentMatchesCid: false, attestationMatchesContent: null, detail: firstLine(error) } };
   }
   if (!bytes) return unchecked("this node does not hold the content (not pinned here)");
   const parsed = parseDocument(bytes);

@@ -142,7 +142,7 @@ const CHAIN_DEPENDENT = new Set([
 async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentPayload, requirements: PaymentRequirements, chain: PublicClient): Promise<VerifyResponse> {
   const result = await verdict;
   if (result.isValid || !CHAIN_DEPENDENT.has(result.invalidReason ?? "")) return result;
-  let block;
+  let block: { timestamp: bigint };
   try {
     block = await chain.getBlock({ blockTag: "latest" });
   } catch (error) {

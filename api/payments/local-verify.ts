@@ -8,6 +8,7 @@ import { coalesced } from "../store/coalesce.ts";
 import { PaymentError } from "./errors.ts";
 import type { PaymentAttempt } from "./header.ts";
 import { explain, signerOf, type VerifiedPayment, x402Payment } from "./verify.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** What the indexer knows about a payer and one of its authorizations, read from the indexed tables (no RPC). */
 export type PayerFacts = {
@@ -73,12 +74,13 @@ export async function checkFundsLocally(
   deps: { settings: PaymentSettings; facts: Promise<PayerFacts>; unsettled: bigint },
 ): Promise<VerifiedPayment | "needs_rpc"> {
   const auth = attempt.authorization;
-  let nonce, balance;
+  let facts: PayerFacts;
   try {
-    ({ nonce, balance } = await deps.facts);
+    facts = await deps.facts;
   } catch (error) {
-    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
+    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`);
   }
+  const { nonce, balance } = facts;
   if (nonce) throw new PaymentError("nonce_already_used", explain("nonce_already_used", token), { reason: `authorization ${nonce}` });
   if (balance === null) return "needs_rpc";
   if (balance - deps.unsettled < auth.value) {

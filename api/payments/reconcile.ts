@@ -1,11 +1,12 @@
 import type { PublicClient } from "viem";
-import { TransactionReceiptNotFoundError } from "viem";
+import { parseEventLogs, TransactionReceiptNotFoundError } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import { type Settler, usedIn } from "./relayer.ts";
-import type { Ledger, PaymentKey, Resolution } from "./ledger.ts";
+import type { Ledger, PaymentKey, Resolution } from "./ledger/ledger.ts";
 import { log } from "../../shared/log.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** What reconciliation reads from the chain. */
 export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;
@@ -63,13 +64,12 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
     if (event) {
       const tx = event.transactionHash;
       const receipt = await chain.getTransactionReceipt({ hash: tx });
-      const paid = receipt.logs.some(
+      const paid = parseEventLogs({ abi: devStablecoinAbi, eventName: "Transfer", logs: receipt.logs }).some(
         (log) =>
           log.address.toLowerCase() === token &&
-          log.topics[0] === TRANSFER_TOPIC &&
-          topicAddress(log.topics[1]) === payer &&
-          topicAddress(log.topics[2]) === deps.payTo.toLowerCase() &&
-          BigInt(log.data) >= BigInt(row.amount),
+          log.args.from.toLowerCase() === payer &&
+          log.args.to.toLowerCase() === deps.payTo.toLowerCase() &&
+          log.args.value >= BigInt(row.amount),
       );
       if (paid) {
         const ours = row.transaction?.toLowerCase() === tx.toLowerCase();
@@ -94,8 +94,6 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
   return "pending";
 }
 
-const TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
-const topicAddress = (topic: string | undefined) => (topic ? `0x${topic.slice(26)}`.toLowerCase() : undefined);
 
 /** A deferred row's settlement is tried this many times before its failure stands (and becomes the payer's debt). */
 export const MAX_SETTLE_ATTEMPTS = 3;
@@ -114,7 +112,7 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
   try {
     outcome = await chainOutcome(row, deps);
   } catch (error) {
-    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${(error as Error).message.split("\n")[0]})`);
+    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${firstLine(error)})`);
     return "pending";
   }
   if (row.deferred && retriable(row, outcome)) {
@@ -125,7 +123,7 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
   try {
     await deps.onOutcome?.(row, outcome);
   } catch (error) {
-    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: what follows its outcome (${outcome.status}) failed, left to the next sweep (${(error as Error).message.split("\n")[0]})`);
+    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: what follows its outcome (${outcome.status}) failed, left to the next sweep (${firstLine(error)})`);
     return "pending";
   }
   await deps.ledger.resolve(keyOf(row), outcome);
@@ -145,7 +143,7 @@ export function startReconciler(core: Reconcilable, { intervalMs = RECONCILE_INT
     (running = running
       .then(() => core.reconcileUnresolved(idle))
       .then((r) => r.resolved && log.info(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`))
-      .catch((error: Error) => log.warn(`[payments] reconciliation failed: ${error.message.split("\n")[0]}`)));
+      .catch((error: Error) => log.warn(`[payments] reconciliation failed: ${firstLine(error)}`)));
   const started = sweep(0);
   const timer = setInterval(() => void sweep(idleMs), intervalMs);
   timer.unref?.();

@@ -11,13 +11,16 @@ import {
   parseSignature,
   type PublicClient,
   type TransactionReceipt,
+  type Log,
+  parseAbi,
+  parseEventLogs,
   TimeoutError,
-  toEventSelector,
+  withTimeout,
 } from "viem";
 import type { privateKeyToAccount } from "viem/accounts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
-import { firstLine } from "../../shared/async.ts";
+import { firstLine, sleep } from "../../shared/async.ts";
 
 /** A settlement transaction signed and about to be broadcast: what the ledger records first. */
 export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
@@ -106,7 +109,9 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
 
   /** Signs, records and sends one transaction for `batch`; returns the items to send again (their batch changed). */
   const sendBatch = async (batch: Waiting[]): Promise<Waiting[]> => {
-    const settle = (items: Waiting[], result: SubmitResult) => items.forEach((w) => w.done(result));
+    const settle = (items: Waiting[], result: SubmitResult) => {
+      for (const w of items) w.done(result);
+    };
     const call = batchCall(batch);
     let prepared: Record<string, unknown>;
     try {
@@ -127,7 +132,10 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
       // Each payment's row records the transaction before it leaves. A row that refuses (no longer
       // its request's) drops out: the others are signed again without it, in the next transaction.
-      const recorded = await Promise.all(batch.map((w) => w.record(signed).then(() => true, (error: unknown) => (w.done({ error }), false))));
+      const recorded = await Promise.all(batch.map((w) => w.record(signed).then(() => true, (error: unknown) => {
+          w.done({ error });
+          return false;
+        })));
       if (recorded.includes(false)) return batch.filter((_, i) => recorded[i]);
       try {
         await client.sendRawTransaction({ serializedTransaction: rawTransaction });
@@ -175,6 +183,11 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     },
   };
 
+  /**
+   * Not viem's waitForTransactionReceipt: that one asks for the block number and the transaction
+   * too on each round and gives up on the first RPC error; this one asks only for the receipt and
+   * rides out a failing RPC until the deadline (the transaction is recorded, the chain decides).
+   */
   async function pollReceipt(hash: Hex, timeoutMs: number): Promise<TransactionReceipt | undefined> {
     const deadline = Date.now() + timeoutMs;
     // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
@@ -182,8 +195,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     for (;;) {
       try {
         // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
-        const remaining = Math.max(0, deadline - Date.now());
-        const receipt = await Promise.race([client.getTransactionReceipt({ hash }), new Promise<undefined>((r) => setTimeout(() => r(undefined), remaining))]);
+        const receipt = await withTimeout(() => client.getTransactionReceipt({ hash }), { timeout: Math.max(1, deadline - Date.now()) });
         if (receipt) return receipt;
       } catch {
         // not mined yet, or the RPC did not answer: wait, the transaction is recorded
@@ -192,7 +204,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
         nextNonce = undefined; // a dropped transaction must not leave a gap
         return undefined;
       }
-      await new Promise((r) => setTimeout(r, pause));
+      await sleep(pause);
       pause = Math.min(100, pause * 2);
     }
   }
@@ -217,7 +229,10 @@ export function transferCalldata(payload: PaymentPayload): Hex {
   return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
 }
 
-const AUTHORIZATION_USED_TOPIC = toEventSelector("AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
+const authorizationUsedAbi = parseAbi(["event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)"]);
+
+/** The authorizations a receipt's logs used, as `token:payer:nonce` (lowercase): decoded once per receipt, asked once per payment of its batch. */
+const usedByLogs = new WeakMap<readonly Log[], Set<string>>();
 
 /**
  * Whether `receipt` used this authorization (its AuthorizationUsed event is in it): in a batch, the
@@ -225,13 +240,13 @@ const AUTHORIZATION_USED_TOPIC = toEventSelector("AuthorizationUsed(address inde
  */
 export function usedIn(receipt: Pick<TransactionReceipt, "status" | "logs">, token: string, payer: string, nonce: string): boolean {
   if (receipt.status !== "success") return false;
-  return receipt.logs.some(
-    (log) =>
-      log.address.toLowerCase() === token.toLowerCase() &&
-      log.topics[0] === AUTHORIZATION_USED_TOPIC &&
-      `0x${log.topics[1]?.slice(26)}`.toLowerCase() === payer.toLowerCase() &&
-      log.topics[2]?.toLowerCase() === nonce.toLowerCase(),
-  );
+  let used = usedByLogs.get(receipt.logs);
+  if (!used) {
+    const events = parseEventLogs({ abi: authorizationUsedAbi, logs: receipt.logs });
+    used = new Set(events.map((e) => `${e.address}:${e.args.authorizer}:${e.args.nonce}`.toLowerCase()));
+    usedByLogs.set(receipt.logs, used);
+  }
+  return used.has(`${token}:${payer}:${nonce}`.toLowerCase());
 }
 
 /** The request never got an answer from the node (down, hung, refused): as opposed to the node refusing it. */

@@ -4,10 +4,11 @@ import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
 import type { Hex } from "viem";
-import type { PaymentKey } from "./ledger.ts";
+import type { PaymentKey } from "./ledger/ledger.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** A run starts this long after a payment is queued, so that one transaction carries the payments queued about the same moment. */
 const KICK_DELAY_MS = 25;
@@ -71,7 +72,7 @@ export class SettlementWorker {
           if (full) this.again = true;
         } while (this.again);
       } catch (error) {
-        log.warn(`[payments] settlement worker: ${(error as Error).message.split("\n")[0]}`);
+        log.warn(`[payments] settlement worker: ${firstLine(error)}`);
       } finally {
         this.running = null;
       }
@@ -140,7 +141,7 @@ export class SettlementWorker {
       await Promise.all(used.map((key) => this.core.ledger.settled(key, hash)));
       await Promise.all(keys.filter((key) => !used.includes(key)).map((key) => this.decide(key)));
     })()
-      .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${error.message.split("\n")[0]} (left to the reconciler)`))
+      .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${firstLine(error)} (left to the reconciler)`))
       .finally(() => this.following.delete(followed));
     this.following.add(followed);
   }

@@ -18,6 +18,7 @@ import type { PaymentCore, PricedRoute, Reply } from "./core.ts";
 import { paidRecently } from "./free-read.ts";
 import type { PaymentHeaders } from "./header.ts";
 import { paymentRequiredAnswer, requirementsFor, withExtensions } from "./requirements.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /**
  * Sign-in-with-x (`@x402/extensions`, CAIP-122 / SIWE): a returning payer proves its wallet with
@@ -161,7 +162,7 @@ export class SignIn {
       verified = await verifySIWxSignature(payload);
     } catch (error) {
       // The SIWE message could not even be built from these fields (e.g. an address that is not EIP-55).
-      return refused("invalid_siwx_signature", (error as Error).message.split("\n")[0]!);
+      return refused("invalid_siwx_signature", firstLine(error));
     }
     if (!verified.isValid) return refused(verified.invalidReason, verified.invalidMessage);
     const wallet = addressSchema.safeParse(verified.payer);

@@ -1,4 +1,4 @@
-import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
+import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
 import type { PublicClient } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
@@ -10,6 +10,7 @@ import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";
 import { priceInUnits } from "./prices.ts";
 import { requirementFor, V1_NETWORK } from "./requirements.ts";
+import { firstLine } from "../../shared/async.ts";
 
 /** A payment whose authorization checks out on chain and can be settled as it stands. */
 export type VerifiedPayment = {
@@ -78,11 +79,11 @@ export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, d
   const auth = attempt.authorization;
   const payment = x402Payment(attempt, token, deps.settings);
   const { payload, requirements } = payment;
-  let result;
+  let result: VerifyResponse;
   try {
     result = await deps.facilitator.verify(payload, requirements);
   } catch (error) {
-    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${(error as Error).message.split("\n")[0]}); nothing was charged. Retry shortly.`);
+    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`);
   }
   if (!result.isValid) {
     let code = codeForReason(result.invalidReason);
