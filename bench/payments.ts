@@ -37,6 +37,7 @@ import { stoppedIndexerState } from "../harness/index-db.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
+import { sleep } from "../shared/async.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -228,7 +229,7 @@ try {
     for (let i = 0; i < 600; i++) {
       const open = (await store.db.select({ status: payment.status }).from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
       if (open.length === 0) return;
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   };
   for (const mode of modes) {
@@ -269,7 +270,7 @@ try {
     const open = (await store.db.select().from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
     if (open.length === 0) break;
     await drain.run();
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
   }
   const ledgerRows = await store.db.select().from(payment);
   const settledRows = ledgerRows.filter((r) => r.status === "settled");

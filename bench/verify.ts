@@ -27,6 +27,7 @@ import { startTestDevnet } from "../harness/devnet.ts";
 import { openIndexDb, stoppedIndexerState } from "../harness/index-db.ts";
 import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
+import { sleep } from "../shared/async.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -274,7 +275,7 @@ try {
     await (await bare.request(`/api/agent/verify/${a.reportId}`)).arrayBuffer();
     unchecked.push(performance.now() - t0);
   }
-  await new Promise((r) => setTimeout(r, 10)); // GC entries are delivered after the fact
+  await sleep(10); // GC entries are delivered after the fact
   const gcDuringById = gcPauses.slice(gcBefore);
   gcObserver.disconnect();
   const byCid = await timed(sample.slice(0, 500).map((a) => ({ id: a.cid, want: expected[a.kind] })));

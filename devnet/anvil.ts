@@ -4,6 +4,7 @@ import { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { freePort } from "./ports.ts";
+import { sleep } from "../shared/async.ts";
 
 /** Celo mainnet's chain id: the devnet uses it so EIP-712 payment domains match Celo's. */
 export const DEVNET_CHAIN_ID = 42220;
@@ -75,7 +76,7 @@ export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
       throw new (taken ? PortTakenError : Error)(`anvil exited at start: ${stderr.trim() || `code ${child.exitCode}`}`);
     }
     if ((await chainIdAt(rpcUrl)) === chainId && child.exitCode === null && ownsListeningPort(child.pid!, port) !== false) return { rpcUrl, port, pid: child.pid!, stop };
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   await stop();
   throw new Error(`anvil did not answer on ${rpcUrl} within 15 s`);

@@ -8,6 +8,7 @@ import { serviceStoreLocation, type ServiceStoreLocation } from "../api/store/st
 import { devnetDatabaseUrl } from "../config/target.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
+import { sleep } from "../shared/async.ts";
 
 export type TestDatabase = "pglite" | "postgres";
 
@@ -148,7 +149,7 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     } catch (error) {
       lastError = error;
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   throw new Error(`timed out waiting for ${what} (${String(lastError ?? "no error")})\n${indexer?.output().slice(-3000) ?? ""}`);
 }

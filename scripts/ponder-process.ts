@@ -3,6 +3,7 @@ import { StartupError } from "../config/errors.ts";
 import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
 import { ponderArgs } from "./ponder-command.ts";
 import type { IndexTarget } from "../config/target.ts";
+import { sleep } from "../shared/async.ts";
 
 /** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
 let ponder: ChildProcess | undefined;
@@ -68,7 +69,7 @@ async function waitReady(port: number, child: { exitCode: number | null }, host?
     } catch {
       /* not listening yet */
     }
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
   }
   return false;
 }

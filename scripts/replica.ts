@@ -3,6 +3,7 @@ import { readEnv } from "../config/env.ts";
 import { StartupError } from "../config/errors.ts";
 import { resolveIndexTarget } from "../config/target.ts";
 import { ponderArgs } from "./ponder-command.ts";
+import { sleep } from "../shared/async.ts";
 
 // `npm run serve`, an API replica: checks the environment, waits until the indexer has created the
 // schema it writes (`ponder serve` exits at once without it, so replicas may be started together
@@ -42,6 +43,6 @@ async function waitForSchema(connectionString: string, schema: string): Promise<
     }
     if (!told) console.error(`Waiting for the indexer to create the schema "${schema}" (start it with npm run indexer or npm start)…`);
     told = true;
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await sleep(1_000);
   }
 }

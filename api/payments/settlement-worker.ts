@@ -8,7 +8,7 @@ import type { PaymentKey } from "./ledger/ledger.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
-import { firstLine } from "../../shared/async.ts";
+import { firstLine, sleep } from "../../shared/async.ts";
 
 /** A run starts this long after a payment is queued, so that one transaction carries the payments queued about the same moment. */
 const KICK_DELAY_MS = 25;
@@ -88,7 +88,7 @@ export class SettlementWorker {
     // sent when it is mined or after FOLLOW_WAIT_MS: a few transactions per Celo block, not one per
     // kick, each polled for its receipt. A backlog goes at once: waiting would gather nothing more
     // than a full batch, and every row waiting counts against the exposure caps until it is settled.
-    if (this.following.size && !backlog) await Promise.race([Promise.all([...this.following]), new Promise((r) => setTimeout(r, FOLLOW_WAIT_MS))]);
+    if (this.following.size && !backlog) await Promise.race([Promise.all([...this.following]), sleep(FOLLOW_WAIT_MS)]);
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
