@@ -210,13 +210,13 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const core = world.core();
     const signed = await sign(alice);
-    const [first, second] = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))].map(async (admitting) => {
+    const copies = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))].map(async (admitting) => {
       const admitted = await admitting;
       if ("claim" in admitted) await core.conclude(SCREEN, paidRequest({}), admitted.claim, answered);
       return admitted;
     }));
-    expect([first, second].filter((a) => "claim" in a)).toHaveLength(1);
-    expect([first, second].find((a) => "reply" in a)).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(copies.filter((a) => "claim" in a)).toHaveLength(1);
+    expect(copies.find((a) => "reply" in a)).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
     expect(world.chain.charges).toHaveLength(1);
   });
 
@@ -239,6 +239,36 @@ describe("settlement before the answer", () => {
     await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(paying, "order-0003-bob-retry")))), answered);
     expect(world.charged(paying)).toHaveLength(1);
     expect(world.charged(failing)).toHaveLength(0);
+  });
+
+  it("a payment-identifier retry signed anew, after the earlier claim's request died, pays with its own authorization under its own key", async () => {
+    // Found by the model-based test: it took over the earlier row and settled its own authorization
+    // under the earlier key, so that in self mode the chain charged it while the row said failed.
+    const world = new World("before-self");
+    const first = await sign(alice);
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(first, "order-0004-alice")))); // the process dies here
+    skipTime(ABANDONED_AFTER_MS + 1_000);
+    const restarted = world.core();
+    const resigned = await sign(alice);
+    const claim = claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(resigned, "order-0004-alice"))));
+    expect(claim.key.nonce).toBe(resigned.authorization.nonce);
+    expect("headers" in (await restarted.conclude(SCREEN, paidRequest({}), claim, answered))).toBe(true);
+    expect(world.charged(resigned)).toHaveLength(1);
+    expect(await world.row(resigned)).toMatchObject({ status: "settled", responseBody: ANSWER.body, paymentId: "order-0004-alice" });
+    expect(await world.row(first)).toMatchObject({ status: "failed", paymentId: null });
+    expect(world.charged(first)).toHaveLength(0);
+  });
+
+  it("a payment claimed again after a failure keeps its identifier: a retry signed anew follows it, charged once", async () => {
+    // Found by the model-based test: claiming the failed row again released its own identifier, so the re-signed retry paid twice.
+    const world = new World("before-remote");
+    const core = world.core();
+    const first = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))), { failed: "handler answered 500" });
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))), answered);
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice), "order-0005-alice")));
+    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(world.chain.charges).toHaveLength(1);
   });
 
   it("reruns the handler, settling nothing, for a payment charged whose answer was never stored (a crash between claim and record)", async () => {

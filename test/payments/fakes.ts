@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { FacilitatorClient } from "@x402/core/http";
 import type { PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from "@x402/core/types";
 import { authorizationTypes } from "@x402/evm";
-import { getAddress, type Hex, numberToHex, pad, TransactionReceiptNotFoundError, toEventSelector, verifyTypedData } from "viem";
+import { getAddress, type Hex, numberToHex, type TransactionReceipt, pad, TransactionReceiptNotFoundError, toEventSelector, verifyTypedData } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Address } from "../../config/addresses.ts";
 import { CELO_TOKENS, type TokenInfo } from "../../config/celo.ts";
@@ -29,6 +29,8 @@ export const payerOf = (key: Hex) => privateKeyToAccount(key).address.toLowerCas
 
 export const TREASURY = "0x00000000000000000000000000000000000000aa" as Address;
 export const RELAYER = "0x00000000000000000000000000000000000000ee" as Address;
+/** Sends transactions that are not the service's. */
+export const OUTSIDER = "0x00000000000000000000000000000000000000cc" as Address;
 export const USDT = CELO_TOKENS.USDT;
 export const USDC = CELO_TOKENS.USDC;
 
@@ -99,7 +101,7 @@ const authKey = (token: string, payer: string, nonce: string) => `${token}:${pay
 export type Transfer = { token: string; from: string; to: string; value: bigint; validAfter: bigint; validBefore: bigint; nonce: string };
 
 /** A transfer to the treasury: the money the payer paid, by authorization. */
-export type Charge = { token: string; payer: string; nonce: string; amount: bigint; transaction: Hex };
+export type Charge = { token: string; payer: string; nonce: string; amount: bigint; transaction: Hex; sender: string };
 
 /**
  * A chain with EIP-3009 tokens, as much of it as the core and its reconciler read (viem's
@@ -150,7 +152,7 @@ export class FakeChain {
     this.balances.set(`${transfer.token.toLowerCase()}:${transfer.from.toLowerCase()}`, balance - transfer.value);
     const to = transfer.to.toLowerCase();
     this.balances.set(`${transfer.token.toLowerCase()}:${to}`, this.balanceOf(transfer.token, to) + transfer.value);
-    if (to === TREASURY) this.charges.push({ token: transfer.token.toLowerCase(), payer: transfer.from.toLowerCase(), nonce: transfer.nonce.toLowerCase(), amount: transfer.value, transaction: hash });
+    if (to === TREASURY) this.charges.push({ token: transfer.token.toLowerCase(), payer: transfer.from.toLowerCase(), nonce: transfer.nonce.toLowerCase(), amount: transfer.value, transaction: hash, sender: sender.toLowerCase() });
     const token = transfer.token.toLowerCase() as Hex;
     const logs: Log[] = [
       { address: token, topics: [AUTHORIZATION_USED, topic(transfer.from), transfer.nonce.toLowerCase() as Hex], data: "0x" },
@@ -167,9 +169,14 @@ export class FakeChain {
     this.spent.set(authKey(token, payer, nonce), { kind: "canceled", transaction: randomHex32() });
   }
 
+  /** Someone else (the payer, another relayer) submits the authorization as signed: the treasury is paid, not by us. */
+  settleElsewhere(transfer: Transfer): void {
+    this.execute(transfer, randomHex32(), OUTSIDER);
+  }
+
   /** The payer's authorization is used by someone else's transaction, to another recipient. */
   spendElsewhere(transfer: Transfer): void {
-    this.execute({ ...transfer, to: "0x00000000000000000000000000000000000000dd" }, randomHex32(), "0x00000000000000000000000000000000000000cc");
+    this.execute({ ...transfer, to: "0x00000000000000000000000000000000000000dd" }, randomHex32(), OUTSIDER);
   }
 
   receiptOf(hash: Hex): Receipt | undefined {
@@ -225,6 +232,26 @@ export class FakeChain {
   };
 }
 
+/** Signature checks already made (a signature names its message): the model test presents the same ones in many runs. */
+const checked = new Map<string, Promise<boolean>>();
+function checkSignature(t: Transfer, requirements: PaymentRequirements, signature: Hex): Promise<boolean> {
+  const id = `${requirements.asset}:${t.from}:${t.to}:${t.value}:${t.validAfter}:${t.validBefore}:${t.nonce}:${signature}`;
+  let valid = checked.get(id);
+  if (!valid) {
+    const extra = requirements.extra as { name: string; version: string };
+    valid = verifyTypedData({
+      address: getAddress(t.from),
+      domain: { name: extra.name, version: extra.version, chainId: 42220, verifyingContract: getAddress(requirements.asset) },
+      types: authorizationTypes,
+      primaryType: "TransferWithAuthorization",
+      message: { from: getAddress(t.from), to: getAddress(t.to), value: t.value, validAfter: t.validAfter, validBefore: t.validBefore, nonce: t.nonce as Hex },
+      signature,
+    }).catch(() => false);
+    checked.set(id, valid);
+  }
+  return valid;
+}
+
 const transferOf = (payload: PaymentPayload, requirements: PaymentRequirements): Transfer => {
   const a = (payload.payload as { authorization: Record<string, string> }).authorization;
   return { token: requirements.asset.toLowerCase(), from: a.from!, to: a.to!, value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce! };
@@ -263,8 +290,9 @@ export class FakeSettler implements Settler {
     return { sent: true, signed };
   }
 
-  async receipt(hash: Hex): Promise<Receipt | undefined> {
-    return this.chain.receiptOf(hash);
+  async receipt(hash: Hex): Promise<TransactionReceipt | undefined> {
+    // The fields usedIn reads (status, logs): the rest of a receipt is never looked at.
+    return this.chain.receiptOf(hash) as TransactionReceipt | undefined;
   }
 
   async rebroadcast(): Promise<void> {}
@@ -303,16 +331,8 @@ export class FakeFacilitator implements FacilitatorClient {
     this.verifies++;
     if (this.down || this.chain.down) throw new Error("fetch failed: connect ECONNREFUSED");
     const t = transferOf(payload, requirements);
-    const extra = requirements.extra as { name: string; version: string };
     const signature = (payload.payload as { signature: Hex }).signature;
-    const valid = await verifyTypedData({
-      address: getAddress(t.from),
-      domain: { name: extra.name, version: extra.version, chainId: 42220, verifyingContract: getAddress(requirements.asset) },
-      types: authorizationTypes,
-      primaryType: "TransferWithAuthorization",
-      message: { from: getAddress(t.from), to: getAddress(t.to), value: t.value, validAfter: t.validAfter, validBefore: t.validBefore, nonce: t.nonce as Hex },
-      signature,
-    }).catch(() => false);
+    const valid = await checkSignature(t, requirements, signature);
     const refuse = (invalidReason: string): VerifyResponse => ({ isValid: false, invalidReason, payer: t.from });
     if (!valid) return refuse("invalid_exact_evm_signature");
     if (this.chain.spentAs(t.token, t.from, t.nonce)) return refuse("invalid_exact_evm_nonce_already_used");

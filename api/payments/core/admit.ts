@@ -6,7 +6,7 @@ import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 import { PaymentError } from "../errors.ts";
 import { paidRecently } from "../free-read.ts";
 import { decodePayment, type PaymentAttempt } from "../header.ts";
-import { ABANDONED_AFTER_MS, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger/ledger.ts";
+import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger/ledger.ts";
 import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "../local-verify.ts";
 import { priceInUnits } from "../prices.ts";
 import { keyOf, reconcileRow } from "../reconcile.ts";
@@ -85,20 +85,29 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
 
 /**
  * Which payment this attempt is, given the row read for `target`: its own, or the earlier one its
- * payment-identifier names. Undefined when the followed payment turned out never charged (failed,
- * lapsed): the attempt then pays with its own, from a fresh read.
+ * payment-identifier names. Undefined when the followed payment turned out never charged: the
+ * attempt then pays with its own authorization, from a fresh read.
  */
 async function identify(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow | undefined } | undefined> {
-  if (target.following) return row && !FOLLOWED.has(row.status) ? undefined : { target, row };
-  const { paymentId } = attempt.payment;
-  if (row || !paymentId) return { target, row };
-  const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
-  if (!earlier || !FOLLOWED.has(earlier.status)) return { target, row };
-  if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
-  // Only the payer may collect what its identifier bought: the signature must be the payer's.
-  if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer) await verifyPayment(attempt.payment, attempt.token, ctx.deps);
-  return { target: { key: keyOf(earlier), signatureHash: earlier.signatureHash, following: true }, row: earlier };
+  if (!target.following) {
+    const { paymentId } = attempt.payment;
+    if (row || !paymentId) return { target, row };
+    const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
+    if (!earlier || !FOLLOWED.has(earlier.status)) return { target, row };
+    if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
+    // Only the payer may collect what its identifier bought: the signature must be the payer's.
+    if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer) await verifyPayment(attempt.payment, attempt.token, ctx.deps);
+    [target, row] = [{ key: keyOf(earlier), signatureHash: earlier.signatureHash, following: true }, earlier];
+  }
+  if (row && FOLLOWED.has(row.status) && !isAbandoned(row)) return { target, row };
+  // Never charged: failed, lapsed, gone, or claimed by a request that died (a pending claim sent
+  // nothing). Its claim is released, so that the identifier passes on to this attempt's own
+  // authorization: this attempt's authorization never pays under the earlier payment's key.
+  if (row && isAbandoned(row)) await ctx.ledger.failed(target.key, ABANDONED_FOR_RETRY);
+  return undefined;
 }
+
+const ABANDONED_FOR_RETRY = "claim abandoned by its request; a retry signed anew under the same payment-identifier pays instead; nothing charged";
 
 /** Carries out a decision: the admission, or undefined for another round. */
 async function act(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow | undefined, decision: RowDecision, open: OpenAmounts | undefined): Promise<Admission | undefined> {

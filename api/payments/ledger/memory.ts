@@ -147,7 +147,8 @@ export class MemoryLedger implements Ledger {
   private claimRow(entry: NewPayment, deferred: DeferredAuthorization | null): boolean {
     if (entry.paymentId) {
       // The identifier passes on from a payment that was never charged (failed, expired) to this one.
-      for (const row of this.rowsFor("idReleased", (r) => r.payer === entry.payer && r.paymentId === entry.paymentId)) {
+      // Not from the row being claimed again: it keeps its identifier (a retry signed anew must find it).
+      for (const row of this.rowsFor("idReleased", (r) => r.payer === entry.payer && r.paymentId === entry.paymentId && keyId(r as PaymentKey) !== keyId(entry))) {
         this.write(row as PaymentKey, "idReleased", () => ({ paymentId: null }));
       }
     }
