@@ -3,7 +3,7 @@ import { pino, type DestinationStream, type Logger } from "pino";
 export type { Logger };
 
 /** Levels LOG_LEVEL takes (pino's). */
-export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
 /**
  * A JSON logger: one object per line on stdout (or `destination`). Header values, payment
