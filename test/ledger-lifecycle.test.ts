@@ -14,8 +14,8 @@ import {
   type LifecycleRow,
   mermaid,
   OPEN,
-  type Place,
   PLACES,
+  type Place,
   RERUN_LEASE_MS,
   RERUN_MARK,
   TRANSITIONS,
@@ -70,7 +70,11 @@ describe("payment lifecycle", () => {
           const to: Place = t.to === "stay" ? place : t.to;
           expect(transition(row, event, NOW), `${event} from ${place}`).toBe(to);
           allowed++;
-          if (t.when && row) expect(() => transition(rowIn(place as PaymentStatus, t.when, false), event, NOW), `${event} from ${place}, not ${t.when}`).toThrow(TransitionError);
+          if (t.when && row)
+            expect(
+              () => transition(rowIn(place as PaymentStatus, t.when, false), event, NOW),
+              `${event} from ${place}, not ${t.when}`,
+            ).toThrow(TransitionError);
         } else {
           expect(() => transition(row, event, NOW), `${event} from ${place}`).toThrow(TransitionError);
           expect(allows(row, event, NOW)).toBe(false);
@@ -81,18 +85,51 @@ describe("payment lifecycle", () => {
   });
 
   it("names the event and the place in a refusal", () => {
-    expect(() => transition(rowIn("settled"), "waived", NOW)).toThrow("payment transition refused: waived from settled (allowed only from pending)");
+    expect(() => transition(rowIn("settled"), "waived", NOW)).toThrow(
+      "payment transition refused: waived from settled (allowed only from pending)",
+    );
     expect(() => transition(undefined, "failed", NOW)).toThrow("failed from absent");
   });
 
   it("keeps every state's invariants after any sequence of ledger writes (the memory ledger checks them on each)", async () => {
-    const key = (n: number) => ({ token: "0x00000000000000000000000000000000000000a1", payer: "0x00000000000000000000000000000000000000aa", nonce: `0x0${n}` }) as const;
-    const entry = (n: number, sig = "s") => ({ ...key(n), amount: 10n, route: "GET /x", subject: null, fingerprint: "f", signatureHash: sig, encoding: "spec", validBefore: BigInt(100 + n) });
+    const key = (n: number) =>
+      ({
+        token: "0x00000000000000000000000000000000000000a1",
+        payer: "0x00000000000000000000000000000000000000aa",
+        nonce: `0x0${n}`,
+      }) as const;
+    const entry = (n: number, sig = "s") => ({
+      ...key(n),
+      amount: 10n,
+      route: "GET /x",
+      subject: null,
+      fingerprint: "f",
+      signatureHash: sig,
+      encoding: "spec",
+      validBefore: BigInt(100 + n),
+    });
     const answer = { status: 200, type: "application/json", body: "{}" };
     const n = fc.integer({ min: 0, max: 2 });
     const step = fc.oneof(
       fc.record({ op: fc.constant("claim"), n, deferred: fc.boolean(), sig: fc.constantFrom("s", "t") }),
-      fc.record({ op: fc.constantFrom("failed", "waived", "touch", "settled", "claimRerun", "releaseRerun", "answered", "reference", "unclaim", "resolveSettled", "resolveFailed", "resolveExpired", "resolveUsed"), n }),
+      fc.record({
+        op: fc.constantFrom(
+          "failed",
+          "waived",
+          "touch",
+          "settled",
+          "claimRerun",
+          "releaseRerun",
+          "answered",
+          "reference",
+          "unclaim",
+          "resolveSettled",
+          "resolveFailed",
+          "resolveExpired",
+          "resolveUsed",
+        ),
+        n,
+      }),
       fc.record({ op: fc.constant("settling"), n, answered: fc.boolean(), tx: fc.boolean() }),
       fc.record({ op: fc.constant("queue"), n, cap: fc.constantFrom(10n, 20n, 1000n) }),
       fc.record({ op: fc.constant("requeue"), n, attempted: fc.boolean() }),

@@ -19,7 +19,15 @@ export type Place = PaymentStatus | typeof ABSENT;
 /** The row fields the machine reads (guards and invariants). */
 export type LifecycleRow = Pick<
   PaymentRow,
-  "status" | "deferred" | "responseStatus" | "responseBody" | "updatedAt" | "repaidBy" | "transaction" | "failure" | "settledAt"
+  | "status"
+  | "deferred"
+  | "responseStatus"
+  | "responseBody"
+  | "updatedAt"
+  | "repaidBy"
+  | "transaction"
+  | "failure"
+  | "settledAt"
 >;
 
 /**
@@ -39,11 +47,11 @@ export const RERUN_LEASE_MS = 30_000;
 /** Claimed and not settled: spoken for in the payer's balance and, when deferred, the service's exposure. */
 export const UNSETTLED: readonly PaymentStatus[] = ["pending", "queued", "settling"];
 /** Failed by the payer's doing once answered on credit: a debt (isDebt) when deferred, answered and not repaid. */
-export const DEBT_STATUSES: readonly PaymentStatus[] = ["failed", "used_elsewhere"];
+const DEBT_STATUSES: readonly PaymentStatus[] = ["failed", "used_elsewhere"];
 /** Rows still open (the partial indexes' list, schema.ts OPEN_STATUSES): unsettled, or possibly a debt. */
 export const OPEN: readonly PaymentStatus[] = [...UNSETTLED, ...DEBT_STATUSES];
 /** Outcome not known, or not final: what the chain may still decide (resolve). */
-export const UNRESOLVED: readonly PaymentStatus[] = ["pending", "settling", "failed"];
+const UNRESOLVED: readonly PaymentStatus[] = ["pending", "settling", "failed"];
 
 /**
  * Conditions on a row beyond its status. Named, so that each ledger writes each once: the memory
@@ -55,22 +63,30 @@ export const isAbandoned = (row: Pick<PaymentRow, "status" | "updatedAt">, now =
   row.status === "pending" && now - row.updatedAt.getTime() > ABANDONED_AFTER_MS;
 
 /** Whether another request is producing this settled payment's answer again right now. */
-export const isRerunning = (row: Pick<PaymentRow, "status" | "responseStatus" | "responseBody" | "updatedAt">, now = Date.now()) =>
-  row.status === "settled" && row.responseBody === null && row.responseStatus === RERUN_MARK && now - row.updatedAt.getTime() <= RERUN_LEASE_MS;
+export const isRerunning = (
+  row: Pick<PaymentRow, "status" | "responseStatus" | "responseBody" | "updatedAt">,
+  now = Date.now(),
+) =>
+  row.status === "settled" &&
+  row.responseBody === null &&
+  row.responseStatus === RERUN_MARK &&
+  now - row.updatedAt.getTime() <= RERUN_LEASE_MS;
 
 /** An answer given on credit whose settlement failed by the payer's doing (transfer failed, authorization cancelled), not paid again. */
 export const isDebt = (row: Pick<LifecycleRow, "status" | "deferred" | "repaidBy" | "responseBody">) =>
   row.deferred && row.repaidBy === null && DEBT_STATUSES.includes(row.status) && row.responseBody !== null;
 
 /** An answer given on credit, its money not arrived yet: the service's exposure with the debts. */
-export const isOpenDeferred = (row: Pick<LifecycleRow, "status" | "deferred" | "repaidBy">) => row.deferred && row.repaidBy === null && UNSETTLED.includes(row.status);
+const isOpenDeferred = (row: Pick<LifecycleRow, "status" | "deferred" | "repaidBy">) =>
+  row.deferred && row.repaidBy === null && UNSETTLED.includes(row.status);
 
 export const CONDITIONS: Record<Condition, (row: LifecycleRow, now: number) => boolean> = {
   abandoned: (row, now) => now - row.updatedAt.getTime() > ABANDONED_AFTER_MS,
   deferred: (row) => row.deferred,
   queueable: (row) => row.deferred && row.responseBody !== null,
   unanswered: (row) => row.responseBody === null,
-  rerunFree: (row, now) => row.responseBody === null && (row.responseStatus === null || now - row.updatedAt.getTime() > RERUN_LEASE_MS),
+  rerunFree: (row, now) =>
+    row.responseBody === null && (row.responseStatus === null || now - row.updatedAt.getTime() > RERUN_LEASE_MS),
   rerunHeld: (row) => row.responseBody === null && row.responseStatus === RERUN_MARK,
   debt: (row) => isDebt(row),
 };
@@ -87,35 +103,94 @@ export type Transition = {
 /** Every allowed transition: event -> from -> to. A write not listed here is refused. */
 export const TRANSITIONS = {
   claimed: { from: [ABSENT], to: "pending", means: "a request claims the payment (its row is inserted)" },
-  reclaimed: { from: ["failed"], to: "pending", means: "the same request and signature claim again a payment never charged" },
-  takenOver: { from: ["pending"], to: "pending", when: "abandoned", means: "a claim whose request died is claimed again" },
+  reclaimed: {
+    from: ["failed"],
+    to: "pending",
+    means: "the same request and signature claim again a payment never charged",
+  },
+  takenOver: {
+    from: ["pending"],
+    to: "pending",
+    when: "abandoned",
+    means: "a claim whose request died is claimed again",
+  },
   unclaimed: { from: ["pending"], to: ABSENT, means: "a first claim refused after all (funds, nonce) is taken back" },
   referenced: { from: ["pending"], to: "stay", means: "what the call makes that a failure must undo is recorded" },
-  queued: { from: ["pending"], to: "queued", when: "deferred", means: "answered on credit, within the caps: the worker settles it" },
+  queued: {
+    from: ["pending"],
+    to: "queued",
+    when: "deferred",
+    means: "answered on credit, within the caps: the worker settles it",
+  },
   creditRefused: { from: ["pending"], to: "stay", means: "past a cap: no longer deferred, settled before the answer" },
-  waived: { from: ["pending"], to: "waived", means: "answered free (a free read): the authorization is never submitted" },
-  settling: { from: ["pending", "settling"], to: "settling", means: "the settlement (and the answer it buys) is recorded before it is sent" },
+  waived: {
+    from: ["pending"],
+    to: "waived",
+    means: "answered free (a free read): the authorization is never submitted",
+  },
+  settling: {
+    from: ["pending", "settling"],
+    to: "settling",
+    means: "the settlement (and the answer it buys) is recorded before it is sent",
+  },
   taken: { from: ["queued"], to: "settling", means: "the settlement worker takes a queued row" },
   touched: { from: ["settling"], to: "stay", means: "looked at, outcome still unknown" },
   settled: { from: ["pending", "settling", "failed"], to: "settled", means: "the money moved" },
   failed: { from: ["pending", "settling"], to: "failed", means: "nothing was charged" },
-  requeued: { from: ["settling", "failed"], to: "queued", when: "queueable", means: "a deferred settlement that did not go through for a reason of ours goes back in the queue" },
-  expired: { from: ["queued"], to: "expired", means: "a queued authorization runs out before it could be sent (the service's loss)" },
+  requeued: {
+    from: ["settling", "failed"],
+    to: "queued",
+    when: "queueable",
+    means: "a deferred settlement that did not go through for a reason of ours goes back in the queue",
+  },
+  expired: {
+    from: ["queued"],
+    to: "expired",
+    means: "a queued authorization runs out before it could be sent (the service's loss)",
+  },
   resolvedSettled: { from: UNRESOLVED, to: "settled", means: "the chain says the money moved" },
   resolvedFailed: { from: UNRESOLVED, to: "failed", means: "the chain says nothing was charged" },
   resolvedExpired: { from: UNRESOLVED, to: "expired", means: "the chain says the authorization expired unused" },
-  resolvedUsedElsewhere: { from: UNRESOLVED, to: "used_elsewhere", means: "the chain says the nonce was used or cancelled without paying us" },
-  rerunClaimed: { from: ["settled"], to: "stay", when: "rerunFree", means: "one request takes the lease to produce a lost answer again" },
-  rerunReleased: { from: ["settled"], to: "stay", when: "rerunHeld", means: "the lost answer could not be produced: the lease is given back" },
+  resolvedUsedElsewhere: {
+    from: UNRESOLVED,
+    to: "used_elsewhere",
+    means: "the chain says the nonce was used or cancelled without paying us",
+  },
+  rerunClaimed: {
+    from: ["settled"],
+    to: "stay",
+    when: "rerunFree",
+    means: "one request takes the lease to produce a lost answer again",
+  },
+  rerunReleased: {
+    from: ["settled"],
+    to: "stay",
+    when: "rerunHeld",
+    means: "the lost answer could not be produced: the lease is given back",
+  },
   answered: { from: ["settled"], to: "stay", when: "unanswered", means: "the answer produced again is stored" },
   repaid: { from: DEBT_STATUSES, to: "stay", when: "debt", means: "a later settled payment covers the debt" },
-  idReleased: { from: ["failed", "expired", "used_elsewhere"], to: "stay", means: "the payment-identifier passes on to a new payment" },
+  idReleased: {
+    from: ["failed", "expired", "used_elsewhere"],
+    to: "stay",
+    means: "the payment-identifier passes on to a new payment",
+  },
 } as const satisfies Record<string, Transition>;
 
 export type PaymentEvent = keyof typeof TRANSITIONS;
 export const EVENTS = Object.keys(TRANSITIONS) as PaymentEvent[];
 /** Every place a row can be in, the table's order of first appearance. */
-export const PLACES: readonly Place[] = [ABSENT, "pending", "queued", "settling", "settled", "waived", "failed", "expired", "used_elsewhere"];
+export const PLACES: readonly Place[] = [
+  ABSENT,
+  "pending",
+  "queued",
+  "settling",
+  "settled",
+  "waived",
+  "failed",
+  "expired",
+  "used_elsewhere",
+];
 
 /** The resolution events, by the status the chain decided. */
 export const RESOLVED = {
@@ -126,7 +201,8 @@ export const RESOLVED = {
 } as const satisfies Record<string, PaymentEvent>;
 
 /** The statuses `event` may leave (ABSENT excluded: an insert has no WHERE). */
-export const fromStatuses = (event: PaymentEvent): PaymentStatus[] => (TRANSITIONS[event].from as readonly Place[]).filter((p): p is PaymentStatus => p !== ABSENT);
+export const fromStatuses = (event: PaymentEvent): PaymentStatus[] =>
+  (TRANSITIONS[event].from as readonly Place[]).filter((p): p is PaymentStatus => p !== ABSENT);
 
 export class TransitionError extends Error {
   constructor(
@@ -142,7 +218,7 @@ export class TransitionError extends Error {
 const placeOf = (row: LifecycleRow | undefined): Place => row?.status ?? ABSENT;
 
 /** Why `event` may not happen to `row` now, or null when it may. */
-export function refusal(row: LifecycleRow | undefined, event: PaymentEvent, now = Date.now()): string | null {
+function refusal(row: LifecycleRow | undefined, event: PaymentEvent, now = Date.now()): string | null {
   const t: Transition = TRANSITIONS[event];
   const from = placeOf(row);
   if (!t.from.includes(from)) return `allowed only from ${t.from.join(", ")}`;
@@ -150,7 +226,8 @@ export function refusal(row: LifecycleRow | undefined, event: PaymentEvent, now 
   return null;
 }
 
-export const allows = (row: LifecycleRow | undefined, event: PaymentEvent, now = Date.now()) => refusal(row, event, now) === null;
+export const allows = (row: LifecycleRow | undefined, event: PaymentEvent, now = Date.now()) =>
+  refusal(row, event, now) === null;
 
 /** The place `row` moves to on `event`; throws TransitionError on a transition the table does not allow. */
 export function transition(row: LifecycleRow | undefined, event: PaymentEvent, now = Date.now()): Place {
@@ -160,11 +237,12 @@ export function transition(row: LifecycleRow | undefined, event: PaymentEvent, n
   return t.to === "stay" ? placeOf(row) : t.to;
 }
 
-export type Invariant = { name: string; holds: (row: LifecycleRow) => boolean };
+type Invariant = { name: string; holds: (row: LifecycleRow) => boolean };
 
 const answerStored = (row: LifecycleRow) => row.responseBody !== null;
 /** Settled, its answer lost (a crash between settlement and record): produced again by a rerun, free or leased. */
-const awaitingRerun = (row: LifecycleRow) => row.status === "settled" && !answerStored(row) && (row.responseStatus === null || row.responseStatus === RERUN_MARK);
+const awaitingRerun = (row: LifecycleRow) =>
+  row.status === "settled" && !answerStored(row) && (row.responseStatus === null || row.responseStatus === RERUN_MARK);
 
 /** What holds of a row in each state, whatever the path that led there. */
 export const INVARIANTS: readonly Invariant[] = [
@@ -172,15 +250,29 @@ export const INVARIANTS: readonly Invariant[] = [
     name: "settled, queued or waived implies an answer stored, except settled awaiting its rerun",
     holds: (row) => !["settled", "queued", "waived"].includes(row.status) || answerStored(row) || awaitingRerun(row),
   },
-  { name: "queued implies deferred, an answer stored and no transaction yet", holds: (row) => row.status !== "queued" || (row.deferred && answerStored(row) && row.transaction === null) },
+  {
+    name: "queued implies deferred, an answer stored and no transaction yet",
+    holds: (row) => row.status !== "queued" || (row.deferred && answerStored(row) && row.transaction === null),
+  },
   {
     name: "charged (settled) implies its transaction and time, and answered or retriable",
-    holds: (row) => row.status !== "settled" || (row.transaction !== null && row.settledAt !== null && (answerStored(row) || awaitingRerun(row))),
+    holds: (row) =>
+      row.status !== "settled" ||
+      (row.transaction !== null && row.settledAt !== null && (answerStored(row) || awaitingRerun(row))),
   },
   { name: "pending implies no transaction yet", holds: (row) => row.status !== "pending" || row.transaction === null },
-  { name: "waived (a free read) implies no transaction: the authorization stays unspent", holds: (row) => row.status !== "waived" || row.transaction === null },
-  { name: "a rerun lease only on a settled payment without an answer", holds: (row) => !(row.responseStatus === RERUN_MARK && !answerStored(row)) || row.status === "settled" },
-  { name: "failed, expired and used_elsewhere carry their reason", holds: (row) => !["failed", "expired", "used_elsewhere"].includes(row.status) || row.failure !== null },
+  {
+    name: "waived (a free read) implies no transaction: the authorization stays unspent",
+    holds: (row) => row.status !== "waived" || row.transaction === null,
+  },
+  {
+    name: "a rerun lease only on a settled payment without an answer",
+    holds: (row) => !(row.responseStatus === RERUN_MARK && !answerStored(row)) || row.status === "settled",
+  },
+  {
+    name: "failed, expired and used_elsewhere carry their reason",
+    holds: (row) => !["failed", "expired", "used_elsewhere"].includes(row.status) || row.failure !== null,
+  },
   { name: "a repaid debt had an answer", holds: (row) => row.repaidBy === null || answerStored(row) },
 ];
 
@@ -191,7 +283,10 @@ export const broken = (row: LifecycleRow): string[] => INVARIANTS.filter((i) => 
  * Exposure of deferred settlement over a set of rows: what was answered on credit and not paid yet
  * (open deferred rows and debts), per payer and in all. The caps bound both (queuedWithinCaps).
  */
-export function exposure(rows: Iterable<Pick<PaymentRow, "payer" | "amount"> & LifecycleRow>): { perPayer: Map<string, bigint>; total: bigint } {
+export function exposure(rows: Iterable<Pick<PaymentRow, "payer" | "amount"> & LifecycleRow>): {
+  perPayer: Map<string, bigint>;
+  total: bigint;
+} {
   const perPayer = new Map<string, bigint>();
   let total = 0n;
   for (const row of rows) {

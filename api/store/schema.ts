@@ -19,9 +19,10 @@ const service = pgSchema(SERVICE_SCHEMA);
  * pending: claimed, the handler runs. queued (deferred settlement): answered, waiting for the
  * settlement worker. settling: a settlement was submitted (its transaction hash,
  * when known, is recorded before waiting for it), outcome not yet known. settled: the money moved.
- * failed: nothing was charged (the authorization is unspent). waived: a free read. expired: the
- * authorization expired unused (never charged). used_elsewhere: the nonce was used or cancelled on
- * chain without paying the treasury (not our charge).
+ * failed: nothing was charged (the authorization is unspent). waived: a free read (answered
+ * without charge, the authorization never submitted). expired: the authorization expired unused
+ * (never charged). used_elsewhere: the nonce was used or cancelled on chain without paying the
+ * treasury (not our charge). The moves between them: api/payments/lifecycle.ts.
  */
 export const PAYMENT_STATUSES = ["pending", "queued", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];

@@ -1,20 +1,43 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import type { Address } from "../../config/addresses.ts";
-import { isRerunning, type Ledger, type NewPayment, type PaymentKey, RERUN_MARK } from "../../api/payments/ledger/ledger.ts";
+import {
+  isRerunning,
+  type Ledger,
+  type NewPayment,
+  type PaymentKey,
+  RERUN_MARK,
+} from "../../api/payments/ledger/ledger.ts";
 import { ABANDONED_AFTER_MS, fromStatuses, type PaymentEvent, RERUN_LEASE_MS } from "../../api/payments/lifecycle.ts";
 import { PAYMENT_STATUSES, type PaymentStatus } from "../../api/store/schema.ts";
+import type { Address } from "../../config/addresses.ts";
 
 /** A fresh, empty ledger, and a way to let time pass for its rows (abandoned claims, leases, stale rows). */
 export type LedgerHarness = { ledger: Ledger; elapse(ms: number): Promise<void> };
 
-const [usdt, usdc] = ["0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000a2"] as const;
+const [usdt, usdc] = [
+  "0x00000000000000000000000000000000000000a1",
+  "0x00000000000000000000000000000000000000a2",
+] as const;
 const [a, b] = ["0x00000000000000000000000000000000000000aa", "0x00000000000000000000000000000000000000bb"] as const;
-const base = { amount: 10_000n, route: "POST /api/lender/screen", subject: null, fingerprint: "f", signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n };
+const base = {
+  amount: 10_000n,
+  route: "POST /api/lender/screen",
+  subject: null,
+  fingerprint: "f",
+  signatureHash: "s",
+  encoding: "spec",
+  validBefore: 2n ** 40n,
+};
 const auth = { signature: "0x01", validAfter: 0n };
 const answer = { status: 200, type: "application/json", body: '{"ok":true}' };
 const roomy = { perPayer: 10n ** 18n, total: 10n ** 18n };
 
-const entry = (nonce: string, more: Partial<NewPayment> = {}): NewPayment => ({ ...base, token: usdt, payer: a, nonce, ...more });
+const entry = (nonce: string, more: Partial<NewPayment> = {}): NewPayment => ({
+  ...base,
+  token: usdt,
+  payer: a,
+  nonce,
+  ...more,
+});
 const keyOf = (e: NewPayment): PaymentKey => ({ token: e.token, payer: e.payer, nonce: e.nonce });
 
 /**
@@ -43,7 +66,8 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       if (status === "settled") await ledger.settled(key, "0xt1");
       if (status === "waived") await ledger.waived(key, answer);
       if (status === "failed") await ledger.failed(key, "refused");
-      if (status === "expired" || status === "used_elsewhere") expect(await ledger.resolve(key, { status, failure: "chain" })).toBe(true);
+      if (status === "expired" || status === "used_elsewhere")
+        expect(await ledger.resolve(key, { status, failure: "chain" })).toBe(true);
       expect((await ledger.find(key))?.status).toBe(status);
       return key;
     };
@@ -62,7 +86,13 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect(await ledger.claim(entry("0x01", { signatureHash: "other" }))).toBe(false);
       expect(await ledger.claim(entry("0x01", { fingerprint: "other" }))).toBe(false);
       expect(await ledger.claimDeferred(entry("0x01"), auth)).toBe(true);
-      expect(await ledger.find(key)).toMatchObject({ status: "pending", failure: null, transaction: null, deferred: true, signature: "0x01" });
+      expect(await ledger.find(key)).toMatchObject({
+        status: "pending",
+        failure: null,
+        transaction: null,
+        deferred: true,
+        signature: "0x01",
+      });
       // Pending and alive: another request waits for it.
       expect(await ledger.claim(entry("0x01"))).toBe(false);
       await elapse(ABANDONED_AFTER_MS + 5_000);
@@ -104,8 +134,14 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 30_000n, owed: 0n });
       expect(await ledger.openFor(a, usdc)).toEqual({ unsettled: 7n, owed: 0n });
       const { row, open } = await ledger.lookup({ token: usdt, payer: b, nonce: "0x08" });
-      expect([row, open]).toEqual([await ledger.find({ token: usdt, payer: b, nonce: "0x08" }), { unsettled: 3n, owed: 0n }]);
-      expect(await ledger.lookup({ token: usdt, payer: a, nonce: "0x99" })).toEqual({ row: undefined, open: { unsettled: 30_000n, owed: 0n } });
+      expect([row, open]).toEqual([
+        await ledger.find({ token: usdt, payer: b, nonce: "0x08" }),
+        { unsettled: 3n, owed: 0n },
+      ]);
+      expect(await ledger.lookup({ token: usdt, payer: a, nonce: "0x99" })).toEqual({
+        row: undefined,
+        open: { unsettled: 30_000n, owed: 0n },
+      });
       // A debt: answered on credit, its settlement failed by the payer's doing.
       const debt = await rowIn("queued", "0x09", { token: usdc, amount: 500n });
       await ledger.takeQueued(10);
@@ -117,11 +153,22 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       const one = keyOf(entry("0x01"));
       await ledger.claimDeferred(entry("0x01"), auth);
       expect(await ledger.queuedWithinCaps(one, answer, { perPayer: 10_000n, total: 10_000n })).toBe(true);
-      expect(await ledger.find(one)).toMatchObject({ status: "queued", deferred: true, responseBody: answer.body, responseStatus: 200 });
+      expect(await ledger.find(one)).toMatchObject({
+        status: "queued",
+        deferred: true,
+        responseBody: answer.body,
+        responseStatus: 200,
+      });
       const two = keyOf(entry("0x02"));
       await ledger.claimDeferred(entry("0x02"), auth);
       expect(await ledger.queuedWithinCaps(two, answer, { perPayer: 19_999n, total: 10n ** 9n })).toBe(false);
-      expect(await ledger.find(two)).toMatchObject({ status: "pending", deferred: false, signature: null, validAfter: null, responseBody: null });
+      expect(await ledger.find(two)).toMatchObject({
+        status: "pending",
+        deferred: false,
+        signature: null,
+        validAfter: null,
+        responseBody: null,
+      });
       const three = keyOf(entry("0x03"));
       await ledger.claimDeferred(entry("0x03"), auth);
       expect(await ledger.queuedWithinCaps(three, answer, { perPayer: 20_000n, total: 20_000n })).toBe(true);
@@ -145,13 +192,17 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       await ledger.failed(debt, "cancelled");
       expect((await ledger.openFor(a, usdt)).owed).toBe(10_000n);
       await ledger.claimDeferred(entry("0x02"), auth);
-      expect(await ledger.queuedWithinCaps(keyOf(entry("0x02")), answer, { perPayer: 19_999n, total: roomy.total })).toBe(false);
+      expect(
+        await ledger.queuedWithinCaps(keyOf(entry("0x02")), answer, { perPayer: 19_999n, total: roomy.total }),
+      ).toBe(false);
       const payer = await rowIn("settled", "0x03");
       await ledger.repay(a, payer);
       expect(await ledger.find(debt)).toMatchObject({ status: "failed", repaidBy: "0x03" });
       expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 10_000n, owed: 0n });
       await ledger.claimDeferred(entry("0x04"), auth);
-      expect(await ledger.queuedWithinCaps(keyOf(entry("0x04")), answer, { perPayer: 10_000n, total: roomy.total })).toBe(true);
+      expect(
+        await ledger.queuedWithinCaps(keyOf(entry("0x04")), answer, { perPayer: 10_000n, total: roomy.total }),
+      ).toBe(true);
       // Only debts are repaid: a failed payment never answered on credit is not one.
       const plain = await rowIn("failed", "0x05");
       await ledger.repay(a, payer);
@@ -159,7 +210,8 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     });
 
     it("hands each queued row to one taker, soonest validBefore first", async () => {
-      for (const [i, before] of [50n, 10n, 40n, 20n, 30n].entries()) await rowIn("queued", `0x0${i}`, { validBefore: before });
+      for (const [i, before] of [50n, 10n, 40n, 20n, 30n].entries())
+        await rowIn("queued", `0x0${i}`, { validBefore: before });
       const [first] = await ledger.takeQueued(1);
       expect(first).toMatchObject({ status: "settling", validBefore: "10" });
       const takes = await Promise.all([2, 2, 2].map((n) => ledger.takeQueued(n)));
@@ -173,9 +225,21 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     it("puts a deferred settlement back in the queue, counting the attempts made", async () => {
       const key = await rowIn("queued", "0x01");
       await ledger.takeQueued(1);
-      await ledger.settling(key, null, { transaction: "0xt", settler: "0xr", settlerNonce: 3, rawTransaction: "0xraw" });
+      await ledger.settling(key, null, {
+        transaction: "0xt",
+        settler: "0xr",
+        settlerNonce: 3,
+        rawTransaction: "0xraw",
+      });
       await ledger.requeue(key, true);
-      expect(await ledger.find(key)).toMatchObject({ status: "queued", transaction: null, settler: null, settlerNonce: null, rawTransaction: null, attempts: 1 });
+      expect(await ledger.find(key)).toMatchObject({
+        status: "queued",
+        transaction: null,
+        settler: null,
+        settlerNonce: null,
+        rawTransaction: null,
+        attempts: 1,
+      });
       await ledger.takeQueued(1);
       await ledger.requeue(key, false);
       expect(await ledger.find(key)).toMatchObject({ status: "queued", attempts: 1 });
@@ -199,12 +263,29 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
 
     it("records settlement: the answer with the transaction, kept when not given again", async () => {
       const key = await rowIn("pending", "0x01");
-      expect(await ledger.settling(key, answer, { transaction: "0xt1", settler: "0xr", settlerNonce: 7, rawTransaction: "0xraw" })).toBe(true);
+      expect(
+        await ledger.settling(key, answer, {
+          transaction: "0xt1",
+          settler: "0xr",
+          settlerNonce: 7,
+          rawTransaction: "0xraw",
+        }),
+      ).toBe(true);
       expect(await ledger.settling(key, null, { transaction: "0xt2" })).toBe(true);
-      expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt2", settler: null, responseBody: answer.body });
+      expect(await ledger.find(key)).toMatchObject({
+        status: "settling",
+        transaction: "0xt2",
+        settler: null,
+        responseBody: answer.body,
+      });
       await ledger.touch(key);
       await ledger.settled(key, "0xt2");
-      expect(await ledger.find(key)).toMatchObject({ status: "settled", transaction: "0xt2", failure: null, signature: null });
+      expect(await ledger.find(key)).toMatchObject({
+        status: "settled",
+        transaction: "0xt2",
+        failure: null,
+        signature: null,
+      });
       expect((await ledger.find(key))?.settledAt).toBeInstanceOf(Date);
       // A failed row the chain shows settled after all.
       const late = await rowIn("failed", "0x02");
@@ -213,7 +294,11 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     });
 
     it("resolves only rows whose outcome is unknown", async () => {
-      for (const [nonce, status] of [["0x01", "pending"], ["0x02", "settling"], ["0x03", "failed"]] as const) {
+      for (const [nonce, status] of [
+        ["0x01", "pending"],
+        ["0x02", "settling"],
+        ["0x03", "failed"],
+      ] as const) {
         const key = await rowIn(status, nonce);
         expect(await ledger.resolve(key, { status: "settled", transaction: "0xt", note: "by another" })).toBe(true);
         expect(await ledger.find(key)).toMatchObject({ status: "settled", transaction: "0xt", failure: "by another" });
@@ -250,7 +335,11 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect(isRerunning((await ledger.find(key))!)).toBe(false);
       expect(await ledger.claimRerun(key)).toBe(true);
       await ledger.answered(key, answer);
-      expect(await ledger.find(key)).toMatchObject({ status: "settled", responseStatus: 200, responseBody: answer.body });
+      expect(await ledger.find(key)).toMatchObject({
+        status: "settled",
+        responseStatus: 200,
+        responseBody: answer.body,
+      });
       expect(await ledger.claimRerun(key)).toBe(false);
       await ledger.answered(key, { ...answer, body: "again" });
       expect((await ledger.find(key))?.responseBody).toBe(answer.body);
@@ -288,7 +377,16 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       await rowIn("failed", "0x06");
       await rowIn("queued", "0x07", { subject, route: "GET /other" });
       const counts = await ledger.outcomeCounts();
-      expect(Object.fromEntries(PAYMENT_STATUSES.map((s) => [s, counts[s]]))).toEqual({ pending: 1, queued: 1, settling: 1, settled: 2, failed: 1, waived: 1, expired: 0, used_elsewhere: 0 });
+      expect(Object.fromEntries(PAYMENT_STATUSES.map((s) => [s, counts[s]]))).toEqual({
+        pending: 1,
+        queued: 1,
+        settling: 1,
+        settled: 2,
+        failed: 1,
+        waived: 1,
+        expired: 0,
+        used_elsewhere: 0,
+      });
       expect([counts.reconciled, counts.deferredExpired, counts.owedUnits]).toEqual([0, 0, "0"]);
       const served = await ledger.servedTotals();
       expect(served.payers).toBe(2);

@@ -30,7 +30,12 @@ export type OpenAmounts = { unsettled: bigint; owed: bigint };
 export type StoredAnswer = { status: number; type: string; body: string };
 
 /** A settlement about to be broadcast: recorded first, so that its outcome can always be found on chain. */
-export type SettlementRecord = { transaction?: string; settler?: string; settlerNonce?: number; rawTransaction?: string };
+export type SettlementRecord = {
+  transaction?: string;
+  settler?: string;
+  settlerNonce?: number;
+  rawTransaction?: string;
+};
 
 /** How a payment whose outcome was unknown ended, read from the chain. */
 export type Resolution =
@@ -47,7 +52,10 @@ export type OutcomeCounts = Record<PaymentStatus, number> & {
 };
 
 /** Paid calls answered (settled, or waived as a free read), by route and token, with the revenue settled. */
-export type ServedTotals = { rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[]; payers: number };
+export type ServedTotals = {
+  rows: { route: string; token: string; status: "settled" | "waived"; calls: number; amount: bigint }[];
+  payers: number;
+};
 
 /** A row pending longer than STALE_PENDING_MS is reported by health: its settlement needs attention. */
 export const STALE_PENDING_MS = 5 * 60_000;

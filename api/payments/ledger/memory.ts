@@ -66,11 +66,22 @@ export class MemoryLedger implements Ledger {
   age(ms: number): void {
     const back = (d: Date | null) => d && new Date(d.getTime() - ms);
     for (const [id, row] of this.rows) {
-      this.rows.set(id, { ...row, createdAt: back(row.createdAt)!, updatedAt: back(row.updatedAt)!, settledAt: back(row.settledAt), reconciledAt: back(row.reconciledAt) });
+      this.rows.set(id, {
+        ...row,
+        createdAt: back(row.createdAt)!,
+        updatedAt: back(row.updatedAt)!,
+        settledAt: back(row.settledAt),
+        reconciledAt: back(row.reconciledAt),
+      });
     }
   }
 
-  private write(key: PaymentKey, event: PaymentEvent, patch: (row: PaymentRow, now: Date) => Partial<PaymentRow>, also?: (row: PaymentRow) => boolean): boolean {
+  private write(
+    key: PaymentKey,
+    event: PaymentEvent,
+    patch: (row: PaymentRow, now: Date) => Partial<PaymentRow>,
+    also?: (row: PaymentRow) => boolean,
+  ): boolean {
     const row = this.rows.get(keyId(key));
     const now = this.now();
     if (!row || !allows(row, event, now) || (also && !also(row))) return false;
@@ -86,7 +97,8 @@ export class MemoryLedger implements Ledger {
 
   private store(row: PaymentRow, event: PaymentEvent): void {
     const faults = this.checkInvariants ? broken(row) : [];
-    if (faults.length > 0) throw new Error(`payment ${keyId(row as PaymentKey)} after ${event} breaks: ${faults.join("; ")}`);
+    if (faults.length > 0)
+      throw new Error(`payment ${keyId(row as PaymentKey)} after ${event} breaks: ${faults.join("; ")}`);
     this.rows.set(keyId(row as PaymentKey), row);
   }
 
@@ -141,20 +153,36 @@ export class MemoryLedger implements Ledger {
   }
 
   async unclaim(key: PaymentKey, signatureHash: string): Promise<void> {
-    this.write(key, "unclaimed", () => ({}), (row) => row.signatureHash === signatureHash);
+    this.write(
+      key,
+      "unclaimed",
+      () => ({}),
+      (row) => row.signatureHash === signatureHash,
+    );
   }
 
   private claimRow(entry: NewPayment, deferred: DeferredAuthorization | null): boolean {
     if (entry.paymentId) {
       // The identifier passes on from a payment that was never charged (failed, expired) to this one.
       // Not from the row being claimed again: it keeps its identifier (a retry signed anew must find it).
-      for (const row of this.rowsFor("idReleased", (r) => r.payer === entry.payer && r.paymentId === entry.paymentId && keyId(r as PaymentKey) !== keyId(entry))) {
+      for (const row of this.rowsFor(
+        "idReleased",
+        (r) => r.payer === entry.payer && r.paymentId === entry.paymentId && keyId(r as PaymentKey) !== keyId(entry),
+      )) {
         this.write(row as PaymentKey, "idReleased", () => ({ paymentId: null }));
       }
     }
     if (this.insert(entry, deferred)) return true;
-    const same = (row: PaymentRow) => row.fingerprint === entry.fingerprint && row.signatureHash === entry.signatureHash;
-    const again = () => ({ ...deferral(deferred), failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null });
+    const same = (row: PaymentRow) =>
+      row.fingerprint === entry.fingerprint && row.signatureHash === entry.signatureHash;
+    const again = () => ({
+      ...deferral(deferred),
+      failure: null,
+      transaction: null,
+      settler: null,
+      settlerNonce: null,
+      rawTransaction: null,
+    });
     return this.write(entry, "reclaimed", again, same) || this.write(entry, "takenOver", again, same);
   }
 
@@ -162,7 +190,11 @@ export class MemoryLedger implements Ledger {
   private insert(entry: NewPayment, deferred: DeferredAuthorization | null): boolean {
     const id = keyId(entry);
     if (this.rows.has(id)) return false;
-    if (entry.paymentId && [...this.rows.values()].some((r) => r.payer === entry.payer && r.paymentId === entry.paymentId)) return false;
+    if (
+      entry.paymentId &&
+      [...this.rows.values()].some((r) => r.payer === entry.payer && r.paymentId === entry.paymentId)
+    )
+      return false;
     const at = new Date(this.now());
     transition(undefined, "claimed");
     const row: PaymentRow = {
@@ -230,7 +262,8 @@ export class MemoryLedger implements Ledger {
   }
 
   async repay(payer: Address, by: PaymentKey): Promise<void> {
-    for (const row of this.rowsFor("repaid", (r) => r.payer === payer)) this.write(row as PaymentKey, "repaid", () => ({ repaidBy: by.nonce }));
+    for (const row of this.rowsFor("repaid", (r) => r.payer === payer))
+      this.write(row as PaymentKey, "repaid", () => ({ repaidBy: by.nonce }));
   }
 
   async claimRerun(key: PaymentKey): Promise<boolean> {
@@ -252,14 +285,16 @@ export class MemoryLedger implements Ledger {
         r.payer === payer &&
         r.subject === subject &&
         routes.includes(r.route) &&
-        ((r.status === "settled" && r.settledAt !== null && r.settledAt.getTime() > t) || (r.deferred && (r.status === "queued" || r.status === "settling") && r.createdAt.getTime() > t)),
+        ((r.status === "settled" && r.settledAt !== null && r.settledAt.getTime() > t) ||
+          (r.deferred && (r.status === "queued" || r.status === "settling") && r.createdAt.getTime() > t)),
     );
   }
 
   /** The caps hold with this row counted (it is open deferred once claimed); else it settles first, no longer deferred. */
   async queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean> {
     const open = exposure(this.rows.values());
-    const withinCaps = (row: PaymentRow) => (open.perPayer.get(row.payer) ?? 0n) <= caps.perPayer && open.total <= caps.total;
+    const withinCaps = (row: PaymentRow) =>
+      (open.perPayer.get(row.payer) ?? 0n) <= caps.perPayer && open.total <= caps.total;
     if (this.write(key, "queued", () => answerOf(answer), withinCaps)) return true;
     this.write(key, "creditRefused", () => deferral(null));
     return false;
@@ -275,20 +310,31 @@ export class MemoryLedger implements Ledger {
   async expireQueued(nowSeconds: number, marginSeconds: number): Promise<number> {
     const limit = BigInt(nowSeconds + marginSeconds);
     const due = this.rowsFor("expired", (r) => r.validBefore !== null && BigInt(r.validBefore) < limit);
-    const failure = "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)";
+    const failure =
+      "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)";
     for (const row of due) this.write(row as PaymentKey, "expired", () => ({ failure, signature: null }));
     return due.length;
   }
 
   async requeue(key: PaymentKey, attempted: boolean): Promise<void> {
-    this.write(key, "requeued", (row) => ({ transaction: null, settler: null, settlerNonce: null, rawTransaction: null, attempts: row.attempts + (attempted ? 1 : 0) }));
+    this.write(key, "requeued", (row) => ({
+      transaction: null,
+      settler: null,
+      settlerNonce: null,
+      rawTransaction: null,
+      attempts: row.attempts + (attempted ? 1 : 0),
+    }));
   }
 
   async resolve(key: PaymentKey, resolution: Resolution): Promise<boolean> {
     return this.write(key, RESOLVED[resolution.status], (_, at) =>
       resolution.status === "settled"
         ? { transaction: resolution.transaction, failure: resolution.note ?? null, settledAt: at, reconciledAt: at }
-        : { failure: resolution.failure, ...(resolution.transaction ? { transaction: resolution.transaction } : {}), reconciledAt: at },
+        : {
+            failure: resolution.failure,
+            ...(resolution.transaction ? { transaction: resolution.transaction } : {}),
+            reconciledAt: at,
+          },
     );
   }
 
@@ -296,7 +342,11 @@ export class MemoryLedger implements Ledger {
     const now = this.now();
     const idle = (r: PaymentRow, ms: number) => r.updatedAt.getTime() < now - ms;
     return [...this.rows.values()]
-      .filter((r) => (r.status === "settling" && idle(r, settlingIdleMs)) || (r.status === "pending" && idle(r, ABANDONED_AFTER_MS)))
+      .filter(
+        (r) =>
+          (r.status === "settling" && idle(r, settlingIdleMs)) ||
+          (r.status === "pending" && idle(r, ABANDONED_AFTER_MS)),
+      )
       .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime())
       .slice(0, limit)
       .map((r) => ({ ...r }));
@@ -331,7 +381,13 @@ export class MemoryLedger implements Ledger {
       if (row.status !== "settled" && row.status !== "waived") continue;
       if (row.status === "settled") payers.add(row.payer);
       const id = `${row.route}\n${row.token}\n${row.status}`;
-      const group = groups.get(id) ?? { route: row.route, token: row.token.toLowerCase(), status: row.status, calls: 0, amount: 0n };
+      const group = groups.get(id) ?? {
+        route: row.route,
+        token: row.token.toLowerCase(),
+        status: row.status,
+        calls: 0,
+        amount: 0n,
+      };
       group.calls++;
       group.amount += BigInt(row.amount);
       groups.set(id, group);
@@ -341,7 +397,9 @@ export class MemoryLedger implements Ledger {
 
   async stalePending(olderThanMs = STALE_PENDING_MS): Promise<{ count: number; oldest: Date | null }> {
     const before = this.now() - olderThanMs;
-    const stale = [...this.rows.values()].filter((r) => (r.status === "pending" || r.status === "settling") && r.createdAt.getTime() < before);
+    const stale = [...this.rows.values()].filter(
+      (r) => (r.status === "pending" || r.status === "settling") && r.createdAt.getTime() < before,
+    );
     const oldest = stale.reduce<Date | null>((min, r) => (min === null || r.createdAt < min ? r.createdAt : min), null);
     return { count: stale.length, oldest };
   }
@@ -349,10 +407,16 @@ export class MemoryLedger implements Ledger {
 
 /** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
 const deferral = (deferred: DeferredAuthorization | null) =>
-  deferred ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() } : { deferred: false, signature: null, validAfter: null };
+  deferred
+    ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() }
+    : { deferred: false, signature: null, validAfter: null };
 
-const answerOf = (answer: StoredAnswer) => ({ responseStatus: answer.status, responseType: answer.type, responseBody: answer.body });
+const answerOf = (answer: StoredAnswer) => ({
+  responseStatus: answer.status,
+  responseType: answer.type,
+  responseBody: answer.body,
+});
 
 /** numeric text, nulls last (Postgres' ascending order). */
-const compareNumeric = (a: string | null, b: string | null) => (a === null ? (b === null ? 0 : 1) : b === null ? -1 : BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
-
+const compareNumeric = (a: string | null, b: string | null) =>
+  a === null ? (b === null ? 0 : 1) : b === null ? -1 : BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0;

@@ -2,18 +2,33 @@ import { and, eq, gt, inArray, or, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
-import { payment, type PaymentRow } from "../../../store/schema.ts";
+import { type PaymentRow, payment } from "../../../store/schema.ts";
 import { RERUN_MARK } from "../../lifecycle.ts";
-import type { ClaimLedger, DeferredAuthorization, NewPayment, OpenAmounts, PaymentKey, SettlementRecord, StoredAnswer } from "../ledger.ts";
+import {
+  type ClaimLedger,
+  type DeferredAuthorization,
+  keyId,
+  type NewPayment,
+  type OpenAmounts,
+  type PaymentKey,
+  type SettlementRecord,
+  type StoredAnswer,
+} from "../ledger.ts";
 import { guard, openAmounts, openRowsOf, openSums, openSumsOf, target } from "./rules.ts";
-import { batch, byKey, byValues, keyColumns, keyIdOf, paymentRowOf, type Store, statement } from "./statements.ts";
+import { batch, byKey, byValues, keyColumns, paymentRowOf, type Store, statement } from "./statements.ts";
 
 /** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
 const deferral = (deferred: DeferredAuthorization | null) =>
-  deferred ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() } : { deferred: false, signature: null, validAfter: null };
+  deferred
+    ? { deferred: true, signature: deferred.signature, validAfter: deferred.validAfter.toString() }
+    : { deferred: false, signature: null, validAfter: null };
 
 /** A claim's row as the batched insert takes it. */
-type NewRow = Omit<NewPayment, "amount" | "validBefore" | "paymentId"> & { amount: string; validBefore: string; paymentId: string | null } & ReturnType<typeof deferral>;
+type NewRow = Omit<NewPayment, "amount" | "validBefore" | "paymentId"> & {
+  amount: string;
+  validBefore: string;
+  paymentId: string | null;
+} & ReturnType<typeof deferral>;
 const newRow = (entry: NewPayment, deferred: DeferredAuthorization | null): NewRow => ({
   ...entry,
   paymentId: entry.paymentId ?? null,
@@ -23,7 +38,10 @@ const newRow = (entry: NewPayment, deferred: DeferredAuthorization | null): NewR
 });
 
 /** The first reads of paid calls (lookup): each key's row, and its payer's open amounts in its token. */
-const LOOKUPS = batch(keyColumns((key: PaymentKey) => key), true);
+const LOOKUPS = batch(
+  keyColumns((key: PaymentKey) => key),
+  true,
+);
 const LOOKUP = statement(sql`
   select v.i as lookup_index, o.unsettled as lookup_unsettled, o.owed as lookup_owed, p.*
   from ${LOOKUPS.from} ${openSumsOf(sql`v`)}
@@ -74,7 +92,10 @@ const SETTLING = statement(sql`
   returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
 
 type Settled = { key: PaymentKey; transaction: string };
-const SETTLEDS = batch<Settled>([...keyColumns((i: Settled) => i.key), { name: "transaction", type: "text", of: (i) => i.transaction }]);
+const SETTLEDS = batch<Settled>([
+  ...keyColumns((i: Settled) => i.key),
+  { name: "transaction", type: "text", of: (i) => i.transaction },
+]);
 /** Settled payments (settled): their answers were stored when they were queued or settling. */
 const SETTLED = statement(sql`
   update ${payment} set status = ${sql.raw(`'${target("settled")}'`)}, transaction = v.transaction, failure = null, signature = null, settled_at = now(), updated_at = now()
@@ -82,7 +103,11 @@ const SETTLED = statement(sql`
   where ${byValues} and ${guard("settled")}`);
 
 /** The answer columns of a write. */
-const answerOf = (answer: StoredAnswer) => ({ responseStatus: answer.status, responseType: answer.type, responseBody: answer.body });
+const answerOf = (answer: StoredAnswer) => ({
+  responseStatus: answer.status,
+  responseType: answer.type,
+  responseBody: answer.body,
+});
 
 /**
  * Claims and answers. A payment is claimed by inserting its row: the primary key on
@@ -97,33 +122,45 @@ export function sqlClaims(store: Store): ClaimLedger {
    */
   const insertClaim = coalesced(async (rows: NewRow[]): Promise<(OpenAmounts | null)[]> => {
     const first = new Map<string, number>();
-    rows.forEach((row, i) => first.has(keyIdOf(row)) || first.set(keyIdOf(row), i));
+    for (const [i, row] of rows.entries()) if (!first.has(keyId(row))) first.set(keyId(row), i);
     const unique = [...first.values()].map((i) => rows[i]!);
-    const inserted = await queryPrepared<PaymentKey & { unsettled: string; owed: string }>(await store, "ledger_insert_claims", INSERT_CLAIMS, CLAIMS.values(unique));
-    const won = new Map(inserted.map((row) => [keyIdOf(row), openAmounts(row)]));
-    return rows.map((row, i) => (first.get(keyIdOf(row)) === i ? (won.get(keyIdOf(row)) ?? null) : null));
+    const inserted = await queryPrepared<PaymentKey & { unsettled: string; owed: string }>(
+      await store,
+      "ledger_insert_claims",
+      INSERT_CLAIMS,
+      CLAIMS.values(unique),
+    );
+    const won = new Map(inserted.map((row) => [keyId(row), openAmounts(row)]));
+    return rows.map((row, i) => (first.get(keyId(row)) === i ? (won.get(keyId(row)) ?? null) : null));
   });
 
   /**
    * The first reads of paid calls made at about the same moment, in one statement: each key's row
    * (if any) and what its payer has open (openFor in the key's token).
    */
-  const lookups = coalesced(async (keys: PaymentKey[]): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }[]> => {
-    const answers: { row: PaymentRow | undefined; open: OpenAmounts }[] = [];
-    for (const raw of await queryPrepared<Record<string, unknown>>(await store, "ledger_lookup", LOOKUP, LOOKUPS.values(keys))) {
-      answers[Number(raw.lookup_index) - 1] = {
-        row: raw.token == null ? undefined : paymentRowOf(raw),
-        open: openAmounts({ unsettled: raw.lookup_unsettled as string, owed: raw.lookup_owed as string }),
-      };
-    }
-    return answers;
-  });
+  const lookups = coalesced(
+    async (keys: PaymentKey[]): Promise<{ row: PaymentRow | undefined; open: OpenAmounts }[]> => {
+      const answers: { row: PaymentRow | undefined; open: OpenAmounts }[] = [];
+      for (const raw of await queryPrepared<Record<string, unknown>>(
+        await store,
+        "ledger_lookup",
+        LOOKUP,
+        LOOKUPS.values(keys),
+      )) {
+        answers[Number(raw.lookup_index) - 1] = {
+          row: raw.token == null ? undefined : paymentRowOf(raw),
+          open: openAmounts({ unsettled: raw.lookup_unsettled as string, owed: raw.lookup_owed as string }),
+        };
+      }
+      return answers;
+    },
+  );
 
   /** The payments of one transaction are recorded together, in one statement. */
   const settlingRows = coalesced(async (items: Settling[]): Promise<boolean[]> => {
     const written = await queryPrepared<PaymentKey>(await store, "ledger_settling", SETTLING, SETTLINGS.values(items));
-    const ids = new Set(written.map(keyIdOf));
-    return items.map((i) => ids.has(keyIdOf(i.key)));
+    const ids = new Set(written.map(keyId));
+    return items.map((i) => ids.has(keyId(i.key)));
   });
 
   const settledRows = coalesced(async (items: Settled[]): Promise<void[]> => {
@@ -139,20 +176,48 @@ export function sqlClaims(store: Store): ClaimLedger {
       await db
         .update(payment)
         .set({ paymentId: null })
-        .where(and(eq(payment.payer, entry.payer), eq(payment.paymentId, entry.paymentId), guard("idReleased")));
+        // Not from the row being claimed again: it keeps its identifier (a retry signed anew must find it).
+        .where(
+          and(
+            eq(payment.payer, entry.payer),
+            eq(payment.paymentId, entry.paymentId),
+            guard("idReleased"),
+            sql`not (${byKey(entry)})`,
+          ),
+        );
     }
     if (await insertClaim(newRow(entry, deferred))) return true;
     const now = Date.now();
     const reclaimed = await db
       .update(payment)
-      .set({ ...deferral(deferred), status: target("reclaimed"), failure: null, transaction: null, settler: null, settlerNonce: null, rawTransaction: null, updatedAt: new Date(now) })
-      .where(and(byKey(entry), or(guard("reclaimed", now), guard("takenOver", now)), eq(payment.fingerprint, entry.fingerprint), eq(payment.signatureHash, entry.signatureHash)))
+      .set({
+        ...deferral(deferred),
+        status: target("reclaimed"),
+        failure: null,
+        transaction: null,
+        settler: null,
+        settlerNonce: null,
+        rawTransaction: null,
+        updatedAt: new Date(now),
+      })
+      .where(
+        and(
+          byKey(entry),
+          or(guard("reclaimed", now), guard("takenOver", now)),
+          eq(payment.fingerprint, entry.fingerprint),
+          eq(payment.signatureHash, entry.signatureHash),
+        ),
+      )
       .returning({ nonce: payment.nonce });
     return reclaimed.length > 0;
   };
 
   /** An update of `key`'s row guarded by `event`: whether it was written. */
-  const write = async (key: PaymentKey, event: Parameters<typeof guard>[0], set: Partial<typeof payment.$inferInsert>): Promise<boolean> => {
+  const write = async (
+    key: PaymentKey,
+    event: Parameters<typeof guard>[0],
+    set: Partial<typeof payment.$inferInsert>,
+  ): Promise<boolean> => {
     const now = Date.now();
     const written = await (await store)
       .update(payment)
@@ -168,7 +233,11 @@ export function sqlClaims(store: Store): ClaimLedger {
       return row;
     },
     async findByPaymentId(payer, paymentId) {
-      const [row] = await (await store).select().from(payment).where(and(eq(payment.payer, payer), eq(payment.paymentId, paymentId))).limit(1);
+      const [row] = await (await store)
+        .select()
+        .from(payment)
+        .where(and(eq(payment.payer, payer), eq(payment.paymentId, paymentId)))
+        .limit(1);
       return row;
     },
     lookup: (key) => lookups(key),
@@ -186,7 +255,9 @@ export function sqlClaims(store: Store): ClaimLedger {
       return (await insertClaim(newRow(entry, authorization))) ?? undefined;
     },
     async unclaim(key, signatureHash) {
-      await (await store).delete(payment).where(and(byKey(key), guard("unclaimed"), eq(payment.signatureHash, signatureHash)));
+      await (await store)
+        .delete(payment)
+        .where(and(byKey(key), guard("unclaimed"), eq(payment.signatureHash, signatureHash)));
     },
     async reference(key, reference) {
       await write(key, "referenced", { reference });
@@ -195,7 +266,12 @@ export function sqlClaims(store: Store): ClaimLedger {
       await write(key, "waived", { status: target("waived"), ...answerOf(answer) });
     },
     async failed(key, failure, transaction) {
-      await write(key, "failed", { status: target("failed"), failure, transaction: transaction ?? null, signature: null });
+      await write(key, "failed", {
+        status: target("failed"),
+        failure,
+        transaction: transaction ?? null,
+        signature: null,
+      });
     },
     /**
      * Written before the transaction leaves, so a crash or a timeout leaves a row the chain can
@@ -229,7 +305,14 @@ export function sqlClaims(store: Store): ClaimLedger {
             eq(payment.subject, subject),
             inArray(payment.route, routes),
             // Settled, or answered on deferred credit and still settling (within the caps: the exposure is bounded).
-            or(and(eq(payment.status, "settled"), gt(payment.settledAt, since)), and(eq(payment.deferred, true), inArray(payment.status, ["queued", "settling"]), gt(payment.createdAt, since))),
+            or(
+              and(eq(payment.status, "settled"), gt(payment.settledAt, since)),
+              and(
+                eq(payment.deferred, true),
+                inArray(payment.status, ["queued", "settling"]),
+                gt(payment.createdAt, since),
+              ),
+            ),
           ),
         )
         .limit(1);

@@ -1,11 +1,11 @@
 import { and, lt, or, sql } from "drizzle-orm";
 import { queryPrepared } from "../../../db.ts";
-import { fromStatuses } from "../../lifecycle.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
-import type { ExposureCaps, PaymentKey, SettlementQueue, StoredAnswer } from "../ledger.ts";
+import { fromStatuses } from "../../lifecycle.ts";
+import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
 import { guard, OPEN_EXPOSURE, statusIn, target } from "./rules.ts";
-import { batch, byKey, byValues, keyColumns, keyIdOf, rowsOf, type Store, statement } from "./statements.ts";
+import { batch, byKey, byValues, keyColumns, rowsOf, type Store, statement } from "./statements.ts";
 
 type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
 const QUEUED = batch<Queued>([
@@ -38,11 +38,11 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
       caps.perPayer.toString(),
       caps.total.toString(),
     ]);
-    const queued = new Set(rows.map(keyIdOf));
+    const queued = new Set(rows.map(keyId));
     // One after another: each refused one leaves the open sum at once (it settles first), so the
     // later ones of a burst find the room a concurrent judgement would have denied them all.
     const outcomes: boolean[] = [];
-    for (const i of items) outcomes.push(queued.has(keyIdOf(i.key)) || (await queuedAlone(i)));
+    for (const i of items) outcomes.push(queued.has(keyId(i.key)) || (await queuedAlone(i)));
     return outcomes;
   });
 
@@ -52,11 +52,20 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
       and coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${OPEN_EXPOSURE})`;
     const queued = await db
       .update(payment)
-      .set({ status: target("queued"), responseStatus: answer.status, responseType: answer.type, responseBody: answer.body, updatedAt: new Date() })
+      .set({
+        status: target("queued"),
+        responseStatus: answer.status,
+        responseType: answer.type,
+        responseBody: answer.body,
+        updatedAt: new Date(),
+      })
       .where(and(byKey(key), guard("queued"), withinCaps))
       .returning({ nonce: payment.nonce });
     if (queued.length > 0) return true;
-    await db.update(payment).set({ deferred: false, signature: null, validAfter: null }).where(and(byKey(key), guard("creditRefused")));
+    await db
+      .update(payment)
+      .set({ deferred: false, signature: null, validAfter: null })
+      .where(and(byKey(key), guard("creditRefused")));
     return false;
   };
 
@@ -78,12 +87,21 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
         returning token, payer, nonce`);
       const keys = rowsOf<PaymentKey>(rows).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
       if (keys.length === 0) return [];
-      return db.select().from(payment).where(or(...keys.map(byKey)));
+      return db
+        .select()
+        .from(payment)
+        .where(or(...keys.map(byKey)));
     },
     async expireQueued(nowSeconds, marginSeconds) {
       const expired = await (await store)
         .update(payment)
-        .set({ status: target("expired"), failure: "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)", signature: null, updatedAt: new Date() })
+        .set({
+          status: target("expired"),
+          failure:
+            "deferred settlement not sent before the authorization's validBefore; never charged (the service's loss)",
+          signature: null,
+          updatedAt: new Date(),
+        })
         .where(and(guard("expired"), lt(payment.validBefore, String(nowSeconds + marginSeconds))))
         .returning({ nonce: payment.nonce });
       return expired.length;
@@ -91,7 +109,15 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
     async requeue(key, attempted) {
       await (await store)
         .update(payment)
-        .set({ status: target("requeued"), transaction: null, settler: null, settlerNonce: null, rawTransaction: null, ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}), updatedAt: new Date() })
+        .set({
+          status: target("requeued"),
+          transaction: null,
+          settler: null,
+          settlerNonce: null,
+          rawTransaction: null,
+          ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}),
+          updatedAt: new Date(),
+        })
         .where(and(byKey(key), guard("requeued")));
     },
   };

@@ -1,6 +1,6 @@
 import { and, eq, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
-import { OPEN_STATUSES, payment, type PaymentStatus } from "../../../store/schema.ts";
+import { OPEN_STATUSES, type PaymentStatus, payment } from "../../../store/schema.ts";
 import {
   ABANDONED_AFTER_MS,
   type Condition,
@@ -17,7 +17,8 @@ import type { OpenAmounts } from "../ledger.ts";
 /** Statuses as SQL literals: the planner matches them against the partial indexes' lists, and a prepared statement takes no parameter for them. */
 export const literals = (statuses: readonly PaymentStatus[]) => statuses.map((s) => `'${s}'`).join(", ");
 
-export const statusIn = (statuses: readonly PaymentStatus[]) => sql`${payment.status} in (${sql.raw(literals(statuses))})`;
+export const statusIn = (statuses: readonly PaymentStatus[]) =>
+  sql`${payment.status} in (${sql.raw(literals(statuses))})`;
 
 /** The lifecycle's conditions (lifecycle.ts CONDITIONS) as WHERE clauses, at time `now` (ms). */
 export const CONDITION_SQL: Record<Condition, (now: number) => SQL> = {
@@ -25,7 +26,11 @@ export const CONDITION_SQL: Record<Condition, (now: number) => SQL> = {
   deferred: () => sql`${payment.deferred}`,
   queueable: () => sql`${payment.deferred} and ${payment.responseBody} is not null`,
   unanswered: () => isNull(payment.responseBody),
-  rerunFree: (now) => and(isNull(payment.responseBody), or(isNull(payment.responseStatus), lt(payment.updatedAt, new Date(now - RERUN_LEASE_MS))))!,
+  rerunFree: (now) =>
+    and(
+      isNull(payment.responseBody),
+      or(isNull(payment.responseStatus), lt(payment.updatedAt, new Date(now - RERUN_LEASE_MS))),
+    )!,
   rerunHeld: () => and(isNull(payment.responseBody), eq(payment.responseStatus, RERUN_MARK))!,
   debt: () => sql`${payment.deferred} and ${payment.repaidBy} is null and ${payment.responseBody} is not null`,
 };
@@ -49,7 +54,7 @@ export function target(event: PaymentEvent): PaymentStatus {
 }
 
 /** Rows answered before settlement whose money has not arrived yet: the service's exposure. */
-export const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null and ${statusIn(UNSETTLED)}`;
+const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null and ${statusIn(UNSETTLED)}`;
 /**
  * A debt: an answer given before settlement whose settlement failed by the payer's doing (the
  * transfer failed, or the authorization was cancelled), not yet paid again: what `repaid` leaves.
@@ -59,10 +64,14 @@ export const DEBT = guard("repaid");
 export const OPEN_EXPOSURE = sql`(${OPEN_DEFERRED}) or (${DEBT})`;
 
 /** A payer's open rows (the partial index payment_open_payer: the literal status list, see OPEN_STATUSES). */
-export const openRowsOf = (payer: Address | SQL) => and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
+export const openRowsOf = (payer: Address | SQL) =>
+  and(eq(payment.payer, payer), sql.raw(`status in (${OPEN_STATUSES})`));
 /** Over a payer's open rows: what is claimed in `token` and not settled, and what it owes. */
 export const openSums = (token: Address | SQL) => ({
-  unsettled: sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${statusIn(UNSETTLED)}), 0)::text`.as("unsettled"),
+  unsettled:
+    sql<string>`coalesce(sum(${payment.amount}) filter (where ${payment.token} = ${token} and ${statusIn(UNSETTLED)}), 0)::text`.as(
+      "unsettled",
+    ),
   owed: sql<string>`coalesce(sum(${payment.amount}) filter (where ${DEBT}), 0)::text`.as("owed"),
 });
 /** `o.unsettled` and `o.owed` (openSums) for each (token, payer) row of `keys`: a lateral join. */

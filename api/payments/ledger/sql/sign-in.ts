@@ -9,8 +9,13 @@ export function sqlSignInNonces(store: Store): SignInNonces {
     /** Expired nonces are pruned on the way. */
     async spendSignInNonce(nonce, wallet, expiresAt) {
       const db = await store;
-      const inserted = await db.insert(signInNonce).values({ nonce, wallet, expiresAt }).onConflictDoNothing().returning({ nonce: signInNonce.nonce });
-      if (inserted.length > 0 && Math.random() < 0.01) await db.delete(signInNonce).where(lt(signInNonce.expiresAt, new Date()));
+      const inserted = await db
+        .insert(signInNonce)
+        .values({ nonce, wallet, expiresAt })
+        .onConflictDoNothing()
+        .returning({ nonce: signInNonce.nonce });
+      if (inserted.length > 0 && Math.random() < 0.01)
+        await db.delete(signInNonce).where(lt(signInNonce.expiresAt, new Date()));
       return inserted.length > 0;
     },
   };

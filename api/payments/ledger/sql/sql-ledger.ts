@@ -12,5 +12,11 @@ import { sqlLedgerStats } from "./stats.ts";
  * store opens later.
  */
 export function createSqlLedger(store: Store): Ledger {
-  return { ...sqlClaims(store), ...sqlSettlementQueue(store), ...sqlReconciliation(store), ...sqlSignInNonces(store), ...sqlLedgerStats(store) };
+  return {
+    ...sqlClaims(store),
+    ...sqlSettlementQueue(store),
+    ...sqlReconciliation(store),
+    ...sqlSignInNonces(store),
+    ...sqlLedgerStats(store),
+  };
 }

@@ -1,6 +1,6 @@
 import { and, eq, getTableColumns, type SQL, sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
-import { payment, type PaymentRow } from "../../../store/schema.ts";
+import { type PaymentRow, payment } from "../../../store/schema.ts";
 import type { ServiceDb } from "../../../store/store.ts";
 import type { PaymentKey } from "../ledger.ts";
 
@@ -20,7 +20,7 @@ export const statement = (query: SQL): string => {
 };
 
 /** One column of a batch: its name (in `v`, and the table's where it is one), its SQL type, and how to read it from an item. */
-export type BatchColumn<T> = { name: string; type: string; of: (item: T) => unknown };
+type BatchColumn<T> = { name: string; type: string; of: (item: T) => unknown };
 
 /** The key columns of a batch, read from each item's key. */
 export const keyColumns = <T>(key: (item: T) => PaymentKey): BatchColumn<T>[] => [
@@ -39,7 +39,9 @@ export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
   const arrays = columns.map((c, i) => `$${i + 1}::${c.type}[]`);
   return {
     names: names.join(", "),
-    from: sql.raw(`unnest(${arrays.join(", ")})${ordinal ? " with ordinality" : ""} as v(${names.join(", ")}${ordinal ? ", i" : ""})`),
+    from: sql.raw(
+      `unnest(${arrays.join(", ")})${ordinal ? " with ordinality" : ""} as v(${names.join(", ")}${ordinal ? ", i" : ""})`,
+    ),
     param: (n: number) => sql.raw(`$${columns.length + n}`),
     values: (items: readonly T[]): unknown[][] => columns.map((c) => items.map(c.of)),
   };
@@ -48,7 +50,8 @@ export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
 /** The row of each (token, payer, nonce) of a batch `v`: the statements that write many rows at once. */
 export const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
 
-export const byKey = (k: PaymentKey) => and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
+export const byKey = (k: PaymentKey) =>
+  and(eq(payment.token, k.token), eq(payment.payer, k.payer), eq(payment.nonce, k.nonce));
 
 /** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
 export const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).rows ?? (result as T[]);
@@ -56,6 +59,9 @@ export const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).ro
 const COLUMNS = Object.entries(getTableColumns(payment));
 /** A payment row as a raw statement returns it (column names, driver values), as drizzle's select would map it. */
 export const paymentRowOf = (raw: Record<string, unknown>): PaymentRow =>
-  Object.fromEntries(COLUMNS.map(([key, column]) => [key, raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name])])) as PaymentRow;
-
-export const keyIdOf = (row: PaymentKey) => `${row.token}:${row.payer}:${row.nonce}`;
+  Object.fromEntries(
+    COLUMNS.map(([key, column]) => [
+      key,
+      raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name]),
+    ]),
+  ) as PaymentRow;

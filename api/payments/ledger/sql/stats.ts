@@ -32,13 +32,28 @@ export function sqlLedgerStats(store: Store): LedgerStats {
     async servedTotals() {
       const db = await store;
       const rows = await db
-        .select({ route: payment.route, token: payment.token, status: payment.status, n: count(), amount: sql<string>`coalesce(sum(${payment.amount}), 0)::text` })
+        .select({
+          route: payment.route,
+          token: payment.token,
+          status: payment.status,
+          n: count(),
+          amount: sql<string>`coalesce(sum(${payment.amount}), 0)::text`,
+        })
         .from(payment)
         .where(inArray(payment.status, ["settled", "waived"]))
         .groupBy(payment.route, payment.token, payment.status);
-      const [payers] = await db.select({ n: sql<string>`count(distinct ${payment.payer})` }).from(payment).where(eq(payment.status, "settled"));
+      const [payers] = await db
+        .select({ n: sql<string>`count(distinct ${payment.payer})` })
+        .from(payment)
+        .where(eq(payment.status, "settled"));
       return {
-        rows: rows.map((r) => ({ route: r.route, token: r.token.toLowerCase(), status: r.status as "settled" | "waived", calls: Number(r.n), amount: BigInt(r.amount) })),
+        rows: rows.map((r) => ({
+          route: r.route,
+          token: r.token.toLowerCase(),
+          status: r.status as "settled" | "waived",
+          calls: Number(r.n),
+          amount: BigInt(r.amount),
+        })),
         payers: Number(payers?.n ?? 0),
       };
     },
@@ -46,7 +61,12 @@ export function sqlLedgerStats(store: Store): LedgerStats {
       const [row] = await (await store)
         .select({ n: count(), oldest: sql<string | null>`min(${payment.createdAt})` })
         .from(payment)
-        .where(and(inArray(payment.status, ["pending", "settling"]), lt(payment.createdAt, new Date(Date.now() - olderThanMs))));
+        .where(
+          and(
+            inArray(payment.status, ["pending", "settling"]),
+            lt(payment.createdAt, new Date(Date.now() - olderThanMs)),
+          ),
+        );
       return { count: Number(row?.n ?? 0), oldest: row?.oldest ? new Date(row.oldest) : null };
     },
   };
