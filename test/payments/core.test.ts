@@ -122,6 +122,7 @@ describe("settlement before the answer", () => {
 
     const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
+    expect(await core.admit(SCREEN, paidRequest(xPayment(signed), OTHER))).toMatchObject({ reply: { status: 409 } });
     expect(world.chain.charges).toHaveLength(1);
   });
 
