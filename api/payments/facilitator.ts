@@ -22,8 +22,8 @@ const PROBE_TIMEOUT_MS = 3_000;
 const VERIFY_RPC_TIMEOUT_MS = 4_000;
 /**
  * A whole verification (self mode) gives up after this long: while the chain does not answer, a
- * valid payment gets 503 settlement_unavailable 5 s after it arrived (it took 23 s with the 20 s
- * transport timeout and the probe), nothing claimed and nothing charged.
+ * valid payment gets 503 settlement_unavailable within 5 s, nothing claimed and nothing charged,
+ * however many RPC calls the verification would have made in turn.
  */
 const VERIFY_TIMEOUT_MS = 5_000;
 /**
