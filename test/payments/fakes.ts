@@ -62,7 +62,7 @@ export const chainSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const randomHex32 = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 
 /** An EIP-3009 TransferWithAuthorization signed by `key`, to the treasury by default. */
-export async function sign(key: Hex, fields: Partial<Authorization> = {}, token: TokenInfo = USDT): Promise<Signed> {
+export async function sign(key: Hex, fields: Partial<Authorization> = {}, token: TokenInfo = USDT, chainId = 42220): Promise<Signed> {
   const account = privateKeyToAccount(key);
   const authorization: Authorization = {
     from: account.address.toLowerCase() as Address,
@@ -74,7 +74,7 @@ export async function sign(key: Hex, fields: Partial<Authorization> = {}, token:
     ...fields,
   };
   const signature = await account.signTypedData({
-    domain: { name: token.name, version: token.version, chainId: 42220, verifyingContract: token.address },
+    domain: { name: token.name, version: token.version, chainId, verifyingContract: token.address },
     types: authorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: { ...authorization, from: account.address, to: getAddress(authorization.to) },
@@ -82,11 +82,24 @@ export async function sign(key: Hex, fields: Partial<Authorization> = {}, token:
   return { authorization, signature, token };
 }
 
+const wire = (a: Authorization) => ({ from: a.from, to: a.to, value: `${a.value}`, validAfter: `${a.validAfter}`, validBefore: `${a.validBefore}`, nonce: a.nonce });
+const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
+
+/** x402 v1: X-PAYMENT base64(JSON {x402Version:1, scheme, network, payload}). */
+export const v1Payment = (signed: Signed, network = "celo") => ({ xPayment: base64({ x402Version: 1, scheme: "exact", network, payload: { signature: signed.signature, authorization: wire(signed.authorization) } }) });
+
+/** x402 v2: PAYMENT-SIGNATURE base64(JSON {x402Version:2, accepted, payload}). */
+export const v2Payment = (signed: Signed, asset: string = signed.token.address, network = "eip155:42220", scheme = "exact") => ({
+  paymentSignature: base64({
+    x402Version: 2,
+    accepted: { scheme, network, asset, amount: `${signed.authorization.value}`, payTo: signed.authorization.to, maxTimeoutSeconds: 300, extra: { name: signed.token.name, version: signed.token.version } },
+    payload: { signature: signed.signature, authorization: wire(signed.authorization) },
+  }),
+});
+
 /** The service interface's X-PAYMENT JSON (with an x402 payment-identifier when given). */
 export function xPayment(signed: Signed, paymentId?: string): { xPayment: string } {
-  const a = signed.authorization;
-  const wire = { from: a.from, to: a.to, value: `${a.value}`, validAfter: `${a.validAfter}`, validBefore: `${a.validBefore}`, nonce: a.nonce };
-  return { xPayment: JSON.stringify({ ...wire, signature: signed.signature, token: signed.token.address, ...(paymentId ? { paymentId } : {}) }) };
+  return { xPayment: JSON.stringify({ ...wire(signed.authorization), signature: signed.signature, token: signed.token.address, ...(paymentId ? { paymentId } : {}) }) };
 }
 
 const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
