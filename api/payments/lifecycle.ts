@@ -245,7 +245,7 @@ const awaitingRerun = (row: LifecycleRow) =>
   row.status === "settled" && !answerStored(row) && (row.responseStatus === null || row.responseStatus === RERUN_MARK);
 
 /** What holds of a row in each state, whatever the path that led there. */
-export const INVARIANTS: readonly Invariant[] = [
+const INVARIANTS: readonly Invariant[] = [
   {
     name: "settled, queued or waived implies an answer stored, except settled awaiting its rerun",
     holds: (row) => !["settled", "queued", "waived"].includes(row.status) || answerStored(row) || awaitingRerun(row),

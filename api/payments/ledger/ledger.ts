@@ -1,7 +1,7 @@
 import type { Address } from "../../../config/addresses.ts";
 import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 
-export { ABANDONED_AFTER_MS, isAbandoned, isRerunning, RERUN_LEASE_MS, RERUN_MARK } from "../lifecycle.ts";
+export { ABANDONED_AFTER_MS, isAbandoned, isRerunning, RERUN_MARK } from "../lifecycle.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
 
