@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
-import { ANSWER, claimOf, codeOf, PAYER_KEYS, paidRequest, REPORT, SCREEN, SIGNAL, sign, SUBJECT, USDT, World, xPayment } from "./fakes.ts";
+import { ANSWER, claimOf, codeOf, PAYER_KEYS, paidRequest, REPORT, SCREEN, SIGNAL, sign, SUBJECT, USDC, USDT, v1Payment, v2Payment, World, xPayment } from "./fakes.ts";
 
 // Every way the payment core admits, refuses, settles and replays, with its collaborators faked
 // (test/payments/fakes.ts): a chain that keeps EIP-3009 state, a facilitator and a relayer on it,
@@ -28,6 +28,8 @@ describe("admission refusals", () => {
     expect(admitted.reply.status).toBe(402);
     expect(JSON.parse(admitted.reply.body)).toMatchObject({ x402Version: 1, code: "payment_required", accepts: [{ maxAmountRequired: "10000" }, { maxAmountRequired: "10000" }] });
     expect(admitted.reply.headers["PAYMENT-REQUIRED"]).toBeTruthy();
+    // The payment-identifier extension is declared (optional): a client may send an idempotency key.
+    expect(JSON.parse(admitted.reply.body).extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
   });
 
   it("refuses a malformed header (400), a bad signature, a short balance and an expired authorization (402), claiming nothing", async () => {
@@ -124,6 +126,19 @@ describe("settlement before the answer", () => {
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
     expect(await core.admit(SCREEN, paidRequest(xPayment(signed), OTHER))).toMatchObject({ reply: { status: 409 } });
     expect(world.chain.charges).toHaveLength(1);
+  });
+
+  it("takes the service JSON, x402 v1 and x402 v2 encodings, in USDT and USDC, charging exactly the price", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.chain.fund(USDC, (await sign(alice)).authorization.from, 1_000_000n);
+    const payments = [xPayment(await sign(alice)), xPayment(await sign(alice, {}, USDC)), v1Payment(await sign(alice)), v1Payment(await sign(alice, {}, USDC)), v2Payment(await sign(alice)), v2Payment(await sign(alice, {}, USDC))];
+    for (const headers of payments) {
+      const claim = claimOf(await core.admit(SCREEN, paidRequest(headers)));
+      expect(claim.billing.chargedUnits).toBe(10_000n);
+      expect("headers" in (await core.conclude(SCREEN, paidRequest({}), claim, answered))).toBe(true);
+    }
+    expect(world.chain.charges.map((c) => [c.token, c.amount])).toEqual([USDT, USDC, USDT, USDC, USDT, USDC].map((t) => [t.address, 10_000n]));
   });
 
   it("settles nothing when the handler failed, and lets the same payment be claimed again", async () => {
@@ -296,6 +311,40 @@ describe("settlement before the answer", () => {
     expect(world.chain.charges).toHaveLength(1);
   });
 
+  it("answers two concurrent retries of a payment whose settlement was pending once each, with one charge", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["hold"];
+    const signed = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    world.settler!.release();
+    const retries = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))]);
+    expect(retries).toMatchObject([{ reply: { status: 200, body: ANSWER.body } }, { reply: { status: 200, body: ANSWER.body } }]);
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
+  it("runs the handler once for two concurrent retries of a charged payment whose answer was never stored: one answer each, the same", async () => {
+    const world = new World("before-remote");
+    const signed = await sign(alice);
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
+    const a = signed.authorization;
+    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    skipTime(ABANDONED_AFTER_MS + 1_000);
+    const core = world.core();
+    await core.reconcileUnresolved(0);
+    let handled = 0;
+    const retry = async () => {
+      const admitted = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+      if ("reply" in admitted) return admitted.reply.body;
+      handled++;
+      await core.conclude(SCREEN, paidRequest({}), admitted.claim, answered);
+      return ANSWER.body;
+    };
+    expect(await Promise.all([retry(), retry()])).toEqual([ANSWER.body, ANSWER.body]);
+    expect(handled).toBe(1);
+    expect(world.chain.charges).toHaveLength(1);
+  });
+
   it("a claim abandoned by a dead request is taken over by a retry once ABANDONED_AFTER_MS passed", async () => {
     const world = new World("before-remote");
     const signed = await sign(alice);
@@ -326,6 +375,11 @@ describe("free reads", () => {
     const replay = await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals"));
     expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
     expect("reply" in replay && replay.reply.headers["PAYMENT-RESPONSE"]).toBeUndefined();
+
+    // Only to the payer who screened that wallet; the 402 says when it is free.
+    expect(claimOf(await core.admit(SIGNAL, paidRequest(xPayment(await sign(bob)), SUBJECT, "/api/wallet/signals"))).waived).toBe(false);
+    const unpaid = await core.admit(SIGNAL, paidRequest({}, SUBJECT, "/api/wallet/signals"));
+    expect("reply" in unpaid && JSON.parse(unpaid.reply.body).freeWhen).toBe(SIGNAL.freeRead!.rule);
   });
 });
 
@@ -353,6 +407,20 @@ describe("deferred settlement", () => {
     await flush();
     expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual(["settled", "settled", "settled"]);
     expect(world.chain.charges).toHaveLength(3);
+  });
+
+  it("refuses a payment the indexed balance less the unsettled ones cannot cover, claiming nothing: the same payment goes through once funded", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const payer = (await sign(alice)).authorization.from;
+    world.chain.fund(USDT, payer, 15_000n);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))), answered);
+    const second = await sign(alice);
+    const refused = await core.admit(SCREEN, paidRequest(xPayment(second)));
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([402, "insufficient_balance"]);
+    expect(await world.row(second)).toBeUndefined();
+    world.chain.fund(USDT, payer, 20_000n);
+    expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(second))))).toBe(true);
   });
 
   it("settles a settle-first route before its answer in deferred mode", async () => {
