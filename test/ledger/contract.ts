@@ -122,6 +122,13 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect(await ledger.findByPaymentId(a, "id-1")).toMatchObject({ nonce: "0x02" });
     });
 
+    it("keeps the payment-identifier of a failed payment claimed again", async () => {
+      const key = await rowIn("failed", "0x01", { paymentId: "id-1" });
+      expect(await ledger.claim(entry("0x01", { paymentId: "id-1" }))).toBe(true);
+      expect(await ledger.find(key)).toMatchObject({ status: "pending", paymentId: "id-1" });
+      expect(await ledger.findByPaymentId(a, "id-1")).toMatchObject({ nonce: "0x01" });
+    });
+
     it("sums what a payer has open: unsettled in the token, owed in any", async () => {
       await rowIn("pending", "0x01");
       await rowIn("queued", "0x02");
