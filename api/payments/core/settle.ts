@@ -4,8 +4,7 @@ import { log } from "../../../shared/log.ts";
 import type { PaymentError } from "../errors.ts";
 import { ABANDONED_AFTER_MS, type PaymentKey, type StoredAnswer } from "../ledger/ledger.ts";
 import { reconcileRow } from "../reconcile.ts";
-import type { Settler } from "../relayer.ts";
-import { usedIn } from "../relayer.ts";
+import { type Settler, type SubmitResult, usedIn } from "../relayer.ts";
 import type { VerifiedPayment } from "../verify.ts";
 import { type CoreContext, reconcileDeps } from "./context.ts";
 import { chainUnavailable, settlementFailed, settlementPending } from "./refusals.ts";
@@ -63,7 +62,7 @@ export async function concludeClaim(ctx: CoreContext, claim: Claim, outcome: Han
  */
 async function settleSelf(ctx: CoreContext, settler: Settler, key: PaymentKey, verified: VerifiedPayment, answer: StoredAnswer): Promise<Settled> {
   const { ledger } = ctx;
-  let submitted;
+  let submitted: SubmitResult;
   try {
     submitted = await settler.submit(verified.payload, verified.requirements, async (signed) => {
       if (!(await ledger.settling(key, answer, signed))) throw new Error("the ledger row is no longer this request's");

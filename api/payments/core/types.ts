@@ -14,7 +14,7 @@ export type { Ledger };
 
 // Defined beside the modules below the core that need them (requirements, free reads), which must not import the core.
 export type { PricedRoute, Reply } from "../priced-route.ts";
-import type { PricedRoute, Reply } from "../priced-route.ts";
+import type { Reply } from "../priced-route.ts";
 
 /** One paid request, as any HTTP adapter hands it over: already validated. */
 export type PaymentRequest = {

@@ -45,7 +45,7 @@ export async function awaitSettlement(ctx: CoreContext, row: PaymentRow): Promis
     if (local) await Promise.race([local.catch(() => undefined), sleep(Math.max(0, deadline - Date.now()))]);
     else if ((await reconcileRow(row, reconcileDeps(ctx))) !== "pending") return;
     const now = await ctx.ledger.find(key);
-    if (!now || now.status !== "settling") return;
+    if (now?.status !== "settling") return;
     if (Date.now() >= deadline) throw settlementPending();
     await sleep(250);
     row = now;
