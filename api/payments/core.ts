@@ -16,8 +16,6 @@ import { chainOutcome, keyOf, reconcileRow } from "./reconcile.ts";
 
 export type { Admission, Claim, Conclusion, HandlerOutcome, Ledger, PaymentDeps, PaymentRequest, PricedRoute, Reply } from "./core/types.ts";
 export { RECEIPT_WAIT_MS } from "./core/settle.ts";
-export { SETTLING_WAIT_MS } from "./core/waits.ts";
-export { RETRY_AFTER_SECONDS } from "./core/replies.ts";
 
 /** How long a SIGTERM waits for requests holding a claim (settlement included) before the process exits: core.drain(SHUTDOWN_DRAIN_MS). */
 export const SHUTDOWN_DRAIN_MS = 15_000;

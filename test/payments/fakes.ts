@@ -28,7 +28,7 @@ export const PAYER_KEYS = [
 export const payerOf = (key: Hex) => privateKeyToAccount(key).address.toLowerCase() as Address;
 
 export const TREASURY = "0x00000000000000000000000000000000000000aa" as Address;
-export const RELAYER = "0x00000000000000000000000000000000000000ee" as Address;
+const RELAYER = "0x00000000000000000000000000000000000000ee" as Address;
 /** Sends transactions that are not the service's. */
 export const OUTSIDER = "0x00000000000000000000000000000000000000cc" as Address;
 export const USDT = CELO_TOKENS.USDT;
@@ -42,7 +42,7 @@ export const REPORT: PricedRoute = { name: "POST /api/lender/report", descriptio
 
 export type Mode = "before-remote" | "before-self" | "deferred";
 
-export function settingsFor(mode: Mode, caps = { perPayer: 30_000n, total: 100_000n }): PaymentSettings {
+function settingsFor(mode: Mode, caps = { perPayer: 30_000n, total: 100_000n }): PaymentSettings {
   return {
     chainId: 42220,
     network: "eip155:42220",

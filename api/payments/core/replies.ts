@@ -8,9 +8,9 @@ import { paymentRequiredAnswer } from "../requirements.ts";
 import type { PricedRoute, Reply } from "./types.ts";
 
 /** Retry-After (seconds) of settlement_pending and settlement_unavailable. */
-export const RETRY_AFTER_SECONDS = 5;
+const RETRY_AFTER_SECONDS = 5;
 
-export const jsonReply = (status: number, body: unknown, headers: Record<string, string> = {}): Reply => ({
+const jsonReply = (status: number, body: unknown, headers: Record<string, string> = {}): Reply => ({
   status,
   headers: { "content-type": "application/json", ...headers },
   body: JSON.stringify(body),

@@ -7,9 +7,9 @@ import { settlementPending } from "./refusals.ts";
 import type { Ledger } from "./types.ts";
 
 /** How long a copy of a request waits for the copy that is settling its payment. */
-export const IN_FLIGHT_WAIT_MS = 90_000;
+const IN_FLIGHT_WAIT_MS = 90_000;
 /** A retry of a payment whose settlement outcome is unknown waits this long for the chain to tell. */
-export const SETTLING_WAIT_MS = 10_000;
+const SETTLING_WAIT_MS = 10_000;
 /** How often a waiting request reads the row again. */
 const POLL_MS = 50;
 
