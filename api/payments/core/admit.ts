@@ -89,22 +89,26 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
  * attempt then pays with its own authorization, from a fresh read.
  */
 async function identify(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow | undefined } | undefined> {
-  if (!target.following) {
-    const { paymentId } = attempt.payment;
-    if (row || !paymentId) return { target, row };
-    const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
-    if (!earlier || !FOLLOWED.has(earlier.status)) return { target, row };
-    if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
-    // Only the payer may collect what its identifier bought: the signature must be the payer's.
-    if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer) await verifyPayment(attempt.payment, attempt.token, ctx.deps);
-    [target, row] = [{ key: keyOf(earlier), signatureHash: earlier.signatureHash, following: true }, earlier];
-  }
-  if (row && FOLLOWED.has(row.status) && !isAbandoned(row)) return { target, row };
+  const identified = target.following ? { target, row } : await follow(ctx, attempt, row);
+  if (!identified) return { target, row };
+  if (identified.row && FOLLOWED.has(identified.row.status) && !isAbandoned(identified.row)) return identified;
   // Never charged: failed, lapsed, gone, or claimed by a request that died (a pending claim sent
   // nothing). Its claim is released, so that the identifier passes on to this attempt's own
   // authorization: this attempt's authorization never pays under the earlier payment's key.
-  if (row && isAbandoned(row)) await ctx.ledger.failed(target.key, ABANDONED_FOR_RETRY);
+  if (identified.row && isAbandoned(identified.row)) await ctx.ledger.failed(identified.target.key, ABANDONED_FOR_RETRY);
   return undefined;
+}
+
+/** The earlier payment sent under this attempt's payment-identifier, when its own row is not there yet and that one may be charged. */
+async function follow(ctx: CoreContext, attempt: Attempt, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow } | undefined> {
+  const { paymentId } = attempt.payment;
+  if (row || !paymentId) return undefined;
+  const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
+  if (!earlier || !FOLLOWED.has(earlier.status)) return undefined;
+  if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
+  // Only the payer may collect what its identifier bought: the signature must be the payer's.
+  if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer) await verifyPayment(attempt.payment, attempt.token, ctx.deps);
+  return { target: { key: keyOf(earlier), signatureHash: earlier.signatureHash, following: true }, row: earlier };
 }
 
 const ABANDONED_FOR_RETRY = "claim abandoned by its request; a retry signed anew under the same payment-identifier pays instead; nothing charged";
