@@ -153,17 +153,22 @@ describe("settlement before the answer", () => {
     }
   });
 
-  it("returns no data when the facilitator refuses the settlement (settlement_failed), and a retry may pay", async () => {
-    const world = new World("before-remote");
-    const core = world.core();
-    world.facilitator.script = ["refuse"];
-    const signed = await sign(alice);
-    const failed = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
-    expect("reply" in failed && [failed.reply.status, codeOf(failed.reply)]).toEqual([402, "settlement_failed"]);
-    expect(await world.row(signed)).toMatchObject({ status: "failed" });
-    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    await core.conclude(SCREEN, paidRequest({}), claimOf(retry), answered);
-    expect(world.charged(signed)).toHaveLength(1);
+  it("returns no data when the facilitator or the relayer refuses the settlement (settlement_failed), and a retry may pay", async () => {
+    for (const mode of ["before-remote", "before-self"] as const) {
+      const world = new World(mode);
+      const core = world.core();
+      // The remote facilitator's refusal, or the relayer's node refusing the transaction (no gas).
+      if (world.settler) world.settler.script = ["refuse"];
+      else world.facilitator.script = ["refuse"];
+      const signed = await sign(alice);
+      const failed = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+      expect("reply" in failed && [failed.reply.status, codeOf(failed.reply)]).toEqual([402, "settlement_failed"]);
+      expect(await world.row(signed)).toMatchObject({ status: "failed" });
+      const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+      await core.conclude(SCREEN, paidRequest({}), claimOf(retry), answered);
+      expect(world.charged(signed)).toHaveLength(1);
+      expect(await world.row(signed)).toMatchObject({ status: "settled" });
+    }
   });
 
   it("a relayer's transaction that reverts (the balance moved after verification) is settlement_failed, nothing charged", async () => {
