@@ -10,7 +10,7 @@ import { IndexState } from "../../api/indexing/state.ts";
 import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
-import { hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
+import { checkPonderVersion, hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
@@ -20,6 +20,9 @@ import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts
 import { resolvePaymentSettings } from "../../config/payments.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
+
+// Before anything starts (the store, the worker, the reconciler): the host layer was written for one Ponder version.
+checkPonderVersion();
 
 // Ponder serves this app; all behaviour lives in api/. Ponder's db is read-only to the API: what
 // the API writes (the payment ledger) goes to the service store, opened beside the indexer's data.

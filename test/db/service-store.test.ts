@@ -1,8 +1,7 @@
-import { PGlite } from "@electric-sql/pglite";
+
 import { sql } from "drizzle-orm";
 import { getTableConfig } from "drizzle-orm/pg-core";
 import { readMigrationFiles } from "drizzle-orm/migrator";
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { payment } from "../../api/store/schema.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
@@ -24,26 +23,6 @@ afterAll(async () => {
 });
 
 type Row = Record<string, unknown>;
-
-/** SQL on a store location without the store (PGlite: the store must be closed). */
-async function raw(location: ServiceStoreLocation, text: string): Promise<Row[]> {
-  if (location.kind === "pglite") {
-    const client = new PGlite(location.directory);
-    try {
-      return (await client.exec(text)).at(-1)?.rows ?? [];
-    } finally {
-      await client.close();
-    }
-  }
-  const client = new pg.Client({ connectionString: location.connectionString });
-  await client.connect();
-  try {
-    const results = await client.query(text);
-    return (Array.isArray(results) ? results.at(-1) : results).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 const rows = async (store: ServiceStore, query: ReturnType<typeof sql>) => ((await store.db.execute(query)) as unknown as { rows: Row[] }).rows;
 
@@ -80,40 +59,11 @@ const entry = (nonce: string) => ({
   status: "settled" as const,
 });
 
-/** The DDL the store was created with before migrations (a fixture: the shape of old stores). */
-const LEGACY_DDL = `
-create schema if not exists service;
-create table if not exists service.payment (
-  token text not null,
-  payer text not null,
-  nonce text not null,
-  amount numeric(78, 0) not null,
-  route text not null,
-  subject text,
-  fingerprint text not null,
-  signature_hash text not null,
-  encoding text not null,
-  status text not null check (status in ('pending', 'settled', 'failed', 'waived')),
-  failure text,
-  transaction text,
-  response_status integer,
-  response_type text,
-  response_body text,
-  created_at timestamptz not null default now(),
-  updated_at timestamptz not null default now(),
-  settled_at timestamptz,
-  primary key (token, payer, nonce)
-);
-create index if not exists payment_payer_subject on service.payment (payer, subject, settled_at);
-`;
-
 describe(`service store migrations (${testDatabase})`, () => {
-  let fresh: Awaited<ReturnType<typeof describeLedger>> | undefined;
-
   it("a fresh store gets the table schema.ts declares, and drizzle's journal in the service schema", async () => {
     const store = await openServiceStore(await freshLocation());
     try {
-      fresh = await describeLedger(store);
+      const fresh = await describeLedger(store);
       const config = getTableConfig(payment);
       expect(fresh.columns.map((c) => [c.name, c.type, c.notNull, c.default !== null])).toEqual(
         config.columns.map((c) => [c.name, c.getSQLType().replace(/, /g, ","), c.notNull, c.hasDefault]),
@@ -160,38 +110,6 @@ describe(`service store migrations (${testDatabase})`, () => {
       expect(await stores[2]!.db.select().from(payment)).toHaveLength(1);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
-    }
-  });
-
-  it("a store created before migrations keeps its ledger rows and ends up as a fresh one", async () => {
-    const location = await freshLocation();
-    await raw(
-      location,
-      `${LEGACY_DDL}
-       insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status)
-       values ('0xaa', '0xbb', '0xold', 10000, 'POST /api/lender/screen', 'f', 's', 'x402', 'settled');`,
-    );
-    const store = await openServiceStore(location);
-    try {
-      expect((await store.db.select().from(payment)).map((r) => [r.nonce, r.amount, r.status])).toEqual([["0xold", "10000", "settled"]]);
-      fresh ??= await (async () => {
-        const other = await openServiceStore(await freshLocation());
-        return describeLedger(other).finally(() => other.close());
-      })();
-      expect(await describeLedger(store)).toEqual(fresh);
-      expect((await applied(store)).map((m) => m.hash)).toEqual(migrations.map((m) => m.hash));
-      await store.db.insert(payment).values(entry("0xnew"));
-      expect(await store.db.select().from(payment)).toHaveLength(2);
-    } finally {
-      await store.close();
-    }
-    // And the next open is an ordinary one.
-    const again = await openServiceStore(location);
-    try {
-      expect(await applied(again)).toHaveLength(migrations.length);
-      expect(await again.db.select().from(payment)).toHaveLength(2);
-    } finally {
-      await again.close();
     }
   });
 });
