@@ -41,7 +41,7 @@ export function installedPonderVersion(): string | undefined {
   return undefined;
 }
 
-export class PonderVersionMismatch extends Error {
+class PonderVersionMismatch extends Error {
   override name = "PonderVersionMismatch";
   constructor(installed: string | undefined) {
     super(
@@ -64,7 +64,7 @@ type PonderGlobals = {
 const ponder = globalThis as PonderGlobals;
 
 /** The Ponder command running this process: "start", "dev", "serve"… (undefined outside Ponder). */
-export const ponderCommand = (): string | undefined => ponder.PONDER_COMMON?.options.command;
+const ponderCommand = (): string | undefined => ponder.PONDER_COMMON?.options.command;
 
 /** The database schema Ponder indexes into or serves from, when Ponder says. */
 export const ponderSchema = (): string | undefined => ponder.PONDER_NAMESPACE_BUILD?.schema;

@@ -9,7 +9,7 @@ import { errorBody } from "../../shared/errors.ts";
  * tables in bulk and the process's internals, for the operator's own data team. On every other
  * server of the process (the public API) they answer a JSON 404, as any path no route serves.
  */
-export const DATA_PATHS = ["/graphql", "/sql", "/metrics"] as const;
+const DATA_PATHS = ["/graphql", "/sql", "/metrics"] as const;
 
 export function isDataPath(url: string | undefined): boolean {
   const path = (url ?? "/").split("?")[0]!.replace(/\/{2,}/g, "/").toLowerCase();

@@ -22,7 +22,7 @@ const FIELD_ERRORS: Record<string, { status: 400 | 404; code: string; what: stri
 };
 
 /** The error for a request that failed its route's schema: 400 `invalid_request`, or a field's own code. */
-export function validationError(issues: readonly Issue[], input: unknown): ApiError {
+function validationError(issues: readonly Issue[], input: unknown): ApiError {
   for (const issue of issues) {
     const rule = FIELD_ERRORS[String(issue.path[0])];
     if (!rule || (rule.enumOnly && issue.code !== "invalid_value")) continue;

@@ -14,11 +14,11 @@ import { sleep } from "../../shared/async.ts";
  */
 
 /** The advisory lock's 64-bit key for a relayer address (advisory locks are per database). */
-export function relayerLockKey(relayer: Hex): bigint {
+function relayerLockKey(relayer: Hex): bigint {
   return BigInt.asIntN(64, hexToBigInt(slice(keccak256(stringToHex(`x402 relayer ${relayer.toLowerCase()}`)), 0, 8)));
 }
 
-export class RelayerInUse extends StartupError {
+class RelayerInUse extends StartupError {
   constructor(relayer: Hex) {
     super(
       `Another process already settles payments with relayer ${relayer} on this database: its transactions' nonces would collide. ` +

@@ -146,8 +146,6 @@ export const chatConversation = service.table(
   (t) => [index("chat_conversation_expires").on(t.expiresAt)],
 );
 
-export type ChatConversationRow = typeof chatConversation.$inferSelect;
-
 /**
  * What each pinned CID is (GET /ipfs/{cid} answers with this media type): recorded when the
  * service pins content it made. Content pinned without a row is served by sniffing its bytes.
