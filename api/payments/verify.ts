@@ -33,6 +33,17 @@ export type VerifyDeps = {
  * token paid in. `caller` is the request's callerAddress, which must be the payer when given.
  */
 export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigint, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<TokenInfo> {
+  const { token, lapsed } = await checkPaymentTerms(attempt, priceMicroUsd, settings, caller, nowSeconds);
+  if (lapsed) throw lapsed;
+  return token;
+}
+
+/**
+ * checkPayment, except that an authorization past its validBefore is returned with its refusal
+ * (`lapsed`) instead of thrown: a retry of a payment already charged or answered is judged by its
+ * ledger row, not by the clock (the admission refuses it only where the row has nothing to give).
+ */
+export async function checkPaymentTerms(attempt: PaymentAttempt, priceMicroUsd: bigint, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<{ token: TokenInfo; lapsed?: PaymentError }> {
   const auth = attempt.authorization;
   if (attempt.scheme !== undefined && attempt.scheme !== "exact") {
     throw new PaymentError("unsupported_scheme", `Scheme "${attempt.scheme}" is not accepted; pay with "exact" (EIP-3009).`);
@@ -60,7 +71,8 @@ export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigin
   }
   // The facilitator wants a few seconds of validity left to get the transfer mined.
   if (auth.validBefore < BigInt(nowSeconds + 6)) {
-    throw new PaymentError("authorization_expired", `The authorization expired (validBefore ${auth.validBefore}, now ${nowSeconds}).`);
+    // The window's other checks are moot once it has passed.
+    return { token, lapsed: new PaymentError("authorization_expired", `The authorization expired (validBefore ${auth.validBefore}, now ${nowSeconds}).`) };
   }
   if (auth.validAfter > BigInt(nowSeconds)) {
     throw new PaymentError("authorization_not_yet_valid", `The authorization is not valid before ${auth.validAfter} (now ${nowSeconds}).`);
@@ -71,7 +83,7 @@ export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigin
       `The authorization stays valid ${auth.validBefore - BigInt(nowSeconds)} s from now; at most ${settings.maxLifetimeSeconds} s is accepted.`,
     );
   }
-  return token;
+  return { token };
 }
 
 /** Verifies with the facilitator (signature, nonce unused, balance, by simulating the transfer). */

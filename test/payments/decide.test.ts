@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decide, MAX_ROUNDS } from "../../api/payments/core/decide.ts";
+import { decide, type Identity, MAX_ROUNDS } from "../../api/payments/core/decide.ts";
+import { PaymentError } from "../../api/payments/errors.ts";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import { PAYMENT_STATUSES, type PaymentRow, type PaymentStatus } from "../../api/store/schema.ts";
 
@@ -8,10 +9,13 @@ import { PAYMENT_STATUSES, type PaymentRow, type PaymentStatus } from "../../api
 const attempt = { fingerprint: "f", signatureHash: "s" };
 const row = (status: PaymentStatus, more: Partial<PaymentRow> = {}) =>
   ({ status, fingerprint: "f", signatureHash: "s", responseBody: "{}", failure: "why", updatedAt: new Date(), ...more }) as PaymentRow;
-const next = (r: PaymentRow | undefined, round = 0) => {
-  const d = decide(r, attempt, round);
+const next = (r: PaymentRow | undefined, round = 0, who: Identity = attempt) => {
+  const d = decide(r, who, round);
   return d.next === "refuse" ? `refuse ${d.error.code}` : d.next;
 };
+/** The same attempt, its authorization past validBefore. */
+const lapsed = { ...attempt, lapsed: new PaymentError("authorization_expired", "The authorization expired (validBefore 1, now 2).") };
+const abandoned = () => ({ updatedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1) });
 
 describe("decide", () => {
   it("maps every status to what the attempt does", () => {
@@ -30,7 +34,7 @@ describe("decide", () => {
 
   it("pays with no row, and for a claim abandoned by a dead request", () => {
     expect(next(undefined)).toBe("pay");
-    expect(next(row("pending", { updatedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1) }))).toBe("pay");
+    expect(next(row("pending", abandoned()))).toBe("pay");
   });
 
   it("reruns a settled payment whose answer was never stored", () => {
@@ -42,6 +46,33 @@ describe("decide", () => {
       expect(next(row(status, { fingerprint: "other" }))).toBe("refuse payment_reused");
       expect(next(row(status, { signatureHash: "other" }))).toBe("refuse payment_reused");
     }
+  });
+
+  it("judges a lapsed authorization by its own row: what was charged or answered is collected, the rest refused with the clock's refusal", () => {
+    const table = Object.fromEntries(PAYMENT_STATUSES.map((status) => [status, next(row(status), 0, lapsed)]));
+    expect(table).toEqual({
+      pending: "wait_for_claim",
+      queued: "replay",
+      settling: "wait_for_settlement",
+      settled: "replay",
+      failed: "refuse authorization_expired",
+      waived: "replay",
+      expired: "refuse authorization_expired",
+      used_elsewhere: "refuse authorization_expired",
+    });
+    expect(next(row("settled", { responseBody: null }), 0, lapsed)).toBe("rerun");
+    expect(next(row("settled", { responseBody: null }), MAX_ROUNDS, lapsed)).toBe("rerun");
+    // Never claimed, or claimed by a request that died without charging: nothing to collect, nothing to pay.
+    expect(next(undefined, 0, lapsed)).toBe("refuse authorization_expired");
+    expect(next(row("pending", abandoned()), 0, lapsed)).toBe("refuse authorization_expired");
+    expect(next(undefined, MAX_ROUNDS, lapsed)).toBe("refuse authorization_expired");
+    // Another request's row, or another signature's: the clock's refusal, as before the row is read.
+    for (const status of PAYMENT_STATUSES) {
+      expect(next(row(status, { fingerprint: "other" }), 0, lapsed)).toBe("refuse authorization_expired");
+      expect(next(row(status, { signatureHash: "other" }), 0, lapsed)).toBe("refuse authorization_expired");
+    }
+    const refused = decide(row("failed"), lapsed, 0);
+    expect(refused.next === "refuse" && refused.error).toBe(lapsed.lapsed);
   });
 
   it("stops paying after MAX_ROUNDS rounds with the last failure, and only where it would pay", () => {

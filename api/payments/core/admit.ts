@@ -10,7 +10,7 @@ import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type NewPayment, type Ope
 import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "../local-verify.ts";
 import { priceInUnits } from "../prices.ts";
 import { keyOf, reconcileRow } from "../reconcile.ts";
-import { checkPayment, signerOf, type VerifiedPayment, verifyPayment } from "../verify.ts";
+import { checkPaymentTerms, signerOf, type VerifiedPayment, verifyPayment } from "../verify.ts";
 import { type CoreContext, deferrable, reconcileDeps } from "./context.ts";
 import { decide, type RowDecision } from "./decide.ts";
 import { paymentIdReused, paymentRequired, settlementPending, shuttingDown, unsettledPayment } from "./refusals.ts";
@@ -33,6 +33,8 @@ type Attempt = {
   fingerprint: string;
   /** The payment this attempt carries. */
   own: Target;
+  /** Its authorization is past validBefore: it pays nothing more, and only collects what its own row holds (the refusal otherwise). */
+  lapsed?: PaymentError;
   /** Deferred mode: the indexed payer state, this attempt's reads already started. */
   payerState?: PayerState;
 };
@@ -63,7 +65,7 @@ export async function admitPayment(ctx: CoreContext, route: PricedRoute, request
       continue;
     }
     ({ target } = identified);
-    const decision = decide(identified.row, { fingerprint: attempt.fingerprint, signatureHash: target.signatureHash }, round);
+    const decision = decide(identified.row, { fingerprint: attempt.fingerprint, signatureHash: target.signatureHash, lapsed: attempt.lapsed }, round);
     const admitted = await act(ctx, attempt, target, identified.row, decision, read.open);
     if (admitted) return admitted;
   }
@@ -74,13 +76,13 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
   const { settings } = ctx;
   const payment = decodePayment(request.headers, settings.maxHeaderBytes);
   if (!payment) throw paymentRequired(route);
-  const token = await checkPayment(payment, route.microUsd, settings, request.caller, Math.floor(Date.now() / 1000));
+  const { token, lapsed } = await checkPaymentTerms(payment, route.microUsd, settings, request.caller, Math.floor(Date.now() / 1000));
   const { from, nonce } = payment.authorization;
   const own = { key: { token: token.address, payer: from, nonce }, signatureHash: sha256(payment.signature.toLowerCase()), following: false };
   const fingerprint = sha256(`${route.name}\n${request.path}\n${JSON.stringify(request.input)}`);
   // The indexed payer state is read while the ledger is: no wait of its own on the hot path.
-  const payerState = settings.timing.mode === "deferred" && ctx.deps.payerState ? prefetched(ctx.deps.payerState, token.address, from, nonce) : undefined;
-  return { route, request, payment, token, fingerprint, own, payerState };
+  const payerState = !lapsed && settings.timing.mode === "deferred" && ctx.deps.payerState ? prefetched(ctx.deps.payerState, token.address, from, nonce) : undefined;
+  return { route, request, payment, token, fingerprint, own, lapsed, payerState };
 }
 
 /**
@@ -99,10 +101,13 @@ async function identify(ctx: CoreContext, attempt: Attempt, target: Target, row:
   return undefined;
 }
 
-/** The earlier payment sent under this attempt's payment-identifier, when its own row is not there yet and that one may be charged. */
+/**
+ * The earlier payment sent under this attempt's payment-identifier, when its own row is not there
+ * yet and that one may be charged. A lapsed authorization follows none: a retry signed anew is live.
+ */
 async function follow(ctx: CoreContext, attempt: Attempt, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow } | undefined> {
   const { paymentId } = attempt.payment;
-  if (row || !paymentId) return undefined;
+  if (row || !paymentId || attempt.lapsed) return undefined;
   const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
   if (!earlier || !FOLLOWED.has(earlier.status)) return undefined;
   if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
@@ -209,11 +214,11 @@ async function verify(ctx: CoreContext, attempt: Attempt, unsettled: bigint): Pr
  * signature checks out, its claim is inserted while the index is read, and its funds are checked
  * against what the insert says its payer has open. A refusal takes the claim back. Undefined when
  * the full way must decide: a row exists already, a contract wallet, a payer with debts, a
- * balance the index does not follow, a payment-identifier or a free-read route.
+ * balance the index does not follow, a payment-identifier, a free-read route or a lapsed authorization.
  */
 async function claimAtFirstSight(ctx: CoreContext, attempt: Attempt): Promise<{ claim: Claim } | undefined> {
   const { payerState, payment, token, route, own } = attempt;
-  if (!payerState || payment.paymentId || route.freeRead || !deferrable(ctx, route)) return undefined;
+  if (!payerState || attempt.lapsed || payment.paymentId || route.freeRead || !deferrable(ctx, route)) return undefined;
   if ((await checkSignatureLocally(payment, token, ctx.settings)) === "needs_rpc") return undefined;
   if (ctx.draining()) throw shuttingDown();
   const entry = newPayment(attempt, own, payment.authorization.value);

@@ -17,8 +17,11 @@ export type RowDecision =
   | { next: "replay" }
   | { next: "refuse"; error: PaymentError };
 
-/** Rows an attempt is this request's payment for: the same request (fingerprint) and the same signature. */
-export type Identity = { fingerprint: string; signatureHash: string };
+/**
+ * Rows an attempt is this request's payment for: the same request (fingerprint) and the same
+ * signature. `lapsed`: its authorization is past validBefore (the refusal to give if the row has nothing).
+ */
+export type Identity = { fingerprint: string; signatureHash: string; lapsed?: PaymentError };
 
 /** Settlement is tried this many rounds within one request (a failed claim is claimed again) before it is refused. */
 export const MAX_ROUNDS = 3;
@@ -38,11 +41,15 @@ const BY_STATUS: Record<PaymentStatus, (row: PaymentRow) => RowDecision | undefi
 /**
  * The decision for `row` (undefined: no row yet) in round `round` of this attempt. A row of
  * another request or signature is refused; a row whose status leaves the payment open (none,
- * failed, abandoned) is paid, unless this request already went round MAX_ROUNDS times.
+ * failed, abandoned) is paid, unless this request already went round MAX_ROUNDS times. A lapsed
+ * authorization is refused unless its own row was charged or answered (or is being decided): the
+ * clock never stands between a payer and what it paid for.
  */
 export function decide(row: PaymentRow | undefined, attempt: Identity, round: number): RowDecision {
-  if (row && (row.fingerprint !== attempt.fingerprint || row.signatureHash !== attempt.signatureHash)) return { next: "refuse", error: paymentReused() };
-  const decided = row && BY_STATUS[row.status](row);
+  const own = row && row.fingerprint === attempt.fingerprint && row.signatureHash === attempt.signatureHash;
+  const decided = own ? BY_STATUS[row.status](row) : undefined;
+  if (attempt.lapsed && (!decided || decided.next === "refuse")) return { next: "refuse", error: attempt.lapsed };
+  if (row && !own) return { next: "refuse", error: paymentReused() };
   if (decided) return decided;
   if (round >= MAX_ROUNDS) return { next: "refuse", error: roundsExhausted(row?.failure) };
   return { next: "pay" };
