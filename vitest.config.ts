@@ -26,7 +26,16 @@ export default defineConfig({
     maxWorkers: 2,
     projects: [
       { test: { name: "unit", include: ["test/**/*.test.ts"], exclude: ["test/db/**"], env, ...timeouts } },
-      { test: { name: "pglite", include: ["test/db/**/*.test.ts"], env: { ...env, TEST_DATABASE: "pglite" }, ...timeouts } },
+      {
+        test: {
+          name: "pglite",
+          include: ["test/db/**/*.test.ts"],
+          env: { ...env, TEST_DATABASE: "pglite" },
+          // One empty PGlite cluster that every slot copies (test/support/pglite-template.ts).
+          globalSetup: ["test/support/pglite-template.ts"],
+          ...timeouts,
+        },
+      },
       { test: { name: "postgres", include: ["test/db/**/*.test.ts"], env: { ...env, TEST_DATABASE: "postgres" }, ...timeouts } },
     ],
   },
