@@ -19,6 +19,22 @@ function blankPonderDotenv(): Record<string, string> {
   return Object.fromEntries(keys.map((key) => [key, ""]));
 }
 
+// test/db files that run against one database only (the other project excludes them). Each checks
+// something its database does not change, and the other database keeps its coverage of that code:
+const pgliteOnly = [
+  // The API reference in a browser and the README's first paid call as a newcomer runs it (PGlite, the
+  // default). Postgres: the same paid screen in screen.test.ts, x402.test.ts, requests.test.ts.
+  "test/db/docs.test.ts",
+  // Tracked mode's filters (Ponder's, at the RPC) and the handlers' SQL do not depend on the database.
+  // Postgres: tracked mode in screen-batch.test.ts; the aggregates' SQL in aggregates.test.ts.
+  "test/db/tracked.test.ts",
+];
+const postgresOnly = [
+  // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
+  "test/db/replicas.test.ts",
+  "test/db/deferred-replicas.test.ts",
+];
+
 export default defineConfig({
   test: {
     // Two files at a time (vitest's default on two cores is one): a file spends much of its time
@@ -30,13 +46,14 @@ export default defineConfig({
         test: {
           name: "pglite",
           include: ["test/db/**/*.test.ts"],
+          exclude: postgresOnly,
           env: { ...env, TEST_DATABASE: "pglite" },
           // One empty PGlite cluster that every slot copies (test/support/pglite-template.ts).
           globalSetup: ["test/support/pglite-template.ts"],
           ...timeouts,
         },
       },
-      { test: { name: "postgres", include: ["test/db/**/*.test.ts"], env: { ...env, TEST_DATABASE: "postgres" }, ...timeouts } },
+      { test: { name: "postgres", include: ["test/db/**/*.test.ts"], exclude: pgliteOnly, env: { ...env, TEST_DATABASE: "postgres" }, ...timeouts } },
     ],
   },
 });

@@ -18,7 +18,7 @@ const root = fileURLToPath(new URL("../..", import.meta.url));
 const EXAMPLE = "docs/examples/first-paid-call.ts";
 
 // The service as a reader and a lender first meet it: its API reference in a real browser, and the
-// README's first paid call run as written.
+// README's first paid call run as written. On PGlite only, as a newcomer runs it (vitest.config.ts says why).
 describe(`the API reference and the README's first paid call (${testDatabase})`, () => {
   let env: IndexedDevnet;
   let devnet: TestDevnet;

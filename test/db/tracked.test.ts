@@ -9,7 +9,8 @@ import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type DatabaseSlot, type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 
 // Tracked-wallets mode: only transfers that touch a listed wallet are indexed (through
-// indexed-argument filters), each once, and only listed wallets get aggregates.
+// indexed-argument filters), each once, and only listed wallets get aggregates. On PGlite only: tracked mode
+// on Postgres is screen-batch.test.ts's (vitest.config.ts says why).
 describe(`tracked wallets mode (${testDatabase})`, () => {
   let env: IndexedDevnet;
   let devnet: TestDevnet;
