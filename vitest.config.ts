@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { parseEnv } from "node:util";
 import { defineConfig } from "vitest/config";
 import { envSchema } from "./config/env.ts";
+import { LongestFirst } from "./test/support/sequencer.ts";
 
 // Database-backed tests (test/db) run twice: against PGlite, the embedded default, and against
 // Postgres (TEST_POSTGRES_URL, default the local server). Everything else runs once.
@@ -40,6 +41,7 @@ export default defineConfig({
     // Two files at a time (vitest's default on two cores is one): a file spends much of its time
     // waiting on its anvil and Ponder children. On this machine kind: 1015 s one at a time, 699 s two.
     maxWorkers: 2,
+    sequence: { sequencer: LongestFirst },
     projects: [
       { test: { name: "unit", include: ["test/**/*.test.ts"], exclude: ["test/db/**"], env, ...timeouts } },
       {
