@@ -361,6 +361,157 @@ describe("settlement before the answer", () => {
   });
 });
 
+describe("a retry after the authorization's validBefore", () => {
+  /** Moves the clock past `signed`'s validBefore: the authorization can pay nothing more. */
+  const lapse = (signed: { authorization: { validBefore: bigint } }) => skipTime((Number(signed.authorization.validBefore) - Math.floor(Date.now() / 1000) + 1) * 1000);
+  const expiredText = (signed: { authorization: { validBefore: bigint } }) => `The authorization expired (validBefore ${signed.authorization.validBefore}, now ${Math.floor(Date.now() / 1000)}).`;
+  const receiptOf = (headers: Record<string, string>) => JSON.parse(Buffer.from(headers["PAYMENT-RESPONSE"]!, "base64").toString()) as { transaction: string };
+
+  it("reruns the handler for a payment charged whose answer was never stored: nothing charged again, the answer stored, the original transaction's receipt", async () => {
+    const world = new World("before-remote");
+    const signed = await sign(alice);
+    // The process dies with the claim held; the authorization is settled to the treasury all the same.
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
+    const a = signed.authorization;
+    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    skipTime(ABANDONED_AFTER_MS + 1_000);
+    const core = world.core();
+    await core.reconcileUnresolved(0);
+    const { transaction } = (await world.row(signed))!;
+    expect(await world.row(signed)).toMatchObject({ status: "settled", responseBody: null, transaction: expect.stringMatching(/^0x/) });
+
+    lapse(signed);
+    const rerun = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    expect(rerun.paid).toEqual({ transaction });
+    const concluded = await core.conclude(SCREEN, paidRequest({}), rerun, answered);
+    expect("headers" in concluded && receiptOf(concluded.headers).transaction).toBe(transaction);
+    expect(await world.row(signed)).toMatchObject({ status: "settled", responseBody: ANSWER.body, transaction });
+    const replay = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect("reply" in replay && receiptOf(replay.reply.headers).transaction).toBe(transaction);
+    expect([world.facilitator.verifies, world.facilitator.settlements, world.chain.charges.length]).toEqual([1, 0, 1]);
+  });
+
+  it("replays the stored answer of a settled, a queued and a waived payment, charging nothing", async () => {
+    const before = new World("before-self");
+    const settled = await sign(alice);
+    await before.core().conclude(SCREEN, paidRequest({}), claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(settled)))), answered);
+    const { transaction } = (await before.row(settled))!;
+    // A free read: a screen of the wallet first, then its signal.
+    await before.core().conclude(SCREEN, paidRequest({}), claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(await sign(bob))))), answered);
+    const read = await sign(bob);
+    const signal = () => paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals");
+    await before.core().conclude(SIGNAL, paidRequest({}), claimOf(await before.core().admit(SIGNAL, signal())), answered);
+    expect(await before.row(read)).toMatchObject({ status: "waived" });
+
+    const deferred = new World("deferred");
+    const queued = await sign(alice);
+    await deferred.core().conclude(SCREEN, paidRequest({}), claimOf(await deferred.core().admit(SCREEN, paidRequest(xPayment(queued)))), answered);
+    expect(await deferred.row(queued)).toMatchObject({ status: "queued" });
+
+    lapse(settled);
+    const charges = [before.chain.charges.length, deferred.chain.charges.length];
+    const replayed = { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } };
+    const again = await before.core().admit(SCREEN, paidRequest(xPayment(settled)));
+    expect(again).toMatchObject({ reply: replayed });
+    expect("reply" in again && receiptOf(again.reply.headers).transaction).toBe(transaction);
+    const free = await before.core().admit(SIGNAL, signal());
+    expect(free).toMatchObject({ reply: replayed });
+    expect("reply" in free && free.reply.headers["PAYMENT-RESPONSE"]).toBeUndefined();
+    const pending = await deferred.core().admit(SCREEN, paidRequest(xPayment(queued)));
+    expect(pending).toMatchObject({ reply: replayed });
+    expect("reply" in pending && receiptOf(pending.reply.headers).transaction).toBe("");
+    expect([before.chain.charges.length, deferred.chain.charges.length]).toEqual(charges);
+    expect(before.settler!.submits + deferred.settler!.submits).toBe(2);
+  });
+
+  it("waits for a settlement whose outcome was unknown, then replays its answer", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["hold"];
+    const signed = await sign(alice);
+    const concluded = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect("reply" in concluded && codeOf(concluded.reply)).toBe("settlement_pending");
+    world.settler!.release();
+    expect(await world.row(signed)).toMatchObject({ status: "settling" });
+    lapse(signed);
+    expect(await world.core().admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
+  it("asks the chain about a payment recorded as failed: sent by someone else after all, it is settled and its answer given, not charged again", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    world.facilitator.script = ["refuse"];
+    const signed = await sign(alice);
+    const refused = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_failed");
+    const a = signed.authorization;
+    world.chain.settleElsewhere({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    const [charge] = world.charged(signed);
+    lapse(signed);
+    // The answer was stored before the settlement was refused: it is the one replayed.
+    const replay = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect("reply" in replay && receiptOf(replay.reply.headers).transaction).toBe(charge!.transaction);
+    expect(await world.row(signed)).toMatchObject({ status: "settled", transaction: charge!.transaction });
+
+    // A claim whose request died, sent by someone else: no answer stored, so a rerun.
+    const dead = await sign(alice, { validBefore: a.validBefore + 300n });
+    claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
+    const d = dead.authorization;
+    world.chain.settleElsewhere({ token: USDT.address, from: d.from, to: d.to, value: d.value, validAfter: d.validAfter, validBefore: d.validBefore, nonce: d.nonce });
+    lapse(dead);
+    const rerun = claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
+    expect(rerun.paid).toEqual({ transaction: world.charged(dead)[0]!.transaction });
+    await core.conclude(SCREEN, paidRequest({}), rerun, answered);
+    expect(await world.row(dead)).toMatchObject({ status: "settled", responseBody: ANSWER.body });
+    expect(world.chain.charges).toHaveLength(2);
+    expect(world.facilitator.settlements).toBe(1);
+  });
+
+  it("refuses an authorization never claimed, failed or claimed by a request that died (authorization_expired, the same words as before): nothing claimed, nothing charged", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const unclaimed = await sign(alice);
+    const failed = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(failed)))), { failed: "handler answered 500" });
+    const abandoned = await sign(alice);
+    claimOf(await core.admit(SCREEN, paidRequest(xPayment(abandoned)))); // the process dies here
+    const verifies = world.facilitator.verifies;
+
+    lapse(unclaimed);
+    const restarted = world.core();
+    for (const signed of [unclaimed, failed, abandoned]) {
+      const refused = await restarted.admit(SCREEN, paidRequest(xPayment(signed)));
+      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply), JSON.parse(refused.reply.body).error]).toEqual([402, "authorization_expired", expiredText(signed)]);
+    }
+    expect(await world.row(unclaimed)).toBeUndefined();
+    expect((await world.row(failed))?.status).toBe("failed");
+    expect(world.facilitator.verifies).toBe(verifies);
+    expect(world.chain.charges).toHaveLength(0);
+  });
+
+  it("leaves the payment-identifier path as it was: a retry signed anew follows the earlier payment, the lapsed authorization under the identifier is refused", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const first = await sign(alice);
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))), answered);
+    lapse(first);
+    // Signed before the clock moved: lapsed too, and never claimed; it neither follows nor pays.
+    const stale = await sign(alice, { validBefore: first.authorization.validBefore });
+    const refused = await core.admit(SCREEN, paidRequest(xPayment(stale, "order-0006-alice")));
+    expect("reply" in refused && [codeOf(refused.reply), JSON.parse(refused.reply.body).error]).toEqual(["authorization_expired", expiredText(stale)]);
+    const resigned = await sign(alice);
+    expect(await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0006-alice")))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    // The earlier authorization itself: its own row, replayed.
+    expect(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(await world.row(stale)).toBeUndefined();
+    expect(await world.row(resigned)).toBeUndefined();
+    expect(world.chain.charges).toHaveLength(1);
+  });
+});
+
 describe("free reads", () => {
   it("waives a read the route makes free after a paid screen of the same wallet, settles nothing, and replays it", async () => {
     const world = new World("before-remote");

@@ -48,30 +48,32 @@ describe("decide", () => {
     }
   });
 
-  it("judges a lapsed authorization by its own row: what was charged or answered is collected, the rest refused with the clock's refusal", () => {
+  it("judges a lapsed authorization by its own row: what was charged or answered is collected, what may have been charged after all is asked of the chain, the rest refused with the clock's refusal", () => {
     const table = Object.fromEntries(PAYMENT_STATUSES.map((status) => [status, next(row(status), 0, lapsed)]));
     expect(table).toEqual({
       pending: "wait_for_claim",
       queued: "replay",
       settling: "wait_for_settlement",
       settled: "replay",
-      failed: "refuse authorization_expired",
+      failed: "ask_chain",
       waived: "replay",
       expired: "refuse authorization_expired",
       used_elsewhere: "refuse authorization_expired",
     });
     expect(next(row("settled", { responseBody: null }), 0, lapsed)).toBe("rerun");
     expect(next(row("settled", { responseBody: null }), MAX_ROUNDS, lapsed)).toBe("rerun");
-    // Never claimed, or claimed by a request that died without charging: nothing to collect, nothing to pay.
+    // A claim whose request died: the chain says whether anyone sent it; never paid again.
+    expect(next(row("pending", abandoned()), 0, lapsed)).toBe("ask_chain");
+    expect(next(row("failed"), MAX_ROUNDS, lapsed)).toBe("ask_chain");
+    // Never claimed: nothing to collect, nothing to pay.
     expect(next(undefined, 0, lapsed)).toBe("refuse authorization_expired");
-    expect(next(row("pending", abandoned()), 0, lapsed)).toBe("refuse authorization_expired");
     expect(next(undefined, MAX_ROUNDS, lapsed)).toBe("refuse authorization_expired");
     // Another request's row, or another signature's: the clock's refusal, as before the row is read.
     for (const status of PAYMENT_STATUSES) {
       expect(next(row(status, { fingerprint: "other" }), 0, lapsed)).toBe("refuse authorization_expired");
       expect(next(row(status, { signatureHash: "other" }), 0, lapsed)).toBe("refuse authorization_expired");
     }
-    const refused = decide(row("failed"), lapsed, 0);
+    const refused = decide(row("expired"), lapsed, 0);
     expect(refused.next === "refuse" && refused.error).toBe(lapsed.lapsed);
   });
 

@@ -9,7 +9,7 @@ import { decodePayment, type PaymentAttempt } from "../header.ts";
 import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger/ledger.ts";
 import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "../local-verify.ts";
 import { priceInUnits } from "../prices.ts";
-import { keyOf, reconcileRow } from "../reconcile.ts";
+import { chainOutcome, keyOf, reconcileRow } from "../reconcile.ts";
 import { checkPaymentTerms, signerOf, type VerifiedPayment, verifyPayment } from "../verify.ts";
 import { type CoreContext, deferrable, reconcileDeps } from "./context.ts";
 import { decide, type RowDecision } from "./decide.ts";
@@ -133,6 +133,8 @@ async function act(ctx: CoreContext, attempt: Attempt, target: Target, row: Paym
       return undefined;
     case "rerun":
       return rerun(ctx, attempt, target, row!);
+    case "ask_chain":
+      return paidAfterAll(ctx, row!, attempt.lapsed!);
     case "pay":
       return pay(ctx, attempt, target, open);
   }
@@ -150,6 +152,18 @@ async function rerun(ctx: CoreContext, attempt: Attempt, target: Target, row: Pa
   }
   const billing = { chargedUnits: BigInt(row.amount), token: attempt.token, payer: key.payer, waived: false };
   return { claim: { key, verified: null, waived: false, billing, paid: { transaction: row.transaction! } } };
+}
+
+/**
+ * A lapsed authorization whose row says never charged: undefined (another round, a rerun) if the
+ * chain says it paid us after all, recorded as the reconciler does; else `lapsed` is thrown. Only
+ * that outcome is recorded: the row's own status stands otherwise (a deferred failure stays a debt).
+ */
+async function paidAfterAll(ctx: CoreContext, row: PaymentRow, lapsed: PaymentError): Promise<undefined> {
+  const deps = reconcileDeps(ctx);
+  const outcome = await chainOutcome(row, deps).catch(() => "pending" as const);
+  if (outcome === "pending" || outcome.status !== "settled" || (await reconcileRow(row, deps)) === "pending") throw lapsed;
+  return undefined;
 }
 
 /**

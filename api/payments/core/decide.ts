@@ -15,6 +15,11 @@ export type RowDecision =
   | { next: "rerun" }
   /** Answered already (settled, waived, or queued for deferred settlement): the same answer again. */
   | { next: "replay" }
+  /**
+   * Recorded as never charged (failed, or a claim abandoned), its authorization past validBefore:
+   * only the chain can still say it paid us (sent by someone else); then a rerun, else the refusal.
+   */
+  | { next: "ask_chain" }
   | { next: "refuse"; error: PaymentError };
 
 /**
@@ -42,12 +47,13 @@ const BY_STATUS: Record<PaymentStatus, (row: PaymentRow) => RowDecision | undefi
  * The decision for `row` (undefined: no row yet) in round `round` of this attempt. A row of
  * another request or signature is refused; a row whose status leaves the payment open (none,
  * failed, abandoned) is paid, unless this request already went round MAX_ROUNDS times. A lapsed
- * authorization is refused unless its own row was charged or answered (or is being decided): the
- * clock never stands between a payer and what it paid for.
+ * authorization is refused unless its own row was charged or answered (or is being decided, or the
+ * chain may say so): the clock never stands between a payer and what it paid for.
  */
 export function decide(row: PaymentRow | undefined, attempt: Identity, round: number): RowDecision {
   const own = row && row.fingerprint === attempt.fingerprint && row.signatureHash === attempt.signatureHash;
   const decided = own ? BY_STATUS[row.status](row) : undefined;
+  if (attempt.lapsed && own && !decided) return { next: "ask_chain" };
   if (attempt.lapsed && (!decided || decided.next === "refuse")) return { next: "refuse", error: attempt.lapsed };
   if (row && !own) return { next: "refuse", error: paymentReused() };
   if (decided) return decided;
