@@ -31,6 +31,12 @@ const pgliteOnly = [
   "test/db/tracked.test.ts",
 ];
 const postgresOnly = [
+  // The indexer's authorization_state rows equal eth_getLogs. PGlite: local-verify.test.ts reads a used and a
+  // cancelled authorization back from those rows on both databases.
+  "test/db/authorization-events.test.ts",
+  // The indexer's report rows equal the reporter's logs. PGlite: passports.test.ts verifies published,
+  // superseded, revoked and expired passports from those rows on both databases.
+  "test/db/reports.test.ts",
   // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
   "test/db/replicas.test.ts",
   "test/db/deferred-replicas.test.ts",

@@ -10,7 +10,8 @@ import { randomNonce, signAuthorization } from "../support/payments.ts";
 
 // The indexer keeps the tokens' EIP-3009 AuthorizationUsed / AuthorizationCanceled events
 // (authorization_state): after real settlements and cancellations on the devnet, its rows are
-// exactly what eth_getLogs says, and each is an authorization the token reports as spent.
+// exactly what eth_getLogs says, and each is an authorization the token reports as spent. On Postgres
+// only: PGlite's rows are read back by test/db/local-verify.test.ts (vitest.config.ts says why).
 describe(`authorization_state matches the chain's events (${testDatabase})`, () => {
   let env: IndexedDevnet;
   let devnet: TestDevnet;

@@ -10,7 +10,8 @@ import { type DatabaseSlot, type Indexer, testDatabase, waitForBlock } from "../
 type Hex = `0x${string}`;
 
 // Passports: the `report` table follows the reporter's events (published, expiry, superseded,
-// revoked), in backfill and live, exactly as the chain's logs say.
+// revoked), in backfill and live, exactly as the chain's logs say. On Postgres only: PGlite's rows are
+// read back by test/db/passports.test.ts (vitest.config.ts says why).
 describe(`passport attestations (${testDatabase})`, () => {
   let env: IndexedDevnet;
   let devnet: TestDevnet;
