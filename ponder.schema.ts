@@ -56,8 +56,28 @@ export const flow = onchainTable(
   // order is the same as by day.
   (table) => ({
     pk: primaryKey({ columns: [table.from, table.to, table.token, table.day] }),
-    fromIdx: index().on(table.from, table.to, table.token, table.month, table.day, table.total, table.transfers, table.firstAt, table.lastAt),
-    toIdx: index().on(table.to, table.from, table.token, table.month, table.day, table.total, table.transfers, table.firstAt, table.lastAt),
+    fromIdx: index().on(
+      table.from,
+      table.to,
+      table.token,
+      table.month,
+      table.day,
+      table.total,
+      table.transfers,
+      table.firstAt,
+      table.lastAt,
+    ),
+    toIdx: index().on(
+      table.to,
+      table.from,
+      table.token,
+      table.month,
+      table.day,
+      table.total,
+      table.transfers,
+      table.firstAt,
+      table.lastAt,
+    ),
   }),
 );
 

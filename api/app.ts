@@ -1,17 +1,17 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { readEnv } from "../config/env.ts";
 import type { IndexTarget } from "../config/target.ts";
-import { IndexState } from "./indexing/state.ts";
+import { type Logger, log } from "../shared/log.ts";
 import type { AppEnv } from "./http/app-env.ts";
-import { handleError } from "./http/errors.ts";
 import { registerPaymentSchemes } from "./http/declare.ts";
+import { handleError } from "./http/errors.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
-import { log, type Logger } from "../shared/log.ts";
 import { requestLog } from "./http/log.ts";
 import { freeRateLimit } from "./http/rate-limit.ts";
 import { validationHook } from "./http/validation.ts";
-import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
+import { IndexState } from "./indexing/state.ts";
 import { docsRoutes } from "./openapi/docs.ts";
+import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
 import { signInFor } from "./payments/sign-in.ts";
 import { ROUTES, type RouteDeps } from "./routes.ts";
@@ -39,9 +39,23 @@ export function createApp(deps: AppDeps) {
   signInFor(deps.payments);
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   const assessor = new WalletAssessor(deps);
-  const index = deps.index ?? new IndexState({ ...deps, chain: deps.chain ?? deps.payments.chain, maxLagBlocks: deps.maxLagBlocks ?? readEnv().MAX_LAG_BLOCKS });
+  const index =
+    deps.index ??
+    new IndexState({
+      ...deps,
+      chain: deps.chain ?? deps.payments.chain,
+      maxLagBlocks: deps.maxLagBlocks ?? readEnv().MAX_LAG_BLOCKS,
+    });
   const routes = ROUTES.map((r) => r.route);
-  app.use(requestLog(deps.logger ?? log, [...routes, { method: "get", path: OPENAPI_ALIAS }, { method: "get", path: "/api/agent/verify/{id}/badge.svg" }, { method: "get", path: "/docs" }, { method: "get", path: "/docs/scalar.js" }]));
+  app.use(
+    requestLog(deps.logger ?? log, [
+      ...routes,
+      { method: "get", path: OPENAPI_ALIAS },
+      { method: "get", path: "/api/agent/verify/{id}/badge.svg" },
+      { method: "get", path: "/docs" },
+      { method: "get", path: "/docs/scalar.js" },
+    ]),
+  );
   app.use(async (c, next) => {
     c.set("payments", deps.payments);
     c.set("assessor", assessor);

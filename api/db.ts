@@ -13,7 +13,10 @@ export type IndexDb = ReadonlyDrizzle<typeof schema>;
 
 /** The client under the drizzle `db`: a node-postgres pool, or the PGlite instance. */
 type RawClient = {
-  query: (query: string | { name: string; text: string; values: unknown[] }, values?: unknown[]) => Promise<{ rows: unknown[] }>;
+  query: (
+    query: string | { name: string; text: string; values: unknown[] },
+    values?: unknown[],
+  ) => Promise<{ rows: unknown[] }>;
 };
 
 /**
@@ -22,7 +25,12 @@ type RawClient = {
  * process, plans each call). Name tables with their schema, as above. The index's `db` or the
  * service store's.
  */
-export async function queryPrepared<T>(db: IndexDb | ServiceDb, name: string, text: string, values: unknown[]): Promise<T[]> {
+export async function queryPrepared<T>(
+  db: IndexDb | ServiceDb,
+  name: string,
+  text: string,
+  values: unknown[],
+): Promise<T[]> {
   const client = (db as unknown as { $client: RawClient }).$client;
   const result = "waitReady" in client ? await client.query(text, values) : await client.query({ name, text, values });
   return result.rows as T[];

@@ -5,30 +5,40 @@ import { analyzeHandler, analyzeRoute } from "./analyze/route.ts";
 import type { Conversations } from "./chat/conversations.ts";
 import { chatHandler, chatRoute } from "./chat/route.ts";
 import type { IndexDb } from "./db.ts";
-import type { IndexState } from "./indexing/state.ts";
+import { healthHandler, healthRoute } from "./health/route.ts";
 import type { AppEnv } from "./http/app-env.ts";
 import { mount } from "./http/mount.ts";
-import { healthHandler, healthRoute } from "./health/route.ts";
-import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
-import { statementHandler, statementRoute } from "./statement/route.ts";
-import type { ServiceDb } from "./store/store.ts";
-import { openApiHandler, openApiRoute } from "./openapi/route.ts";
-import { configHandler, configRoute } from "./x402/config-route.ts";
+import type { IndexState } from "./indexing/state.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
+import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
+import { openApiHandler, openApiRoute } from "./openapi/route.ts";
 import { reportHandler, reportRoute } from "./passport/report-route.ts";
 import type { ReporterClient } from "./passport/reporter.ts";
 import { verifyHandler, verifyRoute } from "./passport/verify-route.ts";
 import type { PaymentCore } from "./payments/core.ts";
 import { screenBatchHandler, screenBatchRoute } from "./screen/batch-route.ts";
 import { screenHandler, screenRoute } from "./screen/route.ts";
+import { statementHandler, statementRoute } from "./statement/route.ts";
 import { statsHandler, statsRoute } from "./stats/route.ts";
+import type { ServiceDb } from "./store/store.ts";
 import type { WalletAssessor } from "./wallet/assess.ts";
-import { analysisHandler, analysisRoute, historyHandler, historyRoute, signalHandler, signalRoute, signalsHandler, signalsRoute } from "./wallet/routes.ts";
+import {
+  analysisHandler,
+  analysisRoute,
+  historyHandler,
+  historyRoute,
+  signalHandler,
+  signalRoute,
+  signalsHandler,
+  signalsRoute,
+} from "./wallet/routes.ts";
+import { configHandler, configRoute } from "./x402/config-route.ts";
 
 /** What handlers are built from. */
 export type RouteDeps = {
   db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters"> & Partial<Pick<IndexTarget, "startBlock">>;
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters"> &
+    Partial<Pick<IndexTarget, "startBlock">>;
   /** Reads the chain head (index state, stats and health); never on a screening path. */
   chain?: Pick<PublicClient, "getBlock">;
   payments: PaymentCore;

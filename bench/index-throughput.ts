@@ -16,18 +16,37 @@ const { values } = parseArgs({
 });
 
 const started = performance.now();
-const devnet = await startTestDevnet({ wallets: Number(values.wallets), transfers: Number(values.transfers), months: 15, slotHours: 6 });
+const devnet = await startTestDevnet({
+  wallets: Number(values.wallets),
+  transfers: Number(values.transfers),
+  months: 15,
+  slotHours: 6,
+});
 const total = devnet.manifest.population.transfers;
-console.log(`devnet: ${total} transfers, ${devnet.manifest.population.wallets} background wallets, ${devnet.manifest.headBlock} blocks, seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+console.log(
+  `devnet: ${total} transfers, ${devnet.manifest.population.wallets} background wallets, ${devnet.manifest.headBlock} blocks, seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+);
 
 type Result = { name: string; seconds: number; perSecond: number; peakMb: number };
 
 async function backfill(name: string, root: string | undefined): Promise<Result> {
   const slot = databaseSlot(values.db as TestDatabase);
   await slot.prepare();
-  const indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, PONDER_LOG_LEVEL: "info", ...slot.env }, { root });
+  const indexer = await startIndexer(
+    { DEVNET_MANIFEST: devnet.manifestPath, PONDER_LOG_LEVEL: "info", ...slot.env },
+    { root },
+  );
   try {
-    const line = await waitFor(`${name} backfill`, async () => indexer.output().split("\n").find((l) => l.includes("Completed backfill indexing")), indexer, 1_800_000);
+    const line = await waitFor(
+      `${name} backfill`,
+      async () =>
+        indexer
+          .output()
+          .split("\n")
+          .find((l) => l.includes("Completed backfill indexing")),
+      indexer,
+      1_800_000,
+    );
     const seconds = (JSON.parse(line) as { duration: number }).duration / 1000;
     // VmHWM: the process's peak resident memory so far.
     const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${indexer.child.pid}/status`, "utf8"));
@@ -47,11 +66,16 @@ await devnet.stop();
 
 console.log(`\nbackfill of ${total} transfers on ${values.db} (2 cores):`);
 console.log("indexer                   seconds   transfers/s   peak RSS MB");
-for (const r of results) console.log(`${r.name.padEnd(24)} ${r.seconds.toFixed(1).padStart(8)} ${Math.round(r.perSecond).toString().padStart(13)} ${Math.round(r.peakMb).toString().padStart(13)}`);
+for (const r of results)
+  console.log(
+    `${r.name.padEnd(24)} ${r.seconds.toFixed(1).padStart(8)} ${Math.round(r.perSecond).toString().padStart(13)} ${Math.round(r.peakMb).toString().padStart(13)}`,
+  );
 const mean = (name: string, pick: (r: Result) => number) => {
   const own = results.filter((r) => r.name === name);
   return own.reduce((s, r) => s + pick(r), 0) / own.length;
 };
 const ratio = mean("this indexer", (r) => r.perSecond) / mean("baseline (insert-only)", (r) => r.perSecond);
 console.log(`\nthroughput ratio (this / baseline): ${ratio.toFixed(2)} (target >= 0.80)`);
-console.log(`memory ratio (this / baseline): ${(mean("this indexer", (r) => r.peakMb) / mean("baseline (insert-only)", (r) => r.peakMb)).toFixed(2)}`);
+console.log(
+  `memory ratio (this / baseline): ${(mean("this indexer", (r) => r.peakMb) / mean("baseline (insert-only)", (r) => r.peakMb)).toFixed(2)}`,
+);

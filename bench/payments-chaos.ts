@@ -2,19 +2,19 @@ import { parseArgs } from "node:util";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { createPublicClient, type Hex, http, zeroAddress } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
-import type { IndexDb } from "../api/db.ts";
 import { createApp } from "../api/app.ts";
-import { alwaysCurrent } from "../harness/index-db.ts";
-import { createLogger } from "../shared/log.ts";
+import type { IndexDb } from "../api/db.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import type { Address } from "../config/addresses.ts";
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import * as schema from "../ponder.schema.ts";
+import { alwaysCurrent } from "../harness/index-db.ts";
 import { waitForBlock } from "../harness/indexer.ts";
-import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
+import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
+import * as schema from "../ponder.schema.ts";
 import { sleep } from "../shared/async.ts";
+import { createLogger } from "../shared/log.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -49,9 +49,12 @@ const RETRY_GRACE_MS = 120_000;
 const MAX_RETRY_WAIT_MS = 1_000;
 
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : 0);
+const pct = (xs: number[], p: number) =>
+  xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : 0;
 
-log(`chaos run: ${seconds} s of paid screens, ${concurrency} clients, anvil frozen ${freezeSeconds} s every ${freezeEvery} s`);
+log(
+  `chaos run: ${seconds} s of paid screens, ${concurrency} clients, anvil frozen ${freezeSeconds} s every ${freezeEvery} s`,
+);
 log(`seeding a devnet with ${values.wallets} background wallets…`);
 const chain = await indexedPostgresDevnet(Number(values.wallets));
 const { devnet, slot, indexer, pool, store } = chain;
@@ -77,11 +80,21 @@ try {
   // The chain freezes on purpose here: the readiness gate would refuse every call meanwhile (503
   // index_not_current, test/db/index-readiness.test.ts). This measures the payment path behind it.
   const app = createApp({ db, target, payments, index: alwaysCurrent, ipfs: undefined as never, logger: quiet });
-  const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
+  const { rows } = await pool.query<{ address: Address }>(
+    `select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`,
+  );
   const wallets = rows.map((r) => r.address);
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
 
-  type Job = { from: Hex; nonce: Hex; attempts: number; data: number; refusal?: string; firstAt: number; dataAt?: number };
+  type Job = {
+    from: Hex;
+    nonce: Hex;
+    attempts: number;
+    data: number;
+    refusal?: string;
+    firstAt: number;
+    dataAt?: number;
+  };
   const jobs: Job[] = [];
   const answers = new Map<string, number>();
   const count = (key: string) => answers.set(key, (answers.get(key) ?? 0) + 1);
@@ -105,7 +118,13 @@ try {
   const pay = async (i: number) => {
     const lender = lenders[i % lenders.length]!;
     const signed = await signAuthorization(lender.key, USDT, { to: treasury });
-    const job: Job = { from: signed.authorization.from, nonce: signed.authorization.nonce, attempts: 0, data: 0, firstAt: Date.now() };
+    const job: Job = {
+      from: signed.authorization.from,
+      nonce: signed.authorization.nonce,
+      attempts: 0,
+      data: 0,
+      firstAt: Date.now(),
+    };
     jobs.push(job);
     const init = {
       method: "POST",
@@ -115,7 +134,11 @@ try {
     for (;;) {
       job.attempts++;
       const res = await app.request("/api/lender/screen", init);
-      const body = (await res.json().catch(() => ({}))) as { code?: string; error?: { code?: string }; status?: string };
+      const body = (await res.json().catch(() => ({}))) as {
+        code?: string;
+        error?: { code?: string };
+        status?: string;
+      };
       const code = body.code ?? body.error?.code ?? "";
       count(`${res.status}${code ? ` ${code}` : ""}`);
       if (res.status === 200) {
@@ -142,14 +165,18 @@ try {
         await pay(next++);
         if (Date.now() - lastReport > 30_000) {
           lastReport = Date.now();
-          log(`${Math.round((Date.now() - started) / 1000)} s: ${jobs.length} payments, ${jobs.filter((j) => j.data).length} answered with data`);
+          log(
+            `${Math.round((Date.now() - started) / 1000)} s: ${jobs.length} payments, ${jobs.filter((j) => j.data).length} answered with data`,
+          );
         }
       }
     }),
   );
   await freezer;
   resume();
-  log(`run over: ${jobs.length} payments in ${((Date.now() - started) / 1000).toFixed(0)} s; reconciling unknown outcomes…`);
+  log(
+    `run over: ${jobs.length} payments in ${((Date.now() - started) / 1000).toFixed(0)} s; reconciling unknown outcomes…`,
+  );
 
   // Whatever is still unknown is read from the chain (what the background reconciler does).
   for (let round = 0; round < 30; round++) {
@@ -163,9 +190,14 @@ try {
   for (let i = 0; i < jobs.length; i += 50) {
     used.push(
       ...(await Promise.all(
-        jobs
-          .slice(i, i + 50)
-          .map((j) => chain.readContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [j.from, j.nonce] })),
+        jobs.slice(i, i + 50).map((j) =>
+          chain.readContract({
+            address: USDT.address,
+            abi: devStablecoinAbi,
+            functionName: "authorizationState",
+            args: [j.from, j.nonce],
+          }),
+        ),
       )),
     );
   }
@@ -182,17 +214,36 @@ try {
   const price = 10_000n;
 
   console.log("");
-  console.log(`Payments chaos run: ${seconds} s, ${concurrency} clients, anvil frozen ${freezes.length}× (${freezes.map((f) => `${f.at.toFixed(0)} s for ${(f.ms / 1000).toFixed(1)} s`).join(", ")})`);
+  console.log(
+    `Payments chaos run: ${seconds} s, ${concurrency} clients, anvil frozen ${freezes.length}× (${freezes.map((f) => `${f.at.toFixed(0)} s for ${(f.ms / 1000).toFixed(1)} s`).join(", ")})`,
+  );
   console.log(`  payments (authorizations signed):         ${jobs.length}`);
-  console.log(`  answered with data:                       ${withData.length} (more than once: ${jobs.filter((j) => j.data > 1).length})`);
-  console.log(`  definitive refusals:                      ${jobs.length - withData.length}${refusals.size ? ` (${[...refusals].map(([k, n]) => `${k}: ${n}`).join(", ")})` : ""}`);
-  console.log(`  calls (first tries and retries):          ${totalAnswers}: ${[...answers].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ")}`);
-  console.log(`  time to data (retries included):          p50 ${pct(toData, 50)} ms, p99 ${pct(toData, 99)} ms, max ${Math.max(0, ...toData)} ms`);
+  console.log(
+    `  answered with data:                       ${withData.length} (more than once: ${jobs.filter((j) => j.data > 1).length})`,
+  );
+  console.log(
+    `  definitive refusals:                      ${jobs.length - withData.length}${refusals.size ? ` (${[...refusals].map(([k, n]) => `${k}: ${n}`).join(", ")})` : ""}`,
+  );
+  console.log(
+    `  calls (first tries and retries):          ${totalAnswers}: ${[...answers]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k}: ${n}`)
+      .join(", ")}`,
+  );
+  console.log(
+    `  time to data (retries included):          p50 ${pct(toData, 50)} ms, p99 ${pct(toData, 99)} ms, max ${Math.max(0, ...toData)} ms`,
+  );
   console.log(`  authorizations used on chain:             ${used.filter(Boolean).length}`);
   console.log(`  CHARGES WITHOUT DATA:                     ${chargesWithoutData.length} (target 0)`);
   console.log(`  DATA WITHOUT CHARGES:                     ${dataWithoutCharges.length} (target 0)`);
-  console.log(`  treasury gain:                            ${treasuryGain} units; price × answers with data = ${price * BigInt(withData.length)}${treasuryGain === price * BigInt(withData.length) ? " (equal)" : " (DIFFERENT)"}`);
-  console.log(`  ledger: ${Object.entries(counts).map(([k, n]) => `${k} ${n}`).join(", ")}`);
+  console.log(
+    `  treasury gain:                            ${treasuryGain} units; price × answers with data = ${price * BigInt(withData.length)}${treasuryGain === price * BigInt(withData.length) ? " (equal)" : " (DIFFERENT)"}`,
+  );
+  console.log(
+    `  ledger: ${Object.entries(counts)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ")}`,
+  );
   if (chargesWithoutData.length || dataWithoutCharges.length) process.exitCode = 1;
 } finally {
   resume();

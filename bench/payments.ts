@@ -3,41 +3,41 @@ import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { drizzle } from "drizzle-orm/node-postgres";
 import { createPublicClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import type { IndexDb } from "../api/db.ts";
+import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import { createApp } from "../api/app.ts";
-import { limitBody } from "../api/http/limits.ts";
-import { createLogger } from "../shared/log.ts";
-import { requestLog } from "../api/http/log.ts";
+import type { IndexDb } from "../api/db.ts";
 import type { AppEnv } from "../api/http/app-env.ts";
+import { limitBody } from "../api/http/limits.ts";
+import { requestLog } from "../api/http/log.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
 import { decodePayment } from "../api/payments/header.ts";
 import { indexedPayerState, verifyWithoutRpc } from "../api/payments/local-verify.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { PRICES } from "../api/payments/prices.ts";
-import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
 import { SettlementWorker } from "../api/payments/settlement-worker.ts";
-import type { SettlementTiming } from "../config/payments.ts";
-import { celoChain } from "../config/celo.ts";
-import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
-import { rpc } from "../devnet/rpc.ts";
+import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { Address } from "../config/addresses.ts";
+import { celoChain } from "../config/celo.ts";
 import { readEnv } from "../config/env.ts";
+import type { SettlementTiming } from "../config/payments.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import * as schema from "../ponder.schema.ts";
-import { waitForBlock } from "../harness/indexer.ts";
+import { rpc } from "../devnet/rpc.ts";
 import { stoppedIndexerState } from "../harness/index-db.ts";
-import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
+import { waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
-import { summarizeProfile } from "./support/cpuprofile.ts";
+import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
+import * as schema from "../ponder.schema.ts";
 import { sleep } from "../shared/async.ts";
+import { createLogger } from "../shared/log.ts";
+import { summarizeProfile } from "./support/cpuprofile.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -75,7 +75,8 @@ const concurrency = Number(values.concurrency);
 const blockTime = Number(values["block-time"]);
 const modes = values.modes.split(",") as SettlementTiming["mode"][];
 
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const ms = (x: number) => `${x.toFixed(2)} ms`;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
@@ -94,7 +95,9 @@ try {
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
 
-  const { rows } = await pool.query<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`);
+  const { rows } = await pool.query<{ address: Address }>(
+    `select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`,
+  );
   const wallets = rows.map((r) => r.address);
   // Many payers, as many lenders would be: deferred mode caps what each may owe at once.
   log(`funding ${values.payers} payers (1 USDT each) and indexing their balances…`);
@@ -102,17 +105,32 @@ try {
     const key = generatePrivateKey();
     return { address: privateKeyToAccount(key).address.toLowerCase() as Address, key };
   });
-  const funder = createWalletClient({ account: privateKeyToAccount(lenders[0]!.key), chain: celoChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl) });
+  const funder = createWalletClient({
+    account: privateKeyToAccount(lenders[0]!.key),
+    chain: celoChain(devnet.manifest.rpcUrl),
+    transport: http(devnet.manifest.rpcUrl),
+  });
   let lastFunding: Hex = "0x";
-  for (const payer of payers) lastFunding = await funder.writeContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "transfer", args: [payer.address, 1_000_000n] });
-  const funded = await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: lastFunding });
+  for (const payer of payers)
+    lastFunding = await funder.writeContract({
+      address: USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "transfer",
+      args: [payer.address, 1_000_000n],
+    });
+  const funded = await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({
+    hash: lastFunding,
+  });
   await waitForBlock(indexer, Number(funded.blockNumber), 120_000);
   // Everything timed below reads what is indexed by now. The indexer stops here: in production it
   // runs beside the API, not on its two cores, where each settlement's block would cost it ~100 ms.
   await indexer.stop();
   const sign = async (i: number) => {
     const payer = payers[i % payers.length]!;
-    return { lender: payer, header: specHeader(await signAuthorization(payer.key, USDT, { to: treasury }), USDT.address) };
+    return {
+      lender: payer,
+      header: specHeader(await signAuthorization(payer.key, USDT, { to: treasury }), USDT.address),
+    };
   };
   const toSign = modes.length * (requests + 100) + 400;
   log(`signing ${toSign} authorizations (client side, not timed)…`);
@@ -142,13 +160,18 @@ try {
     const t0 = performance.now();
     const attempt = decodePayment({ xPayment: header }, settings.maxHeaderBytes)!;
     const token = await checkPayment(attempt, PRICES.screen, settings, lender.address, Math.floor(Date.now() / 1000));
-    if ((await verifyWithoutRpc(attempt, token, { settings, state: payerState, unsettled: 0n })) === "needs_rpc") throw new Error("an EOA payment needed RPC");
+    if ((await verifyWithoutRpc(attempt, token, { settings, state: payerState, unsettled: 0n })) === "needs_rpc")
+      throw new Error("an EOA payment needed RPC");
     noRpc.push(performance.now() - t0);
   }
 
   // The readiness gate every paid call passes before its payment (api/indexing/state.ts): Ponder's
   // flag and checkpoint in one statement, and the chain head (one RPC read a second, shared).
-  const gate = stoppedIndexerState({ db, target, chain: createPublicClient({ transport: http(devnet.manifest.rpcUrl) }) });
+  const gate = stoppedIndexerState({
+    db,
+    target,
+    chain: createPublicClient({ transport: http(devnet.manifest.rpcUrl) }),
+  });
   const gateTimes: number[] = [];
   for (let i = 0; i < 200; i++) {
     const t0 = performance.now();
@@ -193,7 +216,9 @@ try {
     });
     if (res.status !== 200) throw new Error(`screen answered ${res.status}: ${await res.text()}`);
     await res.arrayBuffer();
-    if (phaseTimes) for (const [, name, dur] of (res.headers.get("server-timing") ?? "").matchAll(/(\w+);dur=([\d.]+)/g)) (phaseTimes[name!] ??= []).push(Number(dur));
+    if (phaseTimes)
+      for (const [, name, dur] of (res.headers.get("server-timing") ?? "").matchAll(/(\w+);dur=([\d.]+)/g))
+        (phaseTimes[name!] ??= []).push(Number(dur));
   };
   /** The paid calls' Server-Timing phases (payment, handler, settlement), while a latency run collects them. */
   let phaseTimes: Record<string, number[]> | undefined;
@@ -223,21 +248,41 @@ try {
 
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
   const profiles: string[] = [];
-  const results: { mode: string; latency: number[]; rate: number; phases: Record<string, number[]>; settledFirst: number; openFor: number[] }[] = [];
+  const results: {
+    mode: string;
+    latency: number[];
+    rate: number;
+    phases: Record<string, number[]>;
+    settledFirst: number;
+    openFor: number[];
+  }[] = [];
   /** Waits until no payment is claimed and unsettled (the worker running meanwhile), at most a minute. */
   const untilSettled = async () => {
     for (let i = 0; i < 600; i++) {
-      const open = (await store.db.select({ status: payment.status }).from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
+      const open = (await store.db.select({ status: payment.status }).from(payment)).filter(
+        (r) => r.status === "queued" || r.status === "settling" || r.status === "pending",
+      );
       if (open.length === 0) return;
       await sleep(100);
     }
   };
   for (const mode of modes) {
-    const timing: SettlementTiming = mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
+    const timing: SettlementTiming =
+      mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
     let worker: SettlementWorker | undefined;
-    const payments = createPayments({ ...settings, timing }, store.db, undefined, { payerState, onQueued: () => worker?.kick() });
+    const payments = createPayments({ ...settings, timing }, store.db, undefined, {
+      payerState,
+      onQueued: () => worker?.kick(),
+    });
     worker = new SettlementWorker(payments).start();
-    const paidApp = createApp({ db, target, payments, index: stoppedIndexerState({ db, target, chain: payments.chain }), ipfs: undefined as never, logger: quiet });
+    const paidApp = createApp({
+      db,
+      target,
+      payments,
+      index: stoppedIndexerState({ db, target, chain: payments.chain }),
+      ipfs: undefined as never,
+      logger: quiet,
+    });
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.
     const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
     log(`${mode}: ${sequential} paid screens one at a time, then ${requests / 2} with ${concurrency} in flight…`);
@@ -250,7 +295,8 @@ try {
     // The throughput run starts with nothing open: the warm-up's and the latency run's deferred
     // rows, still unsettled, would otherwise count against their payers' caps in it.
     await untilSettled();
-    const settledFirst = async () => (await store.db.select({ deferred: payment.deferred }).from(payment)).filter((r) => !r.deferred).length;
+    const settledFirst = async () =>
+      (await store.db.select({ deferred: payment.deferred }).from(payment)).filter((r) => !r.deferred).length;
     const settledFirstBefore = await settledFirst();
     const startedAt = new Date();
     const profiler = values.profile ? await startProfiler() : undefined;
@@ -258,16 +304,27 @@ try {
     if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
     await untilSettled();
     // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
-    const run = (await store.db.select().from(payment)).filter((r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt);
+    const run = (await store.db.select().from(payment)).filter(
+      (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
+    );
     const openFor = run.map((r) => r.settledAt!.getTime() - r.createdAt.getTime());
     // Deferred calls past a payer's cap settle first (a block each): how many did, in the throughput run.
-    results.push({ mode, latency: paidLatency, rate, phases, settledFirst: (await settledFirst()) - settledFirstBefore, openFor });
+    results.push({
+      mode,
+      latency: paidLatency,
+      rate,
+      phases,
+      settledFirst: (await settledFirst()) - settledFirstBefore,
+      openFor,
+    });
     await worker.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
   const drain = new SettlementWorker(createPayments({ ...settings, timing: { mode: "before" } }, store.db));
   for (let i = 0; i < 120; i++) {
-    const open = (await store.db.select().from(payment)).filter((r) => r.status === "queued" || r.status === "settling" || r.status === "pending");
+    const open = (await store.db.select().from(payment)).filter(
+      (r) => r.status === "queued" || r.status === "settling" || r.status === "pending",
+    );
     if (open.length === 0) break;
     await drain.run();
     await sleep(500);
@@ -284,21 +341,44 @@ try {
   );
   console.log(`(1) verification per request (${local.length} payments)`);
   console.log(`    decode + local checks:               p50 ${ms(pct(local, 50))}  p99 ${ms(pct(local, 99))}`);
-  console.log(`    + facilitator verify (signature, simulated transfer over RPC): p50 ${ms(pct(full, 50))}  p99 ${ms(pct(full, 99))}`);
-  console.log(`    + verifyWithoutRpc (signature, nonce and balance from the index): p50 ${ms(pct(noRpc, 50))}  p99 ${ms(pct(noRpc, 99))}`);
-  console.log(`    readiness gate before it (index state from the database, chain head shared for 1 s): p50 ${ms(pct(gateTimes, 50))}  p99 ${ms(pct(gateTimes, 99))}`);
+  console.log(
+    `    + facilitator verify (signature, simulated transfer over RPC): p50 ${ms(pct(full, 50))}  p99 ${ms(pct(full, 99))}`,
+  );
+  console.log(
+    `    + verifyWithoutRpc (signature, nonce and balance from the index): p50 ${ms(pct(noRpc, 50))}  p99 ${ms(pct(noRpc, 99))}`,
+  );
+  console.log(
+    `    readiness gate before it (index state from the database, chain head shared for 1 s): p50 ${ms(pct(gateTimes, 50))}  p99 ${ms(pct(gateTimes, 99))}`,
+  );
   console.log(`(2) screens one at a time (latency), then ${requests / 2} with ${concurrency} in flight (throughput)`);
-  console.log(`    unpaid:          p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`);
+  console.log(
+    `    unpaid:          p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`,
+  );
   for (const r of results) {
     const capped = r.mode === "deferred" ? ` (${r.settledFirst} of ${requests / 2} settled first, past a cap)` : "";
-    console.log(`    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.rate.toFixed(1)} req/s${capped}`);
+    console.log(
+      `    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.rate.toFixed(1)} req/s${capped}`,
+    );
     const blocks = blockTime > 0 ? `, ${(pct(r.latency, 50) / (blockTime * 1000)).toFixed(2)} blocks` : "";
-    console.log(`      vs unpaid: +${ms(pct(r.latency, 50) - pct(unpaidLatency, 50))} at p50${blocks}; throughput x${(r.rate / unpaidRate).toFixed(3)}`);
-    console.log(`      Server-Timing p50: ${Object.entries(r.phases).map(([name, xs]) => `${name} ${ms(pct(xs, 50))}`).join(", ")}`);
-    if (r.openFor.length) console.log(`      answered -> settled (the exposure's duration): p50 ${ms(pct(r.openFor, 50))}  p99 ${ms(pct(r.openFor, 99))}`);
+    console.log(
+      `      vs unpaid: +${ms(pct(r.latency, 50) - pct(unpaidLatency, 50))} at p50${blocks}; throughput x${(r.rate / unpaidRate).toFixed(3)}`,
+    );
+    console.log(
+      `      Server-Timing p50: ${Object.entries(r.phases)
+        .map(([name, xs]) => `${name} ${ms(pct(xs, 50))}`)
+        .join(", ")}`,
+    );
+    if (r.openFor.length)
+      console.log(
+        `      answered -> settled (the exposure's duration): p50 ${ms(pct(r.openFor, 50))}  p99 ${ms(pct(r.openFor, 99))}`,
+      );
   }
-  console.log(`(3) ledger: ${settledRows.length} settled in ${transactions} transactions (x${(settledRows.length / Math.max(1, transactions)).toFixed(1)} per transaction), ${ledgerRows.filter((r) => r.status === "expired").length} expired, ${ledgerRows.filter((r) => r.status === "queued" || r.status === "settling").length} still open`);
-  console.log(`    treasury received ${treasuryGain} units; the ledger's settled rows sum to ${settledUnits}: ${treasuryGain === settledUnits ? "equal" : "DIFFERENT"}`);
+  console.log(
+    `(3) ledger: ${settledRows.length} settled in ${transactions} transactions (x${(settledRows.length / Math.max(1, transactions)).toFixed(1)} per transaction), ${ledgerRows.filter((r) => r.status === "expired").length} expired, ${ledgerRows.filter((r) => r.status === "queued" || r.status === "settling").length} still open`,
+  );
+  console.log(
+    `    treasury received ${treasuryGain} units; the ledger's settled rows sum to ${settledUnits}: ${treasuryGain === settledUnits ? "equal" : "DIFFERENT"}`,
+  );
   for (const summary of profiles) console.log(`\n${summary}`);
 } finally {
   await chain.stop();

@@ -1,5 +1,5 @@
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -9,8 +9,27 @@ import { SIGNAL_NAMES } from "../api/wallet/signal-catalog.ts";
 import { anvilDevAccount } from "../devnet/accounts.ts";
 import { rpc, rpcBatch } from "../devnet/rpc.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, type TestDatabase, waitForBlock } from "../harness/indexer.ts";
-import { chainHead, cleanupOnExit, fmtMs, log, paidHeader, pct, Recorder, sampleLag, screenWallets, sleep, startReplica } from "../harness/traffic.ts";
+import {
+  type DatabaseSlot,
+  databaseSlot,
+  type Indexer,
+  startIndexer,
+  type TestDatabase,
+  waitForBlock,
+} from "../harness/indexer.ts";
+import {
+  chainHead,
+  cleanupOnExit,
+  fmtMs,
+  log,
+  paidHeader,
+  pct,
+  Recorder,
+  sampleLag,
+  screenWallets,
+  sleep,
+  startReplica,
+} from "../harness/traffic.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
 import { histogramDelta, readMetrics } from "./support/prom.ts";
 
@@ -56,7 +75,10 @@ class BlockProducer {
   private loop: Promise<void> | undefined;
   private readonly nonces = new Map<Hex, number>();
   private readonly recipients = Array.from({ length: 5_000 }, () => `0x${randomBytes(20).toString("hex")}` as Hex);
-  private readonly senders = Array.from({ length: Number(values.senders) }, (_, i) => anvilDevAccount(6 + i).address as Hex);
+  private readonly senders = Array.from(
+    { length: Number(values.senders) },
+    (_, i) => anvilDevAccount(6 + i).address as Hex,
+  );
   private sendErrors = 0;
 
   constructor(
@@ -64,16 +86,24 @@ class BlockProducer {
     private readonly token: Hex,
     private readonly owner: Hex,
   ) {
-    if (this.senders.length > 3) throw new Error("--senders: at most 3 (anvil dev accounts #6-#8; #9 relays the replica's payments)");
+    if (this.senders.length > 3)
+      throw new Error("--senders: at most 3 (anvil dev accounts #6-#8; #9 relays the replica's payments)");
   }
 
   /** Gives each sender stablecoins (a mint by the token's owner), then takes over mining. */
   async prepare() {
-    const data = encodeFunctionData({ abi: devStablecoinAbi, functionName: "seedTransfers", args: [this.senders.map(() => zeroAddress), this.senders, this.senders.map(() => 10n ** 15n)] });
-    await rpc(this.rpcUrl, "eth_sendTransaction", [{ from: this.owner, to: this.token, data, gas: numberToHex(1_000_000) }]);
+    const data = encodeFunctionData({
+      abi: devStablecoinAbi,
+      functionName: "seedTransfers",
+      args: [this.senders.map(() => zeroAddress), this.senders, this.senders.map(() => 10n ** 15n)],
+    });
+    await rpc(this.rpcUrl, "eth_sendTransaction", [
+      { from: this.owner, to: this.token, data, gas: numberToHex(1_000_000) },
+    ]);
     await rpc(this.rpcUrl, "evm_mine");
     await rpc(this.rpcUrl, "evm_setAutomine", [false]);
-    for (const s of this.senders) this.nonces.set(s, Number(BigInt(await rpc<Hex>(this.rpcUrl, "eth_getTransactionCount", [s, "pending"]))));
+    for (const s of this.senders)
+      this.nonces.set(s, Number(BigInt(await rpc<Hex>(this.rpcUrl, "eth_getTransactionCount", [s, "pending"]))));
   }
 
   async start() {
@@ -89,7 +119,18 @@ class BlockProducer {
           const value = BigInt(1 + Math.floor(Math.random() * 100_000_000));
           const nonce = this.nonces.get(from)!;
           this.nonces.set(from, nonce + 1);
-          return { method: "eth_sendTransaction", params: [{ from, to: this.token, data: encodeFunctionData({ abi: devStablecoinAbi, functionName: "transfer", args: [to, value] }), gas: numberToHex(90_000), nonce: numberToHex(nonce) }] };
+          return {
+            method: "eth_sendTransaction",
+            params: [
+              {
+                from,
+                to: this.token,
+                data: encodeFunctionData({ abi: devStablecoinAbi, functionName: "transfer", args: [to, value] }),
+                gas: numberToHex(90_000),
+                nonce: numberToHex(nonce),
+              },
+            ],
+          };
         });
         try {
           for (let i = 0; i < calls.length; i += 500) await rpcBatch(this.rpcUrl, calls.slice(i, i + 500));
@@ -109,7 +150,8 @@ class BlockProducer {
   }
 
   private async resyncNonces() {
-    for (const s of this.senders) this.nonces.set(s, Number(BigInt(await rpc<Hex>(this.rpcUrl, "eth_getTransactionCount", [s, "pending"]))));
+    for (const s of this.senders)
+      this.nonces.set(s, Number(BigInt(await rpc<Hex>(this.rpcUrl, "eth_getTransactionCount", [s, "pending"]))));
   }
 
   async stop() {
@@ -127,7 +169,8 @@ function indexedBlockLines(indexer: Indexer, from: number, to: number): BlockLin
     if (!line.includes('"Indexed block"')) continue;
     try {
       const j = JSON.parse(line) as { number: number; event_count: number; duration: number };
-      if (j.number >= from && j.number <= to) out.push({ number: j.number, events: j.event_count, duration: j.duration });
+      if (j.number >= from && j.number <= to)
+        out.push({ number: j.number, events: j.event_count, duration: j.duration });
     } catch {
       /* a partial line */
     }
@@ -169,7 +212,9 @@ const devnet = await startTestDevnet({ wallets: Number(values.wallets) });
 closers.push(() => devnet.stop());
 const { manifest } = devnet;
 const rpcUrl = manifest.rpcUrl;
-log(`devnet: ${manifest.population.transfers} transfers seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+log(
+  `devnet: ${manifest.population.transfers} transfers seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+);
 const producer = new BlockProducer(rpcUrl, manifest.tokens.USDT.address as Hex, manifest.deployer.address as Hex);
 await producer.prepare();
 const wallets = screenWallets(manifest);
@@ -187,11 +232,19 @@ async function screensLoop(apiUrl: string, perSecond: number, recorder: Recorder
       (async () => {
         const paid = await paidHeader(manifest, n);
         const res = await recorder.time("POST /api/lender/screen (paid)", 200, () =>
-          fetch(`${apiUrl}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json", "x-payment": paid.header }, body: JSON.stringify({ walletAddress: wallet, callerAddress: paid.payer }) }),
+          fetch(`${apiUrl}/api/lender/screen`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-payment": paid.header },
+            body: JSON.stringify({ walletAddress: wallet, callerAddress: paid.payer }),
+          }),
         );
         if (!res) return;
         const again = await paidHeader(manifest, n);
-        await recorder.time("GET signal (free after screen)", 200, () => fetch(`${apiUrl}/api/wallet/${wallet}/signals/${SIGNAL_NAMES[0]}`, { headers: { "x-payment": again.header } }));
+        await recorder.time("GET signal (free after screen)", 200, () =>
+          fetch(`${apiUrl}/api/wallet/${wallet}/signals/${SIGNAL_NAMES[0]}`, {
+            headers: { "x-payment": again.header },
+          }),
+        );
       })(),
     );
     await sleep(1000 / perSecond);
@@ -213,7 +266,9 @@ async function runDatabase(db: TestDatabase) {
     LOG_LEVEL: "warn",
     POLLING_INTERVAL_MS: values.polling!,
     FREE_RATE_LIMIT_PER_MINUTE: "1000000",
-    ...(profileDir ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+    ...(profileDir
+      ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --cpu-prof --cpu-prof-dir=${profileDir}` }
+      : {}),
   });
   const stopIndexer = () => indexer.stop();
   closers.push(stopIndexer);
@@ -226,7 +281,15 @@ async function runDatabase(db: TestDatabase) {
   let apiUrl = indexer.url;
   let stopReplica: (() => Promise<void>) | undefined;
   if (db === "postgres" && values.api === "replica") {
-    const replica = await startReplica({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, LOG_LEVEL: "warn", X402_RELAYER_PRIVATE_KEY: anvilDevAccount(9).privateKey }, slot.schema);
+    const replica = await startReplica(
+      {
+        DEVNET_MANIFEST: devnet.manifestPath,
+        ...slot.env,
+        LOG_LEVEL: "warn",
+        X402_RELAYER_PRIVATE_KEY: anvilDevAccount(9).privateKey,
+      },
+      slot.schema,
+    );
     stopReplica = () => replica.stop();
     closers.push(stopReplica);
     apiUrl = replica.url;
@@ -270,8 +333,14 @@ async function runDatabase(db: TestDatabase) {
         lagP99: pct(lags, 99),
         lagMax: Math.max(...lags),
         lagEnd: last.length ? Math.max(...last) : Number.NaN,
-        blockMsP50: pct(lines.map((l) => l.duration), 50),
-        blockMsP99: pct(lines.map((l) => l.duration), 99),
+        blockMsP50: pct(
+          lines.map((l) => l.duration),
+          50,
+        ),
+        blockMsP99: pct(
+          lines.map((l) => l.duration),
+          99,
+        ),
         realtimeLatencyMs: latency ? latency.sum / latency.count : Number.NaN,
         cpu,
         screens: recorder,
@@ -315,12 +384,23 @@ async function runDatabase(db: TestDatabase) {
 }
 
 /** Ponder's own metrics over the window, per indexed block: handlers, store, database methods. */
-function printBreakdown(before: Awaited<ReturnType<typeof readMetrics>>, after: Awaited<ReturnType<typeof readMetrics>>, blocks: number) {
+function printBreakdown(
+  before: Awaited<ReturnType<typeof readMetrics>>,
+  after: Awaited<ReturnType<typeof readMetrics>>,
+  blocks: number,
+) {
   if (!blocks) return;
   const per = (x: number) => (x / blocks).toFixed(1).padStart(8);
   console.log(`  Ponder's metrics over the window, per indexed block (${blocks} blocks): ms total, calls`);
-  for (const name of ["ponder_realtime_latency", "ponder_indexing_function_duration", "ponder_indexing_cache_query_duration", "ponder_database_method_duration", "ponder_rpc_request_duration"]) {
-    for (const row of histogramDelta(before, after, name).slice(0, 12)) console.log(`    ${per(row.sum)} ms ${per(row.count)}  ${name}${row.labels}`);
+  for (const name of [
+    "ponder_realtime_latency",
+    "ponder_indexing_function_duration",
+    "ponder_indexing_cache_query_duration",
+    "ponder_database_method_duration",
+    "ponder_rpc_request_duration",
+  ]) {
+    for (const row of histogramDelta(before, after, name).slice(0, 12))
+      console.log(`    ${per(row.sum)} ms ${per(row.count)}  ${name}${row.labels}`);
   }
 }
 
@@ -331,8 +411,12 @@ try {
   await closeAll();
 }
 
-console.log(`\nFollowing the head: 1 block/s on anvil, transfers as separate transactions from ${values.senders} accounts, ${values.screens} paid screens/s (each + a signal read) against ${values.api === "replica" ? "a replica (Postgres) / the indexer's API (PGlite)" : "the indexer's API"}, POLLING_INTERVAL_MS=${values.polling}, ${seconds} s per rate (after ${warmup} s warm-up), 2 cores`);
-console.log("db         rate/block  blocks/s  events/blk  lag p50  lag p99  lag max  ms/block p50  ms/block p99  indexer CPU  screen p50  screen p99  signal p99  errors  target (lag p99 <= 2)");
+console.log(
+  `\nFollowing the head: 1 block/s on anvil, transfers as separate transactions from ${values.senders} accounts, ${values.screens} paid screens/s (each + a signal read) against ${values.api === "replica" ? "a replica (Postgres) / the indexer's API (PGlite)" : "the indexer's API"}, POLLING_INTERVAL_MS=${values.polling}, ${seconds} s per rate (after ${warmup} s warm-up), 2 cores`,
+);
+console.log(
+  "db         rate/block  blocks/s  events/blk  lag p50  lag p99  lag max  ms/block p50  ms/block p99  indexer CPU  screen p50  screen p99  signal p99  errors  target (lag p99 <= 2)",
+);
 for (const r of results) {
   const screen = r.screens.times.get("POST /api/lender/screen (paid)") ?? [];
   const signal = r.screens.times.get("GET signal (free after screen)") ?? [];
@@ -346,7 +430,14 @@ for (const db of databases) {
   const at200 = own.find((r) => r.rate === 200);
   console.log(
     `${db}: largest rate sustained (lag p99 <= ${TARGET_LAG} blocks): ${sustained.length ? `${Math.max(...sustained)} transfers/block` : "none of those tried"}` +
-      (own.some((r) => !r.meets) ? `; over target at ${own.filter((r) => !r.meets).map((r) => r.rate).join(", ")}` : "; the highest rate tried was sustained") +
-      (at200 ? `; at 200/block: lag p99 ${at200.lagP99}, max ${at200.lagMax} (${at200.meets ? "target met" : "target NOT met"})` : ""),
+      (own.some((r) => !r.meets)
+        ? `; over target at ${own
+            .filter((r) => !r.meets)
+            .map((r) => r.rate)
+            .join(", ")}`
+        : "; the highest rate tried was sustained") +
+      (at200
+        ? `; at 200/block: lag p99 ${at200.lagP99}, max ${at200.lagMax} (${at200.meets ? "target met" : "target NOT met"})`
+        : ""),
   );
 }

@@ -1,16 +1,16 @@
+import { availableParallelism, loadavg } from "node:os";
+import { parseArgs } from "node:util";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { MiddlewareHandler } from "hono";
-import { availableParallelism, loadavg } from "node:os";
-import { parseArgs } from "node:util";
 import { zeroAddress } from "viem";
 import type { IndexDb } from "../api/db.ts";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
+import { scoreWallet } from "../api/scoring/model.ts";
 import { screenBatchHandler, screenBatchRoute } from "../api/screen/batch-route.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
-import { scoreWallet } from "../api/scoring/model.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import { loadWalletsFacts } from "../api/wallet/queries.ts";
 import type { Address } from "../config/addresses.ts";
@@ -27,12 +27,17 @@ import * as schema from "../ponder.schema.ts";
 // bench:payments'). Cold: a new result cache each round (first screens); warm: the cache kept
 // (each wallet's position is still read, to confirm it).
 const { values } = parseArgs({
-  options: { batch: { type: "boolean" }, wallets: { type: "string", default: "300" }, rounds: { type: "string", default: "40" } },
+  options: {
+    batch: { type: "boolean" },
+    wallets: { type: "string", default: "300" },
+    rounds: { type: "string", default: "40" },
+  },
 });
 const rounds = Number(values.rounds);
 const BATCH = 100;
 
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const ms = (x: number) => `${x.toFixed(1)} ms`.padStart(10);
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
@@ -42,13 +47,21 @@ try {
   const { devnet, slot, indexer, pool } = chain;
   await waitForBlock(indexer, devnet.manifest.headBlock, 600_000);
   log(`indexed ${devnet.manifest.population.transfers} transfers`);
-  for (const table of ["transfer", "flow", "received", "balance"]) await pool.query(`vacuum analyze "${slot.schema}".${table}`);
+  for (const table of ["transfer", "flow", "received", "balance"])
+    await pool.query(`vacuum analyze "${slot.schema}".${table}`);
   const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
   const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
-  const { rows } = await pool.query<{ address: Address }>(`select address from balance where address <> '${zeroAddress}' group by address`);
+  const { rows } = await pool.query<{ address: Address }>(
+    `select address from balance where address <> '${zeroAddress}' group by address`,
+  );
   const wallets = rows.map((r) => r.address);
   if (wallets.length < BATCH) throw new Error(`only ${wallets.length} wallets indexed; need ${BATCH}`);
-  const billing = { chargedUnits: 0n, token: { ...devnet.manifest.tokens.USDT, symbol: "USDT", decimals: 6 }, payer: devnet.manifest.lenders[0]!.address, waived: true } as never;
+  const billing = {
+    chargedUnits: 0n,
+    token: { ...devnet.manifest.tokens.USDT, symbol: "USDT", decimals: 6 },
+    payer: devnet.manifest.lenders[0]!.address,
+    waived: true,
+  } as never;
 
   /** Both routes as declared (validation, handlers), their payment replaced by a free pass, on one assessor. */
   const app = (assessor: WalletAssessor) => {
@@ -64,12 +77,20 @@ try {
     return a;
   };
   const post = async (a: OpenAPIHono<AppEnv>, path: string, body: unknown) => {
-    const res = await a.request(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const res = await a.request(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     if (res.status !== 200) throw new Error(`${path} answered ${res.status}: ${await res.text()}`);
     await res.arrayBuffer();
   };
-  const sample = (round: number) => Array.from({ length: BATCH }, (_, i) => wallets[(round * 37 + i * 7) % wallets.length]!).filter((w, i, all) => all.indexOf(w) === i);
-  const batchOf = async (a: OpenAPIHono<AppEnv>, list: Address[]) => post(a, "/api/lender/screen/batch", { wallets: list });
+  const sample = (round: number) =>
+    Array.from({ length: BATCH }, (_, i) => wallets[(round * 37 + i * 7) % wallets.length]!).filter(
+      (w, i, all) => all.indexOf(w) === i,
+    );
+  const batchOf = async (a: OpenAPIHono<AppEnv>, list: Address[]) =>
+    post(a, "/api/lender/screen/batch", { wallets: list });
   const singles = async (a: OpenAPIHono<AppEnv>, list: Address[]) => {
     for (const w of list) await post(a, "/api/lender/screen", { walletAddress: w });
   };
@@ -105,11 +126,17 @@ try {
     scoring.push(performance.now() - t1);
   }
   figures.push(["  of a cold batch: the reads", reads], ["  of a cold batch: scoring", scoring]);
-  console.log(`\nScreening ${BATCH} wallets on the devnet (${devnet.manifest.population.transfers} transfers, Postgres), unpaid, ${rounds} rounds each:`);
+  console.log(
+    `\nScreening ${BATCH} wallets on the devnet (${devnet.manifest.population.transfers} transfers, Postgres), unpaid, ${rounds} rounds each:`,
+  );
   console.log(`${"".padEnd(34)}${"p50".padStart(10)}${"p99".padStart(10)}`);
   for (const [label, times] of figures) console.log(`${label.padEnd(34)}${ms(pct(times, 50))}${ms(pct(times, 99))}`);
   const coldBatch = figures[0]![1];
-  console.log(`load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(", ")} on ${availableParallelism()} cores`);
+  console.log(
+    `load average during the run: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(", ")} on ${availableParallelism()} cores`,
+  );
   console.log(`\ntarget: 100 wallets in at most 100 ms p50 (cold): ${pct(coldBatch, 50) <= 100 ? "met" : "not met"}`);
 } finally {
   await chain.stop();

@@ -37,7 +37,8 @@ const { values } = parseArgs({
     cold: { type: "boolean", default: false },
   },
 });
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const ms = (x: number) => `${x.toFixed(0)} ms`;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 const time = async <T>(fn: () => Promise<T>): Promise<[T, number]> => {
@@ -46,22 +47,41 @@ const time = async <T>(fn: () => Promise<T>): Promise<[T, number]> => {
   return [value, performance.now() - t];
 };
 
-log(`seeding a devnet: ${values.wallets} background wallets over 13 months, and a wallet with ${values.target} transfers…`);
+log(
+  `seeding a devnet: ${values.wallets} background wallets over 13 months, and a wallet with ${values.target} transfers…`,
+);
 const devnet = await startTestDevnet({ wallets: Number(values.wallets), months: 13, slotHours: 6 });
 const busyWallet = actorAddress(7, "bench:statement-busy");
 {
   const { deployer } = DEVNET_ROLES;
-  const seeder = new HistorySeeder(devnet.manifest.rpcUrl, deployer.address, { USDT: devnet.manifest.tokens.USDT.address, USDC: devnet.manifest.tokens.USDC.address }, { slotSeconds: 60, perTransaction: 400 });
+  const seeder = new HistorySeeder(
+    devnet.manifest.rpcUrl,
+    deployer.address,
+    { USDT: devnet.manifest.tokens.USDT.address, USDC: devnet.manifest.tokens.USDC.address },
+    { slotSeconds: 60, perTransaction: 400 },
+  );
   await seeder.begin();
   const start = Math.floor(Date.now() / 1000) + 60;
   const payers = Array.from({ length: 50 }, (_, i) => actorAddress(7, `bench:payer-${i}`));
   const payees = Array.from({ length: 200 }, (_, i) => actorAddress(7, `bench:payee-${i}`));
-  const plan: PlannedTransfer[] = payers.flatMap((p) => (["USDT", "USDC"] as const).map((token) => ({ at: start, token, from: zeroAddress, to: p, amount: usd(1_000_000) })));
+  const plan: PlannedTransfer[] = payers.flatMap((p) =>
+    (["USDT", "USDC"] as const).map((token) => ({
+      at: start,
+      token,
+      from: zeroAddress,
+      to: p,
+      amount: usd(1_000_000),
+    })),
+  );
   const target = Number(values.target);
   for (let i = 0; i < target; i++) {
     const token = i % 3 === 0 ? "USDC" : "USDT";
     const at = start + 60 + Math.floor(i / 25) * 60; // 25 transfers a minute
-    plan.push(i % 2 === 0 ? { at, token, from: payers[i % payers.length]!, to: busyWallet, amount: usd(50 + (i % 97)) } : { at, token, from: busyWallet, to: payees[i % payees.length]!, amount: usd(10 + (i % 13)) });
+    plan.push(
+      i % 2 === 0
+        ? { at, token, from: payers[i % payers.length]!, to: busyWallet, amount: usd(50 + (i % 97)) }
+        : { at, token, from: busyWallet, to: payees[i % payees.length]!, amount: usd(10 + (i % 13)) },
+    );
   }
   await seeder.seed(plan);
   devnet.manifest.headBlock = await seeder.end(start + 120 + Math.ceil(target / 25) * 60);
@@ -73,18 +93,28 @@ const ipfsDir = mkdtempSync(join(tmpdir(), "bench-ipfs-"));
 let pool: pg.Pool | undefined;
 try {
   await waitForBlock(indexer, devnet.manifest.headBlock, 900_000);
-  log(`indexed the devnet (${devnet.manifest.population.transfers} background transfers); stopping the indexer so that only the statements run`);
+  log(
+    `indexed the devnet (${devnet.manifest.population.transfers} background transfers); stopping the indexer so that only the statements run`,
+  );
   await indexer.stop();
   pool = new pg.Pool({ connectionString: devnetDatabaseUrl(slot.env.DATABASE_URL!), max: 4 });
   const db = drizzle(pool) as unknown as IndexDb;
   const store = await openServiceStore(slot.store);
   const ipfs = await openIpfs(ipfsDir);
-  const target = { schema: slot.schema, tokens: [{ ...devnet.manifest.tokens.USDT, symbol: "USDT" as const }, { ...devnet.manifest.tokens.USDC, symbol: "USDC" as const }] };
+  const target = {
+    schema: slot.schema,
+    tokens: [
+      { ...devnet.manifest.tokens.USDT, symbol: "USDT" as const },
+      { ...devnet.manifest.tokens.USDC, symbol: "USDC" as const },
+    ],
+  };
   const deps = { db, target, ipfs, store: store.db };
 
   // Transfers per wallet over the 12 months before the head.
   const s = slot.schema;
-  const head = Number((await pool.query(`select substr(latest_checkpoint, 1, 10) as t from "${s}"._ponder_checkpoint`)).rows[0].t);
+  const head = Number(
+    (await pool.query(`select substr(latest_checkpoint, 1, 10) as t from "${s}"._ponder_checkpoint`)).rows[0].t,
+  );
   const since = periodStart(head, "12M");
   const counts = (
     await pool.query<{ address: Address; n: number }>(
@@ -94,23 +124,34 @@ try {
     )
   ).rows;
   const busy = counts.find((c) => c.address === busyWallet.toLowerCase()) ?? counts[0]!;
-  log(`busiest wallets (12M rows): ${counts.slice(0, 5).map((c) => c.n).join(", ")}; median wallet: ${counts[Math.floor(counts.length / 2)]!.n}`);
+  log(
+    `busiest wallets (12M rows): ${counts
+      .slice(0, 5)
+      .map((c) => c.n)
+      .join(", ")}; median wallet: ${counts[Math.floor(counts.length / 2)]!.n}`,
+  );
 
   // The first statement a process makes (JIT, font metrics, heap still small): after the warm-up
   // the app runs when it sets up the statement route (warmStatementPdf), or without it (--cold).
-  if (!values.cold) log(`warming the PDF renderer, as the app does at start: ${ms((await time(() => warmStatementPdf()))[1])}`);
+  if (!values.cold)
+    log(`warming the PDF renderer, as the app does at start: ${ms((await time(() => warmStatementPdf()))[1])}`);
   const [, cold] = await time(() => makeStatement(deps, busy.address, "12M"));
-  log(`first statement of the process (${values.cold ? "cold, no warm-up" : "after the warm-up"}), ${busy.n} rows: ${ms(cold)}`);
+  log(
+    `first statement of the process (${values.cold ? "cold, no warm-up" : "after the warm-up"}), ${busy.n} rows: ${ms(cold)}`,
+  );
 
   const totals: number[] = [];
-  for (let i = 0; i < Number(values.runs); i++) totals.push((await time(() => makeStatement(deps, busy.address, "12M")))[1]);
+  for (let i = 0; i < Number(values.runs); i++)
+    totals.push((await time(() => makeStatement(deps, busy.address, "12M")))[1]);
   const [data, load] = await time(() => loadStatement(db, target, busy.address, "12M"));
   const [files, render] = await time(() => renderStatement(data, cidOf));
   const [, pin] = await time(async () => {
     await ipfs.add(files.csv);
     await ipfs.add(files.pdf);
   });
-  log(`12-month statement, ${data.rows.length} transfers (${files.pdf.length} bytes of PDF, ${files.csv.length} of CSV): p50 ${ms(pct(totals, 50))}, max ${ms(Math.max(...totals))} over ${totals.length} runs`);
+  log(
+    `12-month statement, ${data.rows.length} transfers (${files.pdf.length} bytes of PDF, ${files.csv.length} of CSV): p50 ${ms(pct(totals, 50))}, max ${ms(Math.max(...totals))} over ${totals.length} runs`,
+  );
   log(`  of which: read ${ms(load)}, render CSV+PDF ${ms(render)}, pin both ${ms(pin)}`);
 
   // Typical wallets: a spread of ordinary ones (the middle of the activity ranking), default period.
@@ -124,7 +165,9 @@ try {
     typical.push(t);
     rows.push(made.data.rows.length);
   }
-  log(`typical wallet, 3M (default), ${sample.length} wallets, median ${pct(rows, 50)} transfers: p50 ${ms(pct(typical, 50))}, p90 ${ms(pct(typical, 90))}`);
+  log(
+    `typical wallet, 3M (default), ${sample.length} wallets, median ${pct(rows, 50)} transfers: p50 ${ms(pct(typical, 50))}, p90 ${ms(pct(typical, 90))}`,
+  );
   const typical12: number[] = [];
   for (const w of sample.slice(0, 20)) typical12.push((await time(() => makeStatement(deps, w.address, "12M")))[1]);
   log(`typical wallet, 12M, ${typical12.length} wallets: p50 ${ms(pct(typical12, 50))}`);

@@ -6,13 +6,12 @@ import { parseArgs } from "node:util";
 import { encodeFunctionData, type Hex, numberToHex } from "viem";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
 import { createApp } from "../api/app.ts";
-import { createLogger } from "../shared/log.ts";
 import { cidOf, type IpfsNode, openIpfs } from "../api/ipfs/node.ts";
 import { canonicalBytes, drawReportId, loanCapacityText, type PassportDocument } from "../api/passport/document.ts";
+import { parsePassportId } from "../api/passport/passport-id.ts";
 import { createReporter, resolveReporterSettings } from "../api/passport/reporter.ts";
 import type { PassportStatus } from "../api/passport/schema.ts";
 import { contentHashOf, findRows } from "../api/passport/verify.ts";
-import { parsePassportId } from "../api/passport/passport-id.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { indexedHead } from "../api/stats/queries.ts";
 import { payment } from "../api/store/schema.ts";
@@ -21,13 +20,14 @@ import type { Address } from "../config/addresses.ts";
 import { CELO_CHAIN_ID } from "../config/celo.ts";
 import { readEnv } from "../config/env.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import { actorAddress } from "../devnet/scenario/random.ts";
 import { rpc, rpcBatch } from "../devnet/rpc.ts";
+import { actorAddress } from "../devnet/scenario/random.ts";
 import { startTestDevnet } from "../harness/devnet.ts";
 import { openIndexDb, stoppedIndexerState } from "../harness/index-db.ts";
 import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 import { sleep } from "../shared/async.ts";
+import { createLogger } from "../shared/log.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -66,13 +66,21 @@ const ISSUANCES = Number(values.issuances);
 // The in-process app has a single client ("unknown" address): lift the per-client limit to its most.
 process.env.VERIFY_RATE_LIMIT_PER_MINUTE = "100000";
 
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN);
+const pct = (xs: number[], p: number) =>
+  xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN;
 const ms = (x: number) => `${x.toFixed(2)} ms`;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 const iso = (s: number) => new Date(s * 1000).toISOString();
 
 type Kind = "valid" | "expired" | "revoked" | "superseded";
-type Attestation = { reportId: string; cid: string; wallet: Address; kind: Kind; supersedes: string | null; doc: PassportDocument };
+type Attestation = {
+  reportId: string;
+  cid: string;
+  wallet: Address;
+  kind: Kind;
+  supersedes: string | null;
+  doc: PassportDocument;
+};
 
 log(`seeding a devnet (${values.wallets} background wallets)…`);
 const devnet = await startTestDevnet({ wallets: Number(values.wallets), months: 13, slotHours: 24 });
@@ -88,7 +96,17 @@ let store: Awaited<ReturnType<typeof openServiceStore>> | undefined;
 let index: Awaited<ReturnType<typeof openIndexDb>> | undefined;
 
 /** A passport document as the report route writes it (api/passport/document.ts), with varied content. */
-function documentOf(i: number, a: { reportId: string; wallet: Address; issuedAt: number; expiresAt: number; supersedes: string | null; asOf: { block: number; time: string } }): PassportDocument {
+function documentOf(
+  i: number,
+  a: {
+    reportId: string;
+    wallet: Address;
+    issuedAt: number;
+    expiresAt: number;
+    supersedes: string | null;
+    asOf: { block: number; time: string };
+  },
+): PassportDocument {
   const reputation = 30 + (i % 70);
   const financialHealth = 25 + ((i * 7) % 75);
   const minUsd = 100 + (i % 40) * 50;
@@ -99,10 +117,26 @@ function documentOf(i: number, a: { reportId: string; wallet: Address; issuedAt:
     reportId: a.reportId,
     walletAddress: a.wallet,
     buyer,
-    scores: { financialHealth, reputation, reputationCategory: reputation >= 70 ? "good" : reputation >= 50 ? "fair" : "poor" },
+    scores: {
+      financialHealth,
+      reputation,
+      reputationCategory: reputation >= 70 ? "good" : reputation >= 50 ? "fair" : "poor",
+    },
     recommendation: reputation >= 70 ? "approve" : reputation >= 50 ? "review" : "decline",
-    income: { label: "regular", monthlyEstimateUsd: 800 + (i % 500), verifiedMonthlyUsd: 700 + (i % 400), weeklyConsistencyPct: 40 + (i % 60) },
-    loanCapacity: { minUsd, maxUsd, confidence: "medium", riskCategory: "moderate", currency: "USD", attested: loanCapacityText(minUsd, maxUsd) },
+    income: {
+      label: "regular",
+      monthlyEstimateUsd: 800 + (i % 500),
+      verifiedMonthlyUsd: 700 + (i % 400),
+      weeklyConsistencyPct: 40 + (i % 60),
+    },
+    loanCapacity: {
+      minUsd,
+      maxUsd,
+      confidence: "medium",
+      riskCategory: "moderate",
+      currency: "USD",
+      attested: loanCapacityText(minUsd, maxUsd),
+    },
     topFactors: [
       { score: "reputation", factor: "Regular monthly income over 12 months", points: 12 },
       { score: "financialHealth", factor: "Spends less than it receives", points: 8 },
@@ -130,16 +164,39 @@ try {
     return encodeFunctionData({
       abi: reputationReporterAbi,
       functionName: "publishFinancialReportV2",
-      args: [a.wallet, buyer, d.scores.reputation, d.scores.financialHealth, d.loanCapacity.attested, a.reportId, a.cid, BigInt(Date.parse(d.expiresAt) / 1000), a.supersedes ?? ""],
+      args: [
+        a.wallet,
+        buyer,
+        d.scores.reputation,
+        d.scores.financialHealth,
+        d.loanCapacity.attested,
+        a.reportId,
+        a.cid,
+        BigInt(Date.parse(d.expiresAt) / 1000),
+        a.supersedes ?? "",
+      ],
     });
   };
   const probe = await (async () => {
     const reportId = drawReportId();
     const wallet = actorAddress(9, "bench:verify-probe");
-    const doc = documentOf(0, { reportId, wallet, issuedAt: blockTime, expiresAt: blockTime + 86_400, supersedes: null, asOf });
+    const doc = documentOf(0, {
+      reportId,
+      wallet,
+      issuedAt: blockTime,
+      expiresAt: blockTime + 86_400,
+      supersedes: null,
+      asOf,
+    });
     return { reportId, cid: await cidOf(canonicalBytes(doc)), wallet, kind: "valid" as const, supersedes: null, doc };
   })();
-  const publishGas = Number(BigInt(await rpc<Hex>(manifest.rpcUrl, "eth_estimateGas", [{ from: reporterAddress, to: contract, data: callOf(probe) }])));
+  const publishGas = Number(
+    BigInt(
+      await rpc<Hex>(manifest.rpcUrl, "eth_estimateGas", [
+        { from: reporterAddress, to: contract, data: callOf(probe) },
+      ]),
+    ),
+  );
   const gasPerTx = Math.ceil(publishGas * 1.5); // a superseding publication writes a little more
   const REVOKE_GAS = 200_000;
   const block = await rpc<{ gasLimit: Hex }>(manifest.rpcUrl, "eth_getBlockByNumber", ["latest", false]);
@@ -172,16 +229,42 @@ try {
       const reportId = freshId();
       const wallet = supersedes ? supersedes.wallet : actorAddress(9, `bench:verify-${i}`);
       const expiresAt = kind === "expired" ? time + 1 : time + 90 * 86_400;
-      const doc = documentOf(i, { reportId, wallet, issuedAt: time, expiresAt, supersedes: supersedes?.reportId ?? null, asOf });
-      const a: Attestation = { reportId, cid: await cidOf(canonicalBytes(doc)), wallet, kind, supersedes: supersedes?.reportId ?? null, doc };
+      const doc = documentOf(i, {
+        reportId,
+        wallet,
+        issuedAt: time,
+        expiresAt,
+        supersedes: supersedes?.reportId ?? null,
+        asOf,
+      });
+      const a: Attestation = {
+        reportId,
+        cid: await cidOf(canonicalBytes(doc)),
+        wallet,
+        kind,
+        supersedes: supersedes?.reportId ?? null,
+        doc,
+      };
       if (supersedes) supersedes.kind = "superseded";
       attestations.push(a);
       txs.push({ data: callOf(a), gas: gasPerTx });
-      if (kind === "revoked") revokes.push(encodeFunctionData({ abi: reputationReporterAbi, functionName: "revokeReport", args: [reportId, "bench: wallet reported compromised"] }));
+      if (kind === "revoked")
+        revokes.push(
+          encodeFunctionData({
+            abi: reputationReporterAbi,
+            functionName: "revokeReport",
+            args: [reportId, "bench: wallet reported compromised"],
+          }),
+        );
     }
     for (const data of revokes) txs.push({ data, gas: REVOKE_GAS });
     revocations += revokes.length;
-    const calls = txs.map((t) => ({ method: "eth_sendTransaction", params: [{ from: reporterAddress, to: contract, data: t.data, gas: numberToHex(t.gas), nonce: numberToHex(nonce++) }] }));
+    const calls = txs.map((t) => ({
+      method: "eth_sendTransaction",
+      params: [
+        { from: reporterAddress, to: contract, data: t.data, gas: numberToHex(t.gas), nonce: numberToHex(nonce++) },
+      ],
+    }));
     for (let i = 0; i < calls.length; i += 400) await rpcBatch(manifest.rpcUrl, calls.slice(i, i + 400));
     await rpc(manifest.rpcUrl, "evm_mine", [numberToHex(time)]);
   }
@@ -195,7 +278,9 @@ try {
   await rpc(manifest.rpcUrl, "evm_setAutomine", [true]);
   const headBlock = Number(BigInt(await rpc<Hex>(manifest.rpcUrl, "eth_blockNumber")));
   const seedSeconds = (performance.now() - seedStarted) / 1000;
-  log(`published ${N} attestations and ${revocations} revocations up to block ${headBlock} in ${seedSeconds.toFixed(1)} s (${(N / seedSeconds).toFixed(0)}/s): ${JSON.stringify(counts)}`);
+  log(
+    `published ${N} attestations and ${revocations} revocations up to block ${headBlock} in ${seedSeconds.toFixed(1)} s (${(N / seedSeconds).toFixed(0)}/s): ${JSON.stringify(counts)}`,
+  );
 
   // ---------------------------------------------------------------- index them into Postgres
   await slot.prepare();
@@ -203,7 +288,9 @@ try {
   indexer = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env });
   await waitForBlock(indexer, headBlock, 3_600_000);
   const indexSeconds = (performance.now() - indexStarted) / 1000;
-  log(`indexed in ${indexSeconds.toFixed(0)} s (indexer start included); stopping the indexer so that only the measurements run`);
+  log(
+    `indexed in ${indexSeconds.toFixed(0)} s (indexer start included); stopping the indexer so that only the measurements run`,
+  );
   await indexer.stop();
   indexer = undefined;
 
@@ -211,7 +298,10 @@ try {
   const rowCount = await slot.read(async (q) => {
     // What autovacuum does on a running system: statistics and the visibility map.
     await q(`vacuum analyze "${slot.schema}".report`);
-    return Number((await q<{ n: string }>(`select count(*) as n from "${slot.schema}".report where reporter = '${contract}'`))[0]!.n);
+    return Number(
+      (await q<{ n: string }>(`select count(*) as n from "${slot.schema}".report where reporter = '${contract}'`))[0]!
+        .n,
+    );
   });
   if (rowCount !== N) throw new Error(`${rowCount} report rows indexed, ${N} published: some publications reverted`);
 
@@ -223,7 +313,16 @@ try {
   const payments = createPayments(settings, store.db);
   ipfs = await openIpfs(ipfsDir);
   const reporter = createReporter(resolveReporterSettings(target, env));
-  const app = createApp({ db: index.db, target, payments, index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }), ipfs: Promise.resolve(ipfs), reporter, store: Promise.resolve(store.db), logger: quiet });
+  const app = createApp({
+    db: index.db,
+    target,
+    payments,
+    index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }),
+    ipfs: Promise.resolve(ipfs),
+    reporter,
+    store: Promise.resolve(store.db),
+    logger: quiet,
+  });
 
   // The passports measured, spread over the whole set, their documents pinned.
   const step = Math.max(1, Math.floor(N / SAMPLES));
@@ -233,7 +332,9 @@ try {
     const cid = await ipfs.add(canonicalBytes(a.doc));
     if (cid !== a.cid) throw new Error(`pinned ${cid}, attested ${a.cid}`);
   }
-  log(`pinned the documents of the ${sample.length} passports measured in ${((performance.now() - pinStarted) / 1000).toFixed(1)} s`);
+  log(
+    `pinned the documents of the ${sample.length} passports measured in ${((performance.now() - pinStarted) / 1000).toFixed(1)} s`,
+  );
   // The seeding's 100k documents are the bench's, not the service's: a heap the service would not
   // hold makes every major GC (and the p99 it lands on) several times longer. Only the sample stays.
   attestations.length = 0;
@@ -242,11 +343,19 @@ try {
   const gcObserver = new PerformanceObserver((list) => gcPauses.push(...list.getEntries().map((e) => e.duration)));
   gcObserver.observe({ entryTypes: ["gc"] });
 
-  const expected: Record<Kind, PassportStatus> = { valid: "confirmed", expired: "expired", revoked: "revoked", superseded: "superseded" };
+  const expected: Record<Kind, PassportStatus> = {
+    valid: "confirmed",
+    expired: "expired",
+    revoked: "revoked",
+    superseded: "superseded",
+  };
   const verify = async (id: string, want?: PassportStatus) => {
     const res = await app.request(`/api/agent/verify/${id}`);
     const body = (await res.json()) as { status: PassportStatus; integrity: { checked: boolean } };
-    if (want && (res.status !== 200 || body.status !== want || !body.integrity.checked)) throw new Error(`verify ${id}: ${res.status} ${body.status} (expected ${want}), integrity checked ${body.integrity.checked}`);
+    if (want && (res.status !== 200 || body.status !== want || !body.integrity.checked))
+      throw new Error(
+        `verify ${id}: ${res.status} ${body.status} (expected ${want}), integrity checked ${body.integrity.checked}`,
+      );
     return body.status;
   };
   const timed = async (ids: { id: string; want?: PassportStatus }[]) => {
@@ -264,7 +373,16 @@ try {
   // The same without the IPFS content check (a node that is unavailable: verify then leaves integrity unchecked).
   const noNode = Promise.reject(new Error("no node in this measurement"));
   noNode.catch(() => {});
-  const bare = createApp({ db: index.db, target, payments, index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }), ipfs: noNode, reporter, store: Promise.resolve(store.db), logger: quiet });
+  const bare = createApp({
+    db: index.db,
+    target,
+    payments,
+    index: stoppedIndexerState({ db: index.db, target, chain: payments.chain }),
+    ipfs: noNode,
+    reporter,
+    store: Promise.resolve(store.db),
+    logger: quiet,
+  });
   // By id, checked and unchecked alternate request by request: both see the same caches and the same machine.
   const byId: number[] = [];
   const unchecked: number[] = [];
@@ -314,11 +432,23 @@ try {
   const lenders = manifest.lenders.map((l) => ({ address: l.address, key: l.privateKey as Hex }));
   const { USDT } = manifest.tokens;
   const treasury = manifest.service.treasury.address;
-  const flowWallets = await slot.read((q) => q<{ address: Address }>(`select distinct "to" as address from flow where "to" <> '0x0000000000000000000000000000000000000000' limit ${ISSUANCES + 10}`));
-  const wallets = [...new Set([...Object.values(manifest.personas).map((p) => p.address.toLowerCase() as Address), ...flowWallets.map((r) => r.address)])];
+  const flowWallets = await slot.read((q) =>
+    q<{ address: Address }>(
+      `select distinct "to" as address from flow where "to" <> '0x0000000000000000000000000000000000000000' limit ${ISSUANCES + 10}`,
+    ),
+  );
+  const wallets = [
+    ...new Set([
+      ...Object.values(manifest.personas).map((p) => p.address.toLowerCase() as Address),
+      ...flowWallets.map((r) => r.address),
+    ]),
+  ];
   const issue = async (i: number) => {
     const lender = lenders[i % lenders.length]!;
-    const header = specHeader(await signAuthorization(lender.key, USDT, { to: treasury, value: 100_000n }), USDT.address);
+    const header = specHeader(
+      await signAuthorization(lender.key, USDT, { to: treasury, value: 100_000n }),
+      USDT.address,
+    );
     const started = performance.now();
     const res = await app.request("/api/agent/report", {
       method: "POST",
@@ -334,7 +464,9 @@ try {
   const roundTrip: number[] = [];
   for (let i = 0; i < 10; i++) {
     const started = performance.now();
-    const hash = await rpc<Hex>(manifest.rpcUrl, "eth_sendTransaction", [{ from: manifest.deployer.address, to: treasury, value: "0x1" }]);
+    const hash = await rpc<Hex>(manifest.rpcUrl, "eth_sendTransaction", [
+      { from: manifest.deployer.address, to: treasury, value: "0x1" },
+    ]);
     await reporter.client.waitForTransactionReceipt({ hash, pollingInterval: 100 });
     roundTrip.push(performance.now() - started);
   }
@@ -352,24 +484,47 @@ try {
   const settled = (await store.db.select().from(payment)).filter((r) => r.status === "settled").length;
 
   // ---------------------------------------------------------------- figures
-  const p = (xs: number[]) => `p50 ${ms(pct(xs, 50)).padStart(9)}  p90 ${ms(pct(xs, 90)).padStart(9)}  p99 ${ms(pct(xs, 99)).padStart(9)}`;
+  const p = (xs: number[]) =>
+    `p50 ${ms(pct(xs, 50)).padStart(9)}  p90 ${ms(pct(xs, 90)).padStart(9)}  p99 ${ms(pct(xs, 99)).padStart(9)}`;
   console.log("");
-  console.log(`Verify benchmark: ${N} attestations indexed (Postgres, ${JSON.stringify(counts)}), ${manifest.population.transfers} transfers, 2 cores, indexer stopped`);
-  console.log(`seeding ${N} publications: ${seedSeconds.toFixed(1)} s (${(N / seedSeconds).toFixed(0)}/s, ${perBlock} a block); indexing them: ${indexSeconds.toFixed(0)} s (${(N / indexSeconds).toFixed(0)}/s)`);
+  console.log(
+    `Verify benchmark: ${N} attestations indexed (Postgres, ${JSON.stringify(counts)}), ${manifest.population.transfers} transfers, 2 cores, indexer stopped`,
+  );
+  console.log(
+    `seeding ${N} publications: ${seedSeconds.toFixed(1)} s (${(N / seedSeconds).toFixed(0)}/s, ${perBlock} a block); indexing them: ${indexSeconds.toFixed(0)} s (${(N / indexSeconds).toFixed(0)}/s)`,
+  );
   console.log(`(1) GET /api/agent/verify/{id}, the real app in process (app.request), documents pinned and checked`);
-  console.log(`    by REP- id, ${String(byId.length).padStart(4)} passports:  ${p(byId)}  max ${ms(Math.max(...byId))}`);
+  console.log(
+    `    by REP- id, ${String(byId.length).padStart(4)} passports:  ${p(byId)}  max ${ms(Math.max(...byId))}`,
+  );
   console.log(`    by CID,     ${String(byCid.length).padStart(4)} passports:  ${p(byCid)}`);
   console.log(`    by 0x hash, ${String(byHash.length).padStart(4)} passports:  ${p(byHash)}`);
   console.log(`    unknown id (404, asks the chain), ${unknown.length}: ${p(unknown)}`);
-  console.log(`    the same without the IPFS content check:  ${p(unchecked)}  (the check: ${((1 - pct(unchecked, 50) / pct(byId, 50)) * 100).toFixed(0)}% of p50)`);
-  console.log(`    of which SQL (rows by id + indexed head):  ${p(sql)}  (${((pct(sql, 50) / pct(byId, 50)) * 100).toFixed(0)}% of p50)`);
-  console.log(`    throughput: ${seqRate.toFixed(0)} req/s one at a time, ${rate.toFixed(0)} req/s with ${CONCURRENCY} in flight (x${(rate / seqRate).toFixed(2)}), ${REQUESTS} requests`);
-  console.log(`    garbage collection during the by-id run: ${gcDuringById.length} pauses, longest ${ms(Math.max(0, ...gcDuringById))}, ${ms(gcDuringById.reduce((a, b) => a + b, 0))} in all`);
-  console.log(`    p99 target < 5 ms: ${pct(byId, 99) < 5 ? "met" : "not met"} (p99 ${ms(pct(byId, 99))}, x${(pct(byId, 99) / 5).toFixed(2)} of the target)`);
-  console.log(`(2) POST /api/agent/report, paid (0.10 USDT), end to end on the automining devnet, ${issuance.length} one at a time`);
+  console.log(
+    `    the same without the IPFS content check:  ${p(unchecked)}  (the check: ${((1 - pct(unchecked, 50) / pct(byId, 50)) * 100).toFixed(0)}% of p50)`,
+  );
+  console.log(
+    `    of which SQL (rows by id + indexed head):  ${p(sql)}  (${((pct(sql, 50) / pct(byId, 50)) * 100).toFixed(0)}% of p50)`,
+  );
+  console.log(
+    `    throughput: ${seqRate.toFixed(0)} req/s one at a time, ${rate.toFixed(0)} req/s with ${CONCURRENCY} in flight (x${(rate / seqRate).toFixed(2)}), ${REQUESTS} requests`,
+  );
+  console.log(
+    `    garbage collection during the by-id run: ${gcDuringById.length} pauses, longest ${ms(Math.max(0, ...gcDuringById))}, ${ms(gcDuringById.reduce((a, b) => a + b, 0))} in all`,
+  );
+  console.log(
+    `    p99 target < 5 ms: ${pct(byId, 99) < 5 ? "met" : "not met"} (p99 ${ms(pct(byId, 99))}, x${(pct(byId, 99) / 5).toFixed(2)} of the target)`,
+  );
+  console.log(
+    `(2) POST /api/agent/report, paid (0.10 USDT), end to end on the automining devnet, ${issuance.length} one at a time`,
+  );
   console.log(`    ${p(issuance)}  max ${ms(Math.max(...issuance))}`);
-  console.log(`    a bare transaction and its receipt on the same chain (10): ${p(roundTrip)}; issuance sends two (publish, settle): x${(pct(issuance, 50) / pct(roundTrip, 50)).toFixed(1)} of one at p50`);
-  console.log(`    issuance vs verify at p50: x${(pct(issuance, 50) / pct(byId, 50)).toFixed(0)}; ledger rows settled: ${settled}; GET /ipfs/{cid} of the last: ${served.status} ${served.headers.get("content-type")}`);
+  console.log(
+    `    a bare transaction and its receipt on the same chain (10): ${p(roundTrip)}; issuance sends two (publish, settle): x${(pct(issuance, 50) / pct(roundTrip, 50)).toFixed(1)} of one at p50`,
+  );
+  console.log(
+    `    issuance vs verify at p50: x${(pct(issuance, 50) / pct(byId, 50)).toFixed(0)}; ledger rows settled: ${settled}; GET /ipfs/{cid} of the last: ${served.status} ${served.headers.get("content-type")}`,
+  );
 } finally {
   await indexer?.stop().catch(() => {});
   await ipfs?.close().catch(() => {});

@@ -10,7 +10,12 @@ export const CELO_NETWORK = `eip155:${CELO_CHAIN_ID}` as const;
  * seeding) are ordinary ones, which both Celo and a local anvil accept.
  */
 export function celoChain(rpcUrl: string, name = "Celo") {
-  return defineChain({ id: CELO_CHAIN_ID, name, nativeCurrency: { name: "CELO", symbol: "CELO", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  return defineChain({
+    id: CELO_CHAIN_ID,
+    name,
+    nativeCurrency: { name: "CELO", symbol: "CELO", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+  });
 }
 
 export type TokenInfo = {
@@ -23,8 +28,20 @@ export type TokenInfo = {
 };
 
 export const CELO_TOKENS: Record<TokenInfo["symbol"], TokenInfo> = {
-  USDT: { symbol: "USDT", address: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e", decimals: 6, name: "Tether USD", version: "1" },
-  USDC: { symbol: "USDC", address: "0xceba9300f2b948710d2653dd7b07f33a8b32118c", decimals: 6, name: "USDC", version: "2" },
+  USDT: {
+    symbol: "USDT",
+    address: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e",
+    decimals: 6,
+    name: "Tether USD",
+    version: "1",
+  },
+  USDC: {
+    symbol: "USDC",
+    address: "0xceba9300f2b948710d2653dd7b07f33a8b32118c",
+    decimals: 6,
+    name: "USDC",
+    version: "2",
+  },
 };
 
 /**

@@ -4,8 +4,8 @@ import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
 import { type ReporterSettings, resolveReporterSettings } from "../api/passport/reporter.ts";
 import type { Address } from "./addresses.ts";
 import { CELO_CHAIN_ID, LOW_GAS_WEI } from "./celo.ts";
-import { loadProcessEnvFiles } from "./env-files.ts";
 import { type Env, parseEnvironment } from "./env.ts";
+import { loadProcessEnvFiles } from "./env-files.ts";
 import { collectProblems } from "./errors.ts";
 import { resolvePayTo, resolveSettlement, type Settlement } from "./payments.ts";
 import { MIN_POSTGRES_MAJOR, probePostgres } from "./postgres-probe.ts";
@@ -50,7 +50,8 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   const findings: Finding[] = [];
   const add = (level: Finding["level"], check: string, message: string) => findings.push({ level, check, message });
   // An invalid value was reported and then read as unset: the problems that follow from that (its default, "set X") only repeat it.
-  const repeats = (problem: string) => [...invalidVariables].some((variable) => new RegExp(`\\b${variable}\\b`).test(problem));
+  const repeats = (problem: string) =>
+    [...invalidVariables].some((variable) => new RegExp(`\\b${variable}\\b`).test(problem));
   const errors = (check: string, problems: string[]) => {
     for (const p of problems) if (!repeats(p)) add("error", check, p);
   };
@@ -59,7 +60,11 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   if (!invalid.length) add("ok", "environment", describeSources(options.source));
 
   if (!env.PONDER_RPC_URL_42220 && options.devnet === "not started") {
-    add("ok", "network", "no PONDER_RPC_URL_42220: `npm start` starts a local devnet (anvil, chain 42220), deploys the tokens and the reporter and seeds their history; nothing on chain to check yet");
+    add(
+      "ok",
+      "network",
+      "no PONDER_RPC_URL_42220: `npm start` starts a local devnet (anvil, chain 42220), deploys the tokens and the reporter and seeds their history; nothing on chain to check yet",
+    );
     const trackedProblems: string[] = [];
     readTrackedWallets(env, trackedProblems);
     errors("tracked wallets", trackedProblems);
@@ -68,7 +73,12 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   }
 
   const { target, problems: targetProblems } = checkIndexTarget(env);
-  if (target) add("ok", "network", target.network === "celo" ? `live Celo (chain ${CELO_CHAIN_ID})` : "the local devnet of the manifest");
+  if (target)
+    add(
+      "ok",
+      "network",
+      target.network === "celo" ? `live Celo (chain ${CELO_CHAIN_ID})` : "the local devnet of the manifest",
+    );
   errors(env.PONDER_RPC_URL_42220 ? "index" : "devnet", targetProblems);
   const settingProblems: string[] = [];
   const payTo = target && collectProblems(settingProblems, () => resolvePayTo(target, env));
@@ -78,7 +88,11 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   const reporter = target && resolveReporterSettings(target, env);
   if (target?.network === "celo") findings.push(...reporterSettingFindings(env, reporter!));
   if (target?.network === "celo" && target.database.kind === "pglite") {
-    add("warn", "database", `PGlite at ${target.database.directory}: one process, no replicas; set DATABASE_URL (Postgres) for a served deployment`);
+    add(
+      "warn",
+      "database",
+      `PGlite at ${target.database.directory}: one process, no replicas; set DATABASE_URL (Postgres) for a served deployment`,
+    );
   }
 
   const [postgres, chain] = await Promise.all([
@@ -103,12 +117,19 @@ function reporterSettingFindings(env: Env, reporter: ReporterSettings): Finding[
   const findings: Finding[] = [];
   const warn = (message: string) => findings.push({ level: "warn", check: "reporter", message });
   if (!reporter.contract || !reporter.privateKey) {
-    const missing = [!reporter.contract && "REPORTER_ADDRESS", !reporter.privateKey && "REPORTER_PRIVATE_KEY"].filter(Boolean).join(" and ");
-    warn(`${missing} unset: passports cannot be published (POST /api/agent/report answers 503); \`npm run reporter:deploy\` deploys our reporter`);
+    const missing = [!reporter.contract && "REPORTER_ADDRESS", !reporter.privateKey && "REPORTER_PRIVATE_KEY"]
+      .filter(Boolean)
+      .join(" and ");
+    warn(
+      `${missing} unset: passports cannot be published (POST /api/agent/report answers 503); \`npm run reporter:deploy\` deploys our reporter`,
+    );
   }
-  if (env.REPORTER_START_BLOCK !== undefined && !env.REPORTER_ADDRESS) warn("REPORTER_START_BLOCK is set without REPORTER_ADDRESS: it is ignored");
+  if (env.REPORTER_START_BLOCK !== undefined && !env.REPORTER_ADDRESS)
+    warn("REPORTER_START_BLOCK is set without REPORTER_ADDRESS: it is ignored");
   if (env.REPORTER_ADDRESS && env.REPORTER_START_BLOCK === undefined) {
-    warn("REPORTER_START_BLOCK unset: our reporter is indexed from CELO_START_BLOCK only, and passports it published before are not found; set it to its deployment block");
+    warn(
+      "REPORTER_START_BLOCK unset: our reporter is indexed from CELO_START_BLOCK only, and passports it published before are not found; set it to its deployment block",
+    );
   }
   return findings;
 }
@@ -117,8 +138,16 @@ async function checkPostgres(env: Env, timeoutMs: number): Promise<Finding[]> {
   if (!env.DATABASE_URL) return [];
   const at = redactDatabaseUrl(env.DATABASE_URL);
   const probe = await probePostgres(env.DATABASE_URL, timeoutMs);
-  if ("failure" in probe) return [{ level: "error", check: "postgres", message: `Cannot connect to Postgres at ${at} (${probe.failure}).` }];
-  if (probe.major < MIN_POSTGRES_MAJOR) return [{ level: "error", check: "postgres", message: `Postgres at ${at} is version ${probe.version}: ${MIN_POSTGRES_MAJOR} or newer is needed.` }];
+  if ("failure" in probe)
+    return [{ level: "error", check: "postgres", message: `Cannot connect to Postgres at ${at} (${probe.failure}).` }];
+  if (probe.major < MIN_POSTGRES_MAJOR)
+    return [
+      {
+        level: "error",
+        check: "postgres",
+        message: `Postgres at ${at} is version ${probe.version}: ${MIN_POSTGRES_MAJOR} or newer is needed.`,
+      },
+    ];
   return [{ level: "ok", check: "postgres", message: `${at}: PostgreSQL ${probe.version}` }];
 }
 
@@ -135,8 +164,18 @@ async function checkChain({ target, payTo, settlement, reporter }: ChainInput, t
   let rpcUrl: string | undefined;
   urls.forEach((url, i) => {
     const probe = probes[i]!;
-    if ("failure" in probe) add("error", "rpc", `RPC ${redactUrl(url)} does not answer (${probe.failure}).${devnet ? " Is the devnet running (`npm run devnet`)?" : ""}`);
-    else if (probe.chainId !== CELO_CHAIN_ID) add("error", "rpc", `RPC ${redactUrl(url)} serves chain id ${probe.chainId}, expected ${CELO_CHAIN_ID} (Celo${devnet ? " devnet" : ""}).`);
+    if ("failure" in probe)
+      add(
+        "error",
+        "rpc",
+        `RPC ${redactUrl(url)} does not answer (${probe.failure}).${devnet ? " Is the devnet running (`npm run devnet`)?" : ""}`,
+      );
+    else if (probe.chainId !== CELO_CHAIN_ID)
+      add(
+        "error",
+        "rpc",
+        `RPC ${redactUrl(url)} serves chain id ${probe.chainId}, expected ${CELO_CHAIN_ID} (Celo${devnet ? " devnet" : ""}).`,
+      );
     else {
       add("ok", "rpc", `${redactUrl(url)} answers: chain ${CELO_CHAIN_ID}`);
       rpcUrl ??= url;
@@ -156,8 +195,13 @@ async function checkChain({ target, payTo, settlement, reporter }: ChainInput, t
     }
   };
   const hasCode = async (address: Address) => ((await client.getCode({ address })) ?? "0x") !== "0x";
-  const relayer = settlement?.mode === "self" ? privateKeyToAccount(settlement.relayerKey).address.toLowerCase() as Address : undefined;
-  const reporterKey = reporter.privateKey ? privateKeyToAccount(reporter.privateKey as Hex).address.toLowerCase() as Address : undefined;
+  const relayer =
+    settlement?.mode === "self"
+      ? (privateKeyToAccount(settlement.relayerKey).address.toLowerCase() as Address)
+      : undefined;
+  const reporterKey = reporter.privateKey
+    ? (privateKeyToAccount(reporter.privateKey as Hex).address.toLowerCase() as Address)
+    : undefined;
   const ours = reporter.contract;
 
   const [head, tokenCode, reporterCode, treasuryCode, relayerBalance, role, reporterBalance] = await Promise.all([
@@ -166,47 +210,109 @@ async function checkChain({ target, payTo, settlement, reporter }: ChainInput, t
     read("the reporter contracts", () => Promise.all(target.reporters.map(hasCode))),
     payTo ? read("the treasury", () => hasCode(payTo)) : undefined,
     relayer ? read("the relayer's balance", () => client.getBalance({ address: relayer })) : undefined,
-    ours && reporterKey ? readRole(client, ours, reporterKey, (what, error) => add("error", "rpc", `Could not read ${what} from ${at} (${rpcFailure(error, timeoutMs)}).`)) : undefined,
-    reporterKey && ours ? read("the reporter key's balance", () => client.getBalance({ address: reporterKey })) : undefined,
+    ours && reporterKey
+      ? readRole(client, ours, reporterKey, (what, error) =>
+          add("error", "rpc", `Could not read ${what} from ${at} (${rpcFailure(error, timeoutMs)}).`),
+        )
+      : undefined,
+    reporterKey && ours
+      ? read("the reporter key's balance", () => client.getBalance({ address: reporterKey }))
+      : undefined,
   ]);
 
-  if (head !== undefined && BigInt(target.startBlock) > head) add("warn", "index", `CELO_START_BLOCK ${target.startBlock} is past the chain head (${head}): nothing is indexed until the chain gets there`);
+  if (head !== undefined && BigInt(target.startBlock) > head)
+    add(
+      "warn",
+      "index",
+      `CELO_START_BLOCK ${target.startBlock} is past the chain head (${head}): nothing is indexed until the chain gets there`,
+    );
   target.tokens.forEach((token, i) => {
     if (!tokenCode) return;
     if (tokenCode[i]) add("ok", "tokens", `${token.symbol} ${token.address}`);
-    else add("error", "tokens", `No ${token.symbol} contract at ${token.address} on ${at}.${devnet ? " The devnet manifest is stale: run `npm run devnet` again." : ""}`);
+    else
+      add(
+        "error",
+        "tokens",
+        `No ${token.symbol} contract at ${token.address} on ${at}.${devnet ? " The devnet manifest is stale: run `npm run devnet` again." : ""}`,
+      );
   });
   target.reporters.forEach((address, i) => {
     if (!reporterCode) return;
     const which = address === ours ? "our reporter" : "the original OnchainReporter";
-    if (reporterCode[i]) add("ok", "reporter", `${which} ${address}, indexed from block ${address === ours ? target.reporterStartBlock : target.startBlock}`);
-    else if (address === ours) add("error", "reporter", `No contract at REPORTER_ADDRESS ${address} on ${at}: deploy ours with \`npm run reporter:deploy\`.`);
-    else add("warn", "reporter", `No contract at ONCHAIN_REPORTER_ADDRESS ${address} on ${at}: its passports will not be found`);
+    if (reporterCode[i])
+      add(
+        "ok",
+        "reporter",
+        `${which} ${address}, indexed from block ${address === ours ? target.reporterStartBlock : target.startBlock}`,
+      );
+    else if (address === ours)
+      add(
+        "error",
+        "reporter",
+        `No contract at REPORTER_ADDRESS ${address} on ${at}: deploy ours with \`npm run reporter:deploy\`.`,
+      );
+    else
+      add(
+        "warn",
+        "reporter",
+        `No contract at ONCHAIN_REPORTER_ADDRESS ${address} on ${at}: its passports will not be found`,
+      );
   });
 
   if (payTo && treasuryCode !== undefined) {
-    if (payTo === relayer || payTo === reporterKey) add("warn", "treasury", `X402_PAY_TO ${payTo} is the ${payTo === relayer ? "relayer" : "reporter"} key's address: a key kept in the service's environment would hold the revenue`);
+    if (payTo === relayer || payTo === reporterKey)
+      add(
+        "warn",
+        "treasury",
+        `X402_PAY_TO ${payTo} is the ${payTo === relayer ? "relayer" : "reporter"} key's address: a key kept in the service's environment would hold the revenue`,
+      );
     else add("ok", "treasury", `${payTo} (${treasuryCode ? "a contract, such as a multisig" : "an account"})`);
   }
-  if (settlement?.mode === "facilitator") add("ok", "settlement", `through the facilitator at ${redactUrl(settlement.url)}`);
-  if (relayer && relayerBalance !== undefined) findings.push(gasFinding("relayer", relayer, relayerBalance, "settlements fail"));
+  if (settlement?.mode === "facilitator")
+    add("ok", "settlement", `through the facilitator at ${redactUrl(settlement.url)}`);
+  if (relayer && relayerBalance !== undefined)
+    findings.push(gasFinding("relayer", relayer, relayerBalance, "settlements fail"));
 
   if (ours && reporterKey && role !== undefined && reporterCode?.[target.reporters.indexOf(ours)]) {
-    if (role === "unreadable") add("error", "reporter", `${ours} does not answer isReporter(): is REPORTER_ADDRESS our ReputationReporter (\`npm run reporter:deploy\`)?`);
+    if (role === "unreadable")
+      add(
+        "error",
+        "reporter",
+        `${ours} does not answer isReporter(): is REPORTER_ADDRESS our ReputationReporter (\`npm run reporter:deploy\`)?`,
+      );
     else if (!role) {
-      add("error", "reporter", `The reporter key's address ${reporterKey} does not hold the reporter role on ${ours}: grant it (setReporter, from the contract's admin) or set REPORTER_PRIVATE_KEY to the key that holds it.`);
+      add(
+        "error",
+        "reporter",
+        `The reporter key's address ${reporterKey} does not hold the reporter role on ${ours}: grant it (setReporter, from the contract's admin) or set REPORTER_PRIVATE_KEY to the key that holds it.`,
+      );
     } else add("ok", "reporter", `${reporterKey} holds the reporter role on ${ours}`);
   }
-  if (reporterKey && reporterBalance !== undefined) findings.push(gasFinding("reporter", reporterKey, reporterBalance, "passports cannot be published"));
+  if (reporterKey && reporterBalance !== undefined)
+    findings.push(gasFinding("reporter", reporterKey, reporterBalance, "passports cannot be published"));
   return findings;
 }
 
 /** Whether `account` holds the reporter role on `contract`: "unreadable" when the contract does not answer isReporter (not our ReputationReporter). */
-async function readRole(client: ReturnType<typeof checkClient>, contract: Address, account: Address, failed: (what: string, error: unknown) => void) {
+async function readRole(
+  client: ReturnType<typeof checkClient>,
+  contract: Address,
+  account: Address,
+  failed: (what: string, error: unknown) => void,
+) {
   try {
-    return await client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "isReporter", args: [account] });
+    return await client.readContract({
+      address: contract,
+      abi: reputationReporterAbi,
+      functionName: "isReporter",
+      args: [account],
+    });
   } catch (error) {
-    if (error instanceof BaseError && error.walk((e) => e instanceof ContractFunctionZeroDataError || e instanceof ContractFunctionRevertedError)) return "unreadable" as const;
+    if (
+      error instanceof BaseError &&
+      error.walk((e) => e instanceof ContractFunctionZeroDataError || e instanceof ContractFunctionRevertedError)
+    )
+      return "unreadable" as const;
     failed("the reporter role", error);
     return undefined;
   }
@@ -217,5 +323,9 @@ function gasFinding(role: "relayer" | "reporter", address: Address, balance: big
   const celo = `${formatEther(balance)} CELO`;
   if (balance >= LOW_GAS_WEI) return { level: "ok", check: role, message: `${address} holds ${celo} for gas` };
   const when = balance === 0n ? "until it is funded" : "once it runs out: fund it";
-  return { level: "warn", check: role, message: `the ${role} key's address ${address} holds ${celo}, below ${formatEther(LOW_GAS_WEI)} CELO: ${consequence} ${when}` };
+  return {
+    level: "warn",
+    check: role,
+    message: `the ${role} key's address ${address} holds ${celo}, below ${formatEther(LOW_GAS_WEI)} CELO: ${consequence} ${when}`,
+  };
 }

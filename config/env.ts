@@ -4,9 +4,7 @@ import { addressSchema } from "./addresses.ts";
 import { loadProcessEnvFiles } from "./env-files.ts";
 import { StartupError } from "./errors.ts";
 
-const csv = z
-  .string()
-  .transform((value) => value.split(/[\s,]+/).filter(Boolean));
+const csv = z.string().transform((value) => value.split(/[\s,]+/).filter(Boolean));
 
 /** A USD amount ("0.05"), read as micro-USD (6 decimals, the stablecoins' smallest unit). */
 const usdAmount = z
@@ -42,17 +40,41 @@ export const envSchema = z.object({
   /** GET /api/agent/verify/{id} (page and badge included): requests per minute per client. */
   VERIFY_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(60)),
   /** Free routes (GET /api/stats, /api/x402/config, /api/health/integrations, /openapi.json, /docs): requests per minute per client, shared across them. */
-  FREE_RATE_LIMIT_PER_MINUTE: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(120)),
+  FREE_RATE_LIMIT_PER_MINUTE: z.preprocess(
+    blankAsUndefined,
+    z.coerce.number().int().min(1).max(1_000_000).default(120),
+  ),
   /** Sign-in-with-x: the public origin clients sign in to (CAIP-122 domain and URI), e.g. https://api.example.com; never taken from a request's Host. Required on live Celo; devnet default http://127.0.0.1:<PORT>. */
-  SIGN_IN_ORIGIN: z.preprocess(blankAsUndefined, z.url().refine((v) => /^https?:$/.test(new URL(v).protocol) && new URL(v).pathname === "/" && !new URL(v).search, "an http(s) origin, with no path or query").optional()),
+  SIGN_IN_ORIGIN: z.preprocess(
+    blankAsUndefined,
+    z
+      .url()
+      .refine(
+        (v) => /^https?:$/.test(new URL(v).protocol) && new URL(v).pathname === "/" && !new URL(v).search,
+        "an http(s) origin, with no path or query",
+      )
+      .optional(),
+  ),
   /** Sign-in-with-x: free analyses of one's own wallet, per wallet per hour (a token bucket); then 429 `rate_limited`. */
-  SIGN_IN_OWN_ANALYSES_PER_HOUR: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(100_000).default(20)),
+  SIGN_IN_OWN_ANALYSES_PER_HOUR: z.preprocess(
+    blankAsUndefined,
+    z.coerce.number().int().min(1).max(100_000).default(20),
+  ),
   /** The API's JSON log level (pino): fatal, error, warn, info, debug, trace or silent. */
-  LOG_LEVEL: z.preprocess(blankAsUndefined, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
+  LOG_LEVEL: z.preprocess(
+    blankAsUndefined,
+    z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  ),
   /** Postgres connection string. Unset: PGlite in PGLITE_DIR. */
   DATABASE_URL: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Schema the indexer writes its tables to. Default: "reputation" on Celo, "devnet" on the devnet. */
-  DATABASE_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
+  DATABASE_SCHEMA: z.preprocess(
+    blankAsUndefined,
+    z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)")
+      .optional(),
+  ),
   /** PGlite directory. Default: .ponder/<network>/pglite, so devnet and live data never mix. */
   PGLITE_DIR: z.preprocess(blankAsUndefined, z.string().optional()),
   /** PGlite: the service's IPFS blockstore and datastore (passports, statements; on Postgres they are in the service store). Default: beside the database, `<PGLITE_DIR>-ipfs` or `.ponder/<network>/ipfs-<database>`. */
@@ -110,7 +132,13 @@ export const envSchema = z.object({
   /** Data listener, SQL over HTTP: most rows a query may return; past it 413 `too_many_rows`. */
   DATA_QUERY_MAX_ROWS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(1).max(1_000_000).default(10_000)),
   /** A stable schema of views over the indexed tables for direct Postgres access (Ponder's --views-schema; docs/data.md). Unset: none. */
-  DATABASE_VIEWS_SCHEMA: z.preprocess(blankAsUndefined, z.string().regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)").optional()),
+  DATABASE_VIEWS_SCHEMA: z.preprocess(
+    blankAsUndefined,
+    z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,44}$/, "lowercase letters, digits and _ (max 45)")
+      .optional(),
+  ),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -120,14 +148,21 @@ export type Env = z.infer<typeof envSchema>;
  * reports every invalid value at once. An invalid variable is left out of `env`, as if unset, so the
  * rest of the configuration can still be checked.
  */
-export function parseEnvironment(source: NodeJS.ProcessEnv = process.env): { env: Env; problems: string[]; invalid: ReadonlySet<string> } {
+export function parseEnvironment(source: NodeJS.ProcessEnv = process.env): {
+  env: Env;
+  problems: string[];
+  invalid: ReadonlySet<string>;
+} {
   if (source === process.env) loadProcessEnvFiles();
   const parsed = envSchema.safeParse(source);
   if (parsed.success) return { env: parsed.data, problems: [], invalid: new Set() };
   const invalid = new Set(parsed.error.issues.map((issue) => String(issue.path[0])));
   const rest = Object.fromEntries(Object.entries(source).filter(([key]) => !invalid.has(key)));
   // Never the value itself: it may be a key.
-  const problems = parsed.error.issues.map(({ path: [variable, ...item], message }) => `${String(variable)} is invalid: ${item.length ? `item ${item.map((i) => (typeof i === "number" ? i + 1 : String(i))).join(".")}: ` : ""}${message}`);
+  const problems = parsed.error.issues.map(
+    ({ path: [variable, ...item], message }) =>
+      `${String(variable)} is invalid: ${item.length ? `item ${item.map((i) => (typeof i === "number" ? i + 1 : String(i))).join(".")}: ` : ""}${message}`,
+  );
   return { env: envSchema.parse(rest), problems, invalid };
 }
 

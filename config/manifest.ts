@@ -61,17 +61,23 @@ export type ManifestInput = z.input<typeof manifestSchema>;
 /** Reads and validates the manifest, or throws a StartupError naming the file and the problem. */
 export function readManifest(path: string): Manifest {
   if (!existsSync(path)) {
-    throw new StartupError(`Devnet manifest not found at ${path}: start the devnet with \`npm run devnet\` (or \`npm start\`), or set PONDER_RPC_URL_42220 to index live Celo.`);
+    throw new StartupError(
+      `Devnet manifest not found at ${path}: start the devnet with \`npm run devnet\` (or \`npm start\`), or set PONDER_RPC_URL_42220 to index live Celo.`,
+    );
   }
   let json: unknown;
   try {
     json = JSON.parse(readFileSync(path, "utf8"));
   } catch (error) {
-    throw new StartupError(`Devnet manifest ${path} is not valid JSON (${(error as Error).message}): delete it and run \`npm run devnet\` again.`);
+    throw new StartupError(
+      `Devnet manifest ${path} is not valid JSON (${(error as Error).message}): delete it and run \`npm run devnet\` again.`,
+    );
   }
   const parsed = manifestSchema.safeParse(json);
   if (!parsed.success) {
-    throw new StartupError(`Devnet manifest ${path} is invalid: ${describeIssues(parsed.error.issues)}. Delete it and run \`npm run devnet\` again.`);
+    throw new StartupError(
+      `Devnet manifest ${path} is invalid: ${describeIssues(parsed.error.issues)}. Delete it and run \`npm run devnet\` again.`,
+    );
   }
   return parsed.data;
 }

@@ -56,24 +56,48 @@ export function resolvePaymentSettings(target: PaymentTarget, env: Env = readEnv
   if (!payTo || !settlement) throw new StartupError(problems);
   const tokens = [...target.tokens].sort((a, b) => (a.symbol === "USDT" ? -1 : b.symbol === "USDT" ? 1 : 0));
   const timing: SettlementTiming =
-    env.X402_SETTLEMENT === "deferred" ? { mode: "deferred", maxPerPayerMicroUsd: env.X402_DEFERRED_MAX_PER_PAYER, maxTotalMicroUsd: env.X402_DEFERRED_MAX_TOTAL } : { mode: "before" };
-  return { chainId: CELO_CHAIN_ID, network: CELO_NETWORK, payTo, tokens, ...PAYMENT_LIMITS, settlement, timing, rpcUrl: target.rpcUrls[0]! };
+    env.X402_SETTLEMENT === "deferred"
+      ? {
+          mode: "deferred",
+          maxPerPayerMicroUsd: env.X402_DEFERRED_MAX_PER_PAYER,
+          maxTotalMicroUsd: env.X402_DEFERRED_MAX_TOTAL,
+        }
+      : { mode: "before" };
+  return {
+    chainId: CELO_CHAIN_ID,
+    network: CELO_NETWORK,
+    payTo,
+    tokens,
+    ...PAYMENT_LIMITS,
+    settlement,
+    timing,
+    rpcUrl: target.rpcUrls[0]!,
+  };
 }
 
-const devnetService = (target: Pick<IndexTarget, "network">, env: Env) => (target.network === "devnet" ? readManifest(env.DEVNET_MANIFEST).service : undefined);
+const devnetService = (target: Pick<IndexTarget, "network">, env: Env) =>
+  target.network === "devnet" ? readManifest(env.DEVNET_MANIFEST).service : undefined;
 
 /** The treasury payments are made out to: X402_PAY_TO, on the devnet by default its treasury account. */
 export function resolvePayTo(target: Pick<IndexTarget, "network">, env: Env): Address {
   const payTo = env.X402_PAY_TO ?? devnetService(target, env)?.treasury.address;
   if (!payTo) throw new StartupError("Set X402_PAY_TO to the treasury address payments are made out to.");
-  if (payTo === zeroAddress) throw new StartupError("X402_PAY_TO is the zero address: payments made out to it would be burnt. Set the treasury's address.");
+  if (payTo === zeroAddress)
+    throw new StartupError(
+      "X402_PAY_TO is the zero address: payments made out to it would be burnt. Set the treasury's address.",
+    );
   return payTo;
 }
 
 /** Who settles: a remote facilitator (X402_FACILITATOR_URL), or the service with its relayer key (on the devnet by default its relayer account). */
 export function resolveSettlement(target: Pick<IndexTarget, "network">, env: Env): Settlement {
   if (env.X402_FACILITATOR_URL) return { mode: "facilitator", url: env.X402_FACILITATOR_URL };
-  const relayerKey = (env.X402_RELAYER_PRIVATE_KEY ?? devnetService(target, env)?.relayer.privateKey) as Hex | undefined;
-  if (!relayerKey) throw new StartupError("Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY (a key with CELO for gas) or X402_FACILITATOR_URL.");
+  const relayerKey = (env.X402_RELAYER_PRIVATE_KEY ?? devnetService(target, env)?.relayer.privateKey) as
+    | Hex
+    | undefined;
+  if (!relayerKey)
+    throw new StartupError(
+      "Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY (a key with CELO for gas) or X402_FACILITATOR_URL.",
+    );
   return { mode: "self", relayerKey };
 }

@@ -4,13 +4,18 @@ import pg from "pg";
 export const MIN_POSTGRES_MAJOR = 14;
 
 /** The server version at `connectionString` (e.g. { major: 15, version: "15.8 (Debian 15.8-0+deb12u1)" }), or why it cannot be reached. */
-export async function probePostgres(connectionString: string, timeoutMs: number): Promise<{ major: number; version: string } | { failure: string }> {
+export async function probePostgres(
+  connectionString: string,
+  timeoutMs: number,
+): Promise<{ major: number; version: string } | { failure: string }> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs });
   // A connection lost after connect() emits "error" on the client: without a listener it would crash the process.
   client.on("error", () => {});
   try {
     await client.connect();
-    const { rows } = await client.query<{ num: string; version: string }>("select current_setting('server_version_num') as num, current_setting('server_version') as version");
+    const { rows } = await client.query<{ num: string; version: string }>(
+      "select current_setting('server_version_num') as num, current_setting('server_version') as version",
+    );
     return { major: Math.floor(Number(rows[0]!.num) / 10_000), version: rows[0]!.version };
   } catch (error) {
     const { code, message } = error as { code?: string; message?: string };

@@ -9,7 +9,9 @@ import type { IndexTarget } from "./target.ts";
  * errors stop it, all of them listed at once. Ponder itself would retry a dead RPC forever instead
  * of saying so.
  */
-export async function preflight(print: (line: string) => void = console.log): Promise<{ env: Env; target: IndexTarget }> {
+export async function preflight(
+  print: (line: string) => void = console.log,
+): Promise<{ env: Env; target: IndexTarget }> {
   const { findings, env, target } = await checkConfig({ devnet: "running" });
   const errors = findings.filter((f) => f.level === "error").map((f) => f.message);
   if (errors.length || !target) throw new StartupError(errors);

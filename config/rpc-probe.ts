@@ -3,11 +3,17 @@ import { celoChain } from "./celo.ts";
 
 /** A client for checks: one attempt per request, a short timeout, chain 42220's plain formatting. */
 export function checkClient(rpcUrl: string, timeoutMs: number) {
-  return createPublicClient({ chain: celoChain(rpcUrl), transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0 }) });
+  return createPublicClient({
+    chain: celoChain(rpcUrl),
+    transport: http(rpcUrl, { timeout: timeoutMs, retryCount: 0 }),
+  });
 }
 
 /** The chain id `rpcUrl` serves, or why it does not answer. */
-export async function probeChainId(rpcUrl: string, timeoutMs: number): Promise<{ chainId: number } | { failure: string }> {
+export async function probeChainId(
+  rpcUrl: string,
+  timeoutMs: number,
+): Promise<{ chainId: number } | { failure: string }> {
   try {
     return { chainId: await checkClient(rpcUrl, timeoutMs).getChainId() };
   } catch (error) {
@@ -30,7 +36,11 @@ export function rpcFailure(error: unknown, timeoutMs: number): string {
 /** What lies under a failed fetch: a system error code (ECONNREFUSED, ENOTFOUND…), else the innermost message. */
 function networkCause(error: HttpRequestError): string {
   let innermost = error.details;
-  for (let e = error.cause as { cause?: unknown; code?: unknown; message?: unknown } | undefined; e; e = e.cause as typeof e) {
+  for (
+    let e = error.cause as { cause?: unknown; code?: unknown; message?: unknown } | undefined;
+    e;
+    e = e.cause as typeof e
+  ) {
     if (typeof e.code === "string") return e.code;
     if (typeof e.message === "string") innermost = e.message;
   }

@@ -10,5 +10,7 @@ import { StartupError } from "./errors.ts";
 export function resolveSignInOrigin(env: Env = readEnv()): string {
   if (env.SIGN_IN_ORIGIN) return new URL(env.SIGN_IN_ORIGIN).origin;
   if (!env.PONDER_RPC_URL_42220) return `http://127.0.0.1:${env.PORT}`;
-  throw new StartupError("Set SIGN_IN_ORIGIN to the public origin clients reach the API at (e.g. https://api.example.com): sign-in-with-x proofs must name it.");
+  throw new StartupError(
+    "Set SIGN_IN_ORIGIN to the public origin clients reach the API at (e.g. https://api.example.com): sign-in-with-x proofs must name it.",
+  );
 }

@@ -57,15 +57,27 @@ export function resolveIndexTarget(env: Env = readEnv()): IndexTarget {
 }
 
 /** Where the indexed data goes for `network`: the database, its schema and the IPFS directory beside it. */
-export function resolveStorage(env: Env, network: IndexTarget["network"]): Pick<IndexTarget, "database" | "schema" | "ipfsDirectory"> {
+export function resolveStorage(
+  env: Env,
+  network: IndexTarget["network"],
+): Pick<IndexTarget, "database" | "schema" | "ipfsDirectory"> {
   const database: IndexTarget["database"] = env.DATABASE_URL
-    ? { kind: "postgres", connectionString: network === "celo" ? env.DATABASE_URL : devnetDatabaseUrl(env.DATABASE_URL) }
+    ? {
+        kind: "postgres",
+        connectionString: network === "celo" ? env.DATABASE_URL : devnetDatabaseUrl(env.DATABASE_URL),
+      }
     : { kind: "pglite", directory: resolve(env.PGLITE_DIR ?? `.ponder/${network}/pglite`) };
   const ipfsDirectory = resolve(
     env.IPFS_DIR ??
-      (database.kind === "pglite" ? `${database.directory}-ipfs` : `.ponder/${network}/ipfs-${decodeURIComponent(new URL(database.connectionString).pathname.slice(1)) || "postgres"}`),
+      (database.kind === "pglite"
+        ? `${database.directory}-ipfs`
+        : `.ponder/${network}/ipfs-${decodeURIComponent(new URL(database.connectionString).pathname.slice(1)) || "postgres"}`),
   );
-  return { database, schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA), ipfsDirectory };
+  return {
+    database,
+    schema: env.DATABASE_SCHEMA ?? (network === "celo" ? "reputation" : DEVNET_SCHEMA),
+    ipfsDirectory,
+  };
 }
 
 /**
@@ -92,7 +104,10 @@ export function checkIndexTarget(env: Env): { target: IndexTarget | undefined; p
       tokens: [CELO_TOKENS.USDT, CELO_TOKENS.USDC],
       reporters,
       startBlock,
-      reporterStartBlock: env.REPORTER_ADDRESS && env.REPORTER_START_BLOCK !== undefined ? Math.min(startBlock, env.REPORTER_START_BLOCK) : startBlock,
+      reporterStartBlock:
+        env.REPORTER_ADDRESS && env.REPORTER_START_BLOCK !== undefined
+          ? Math.min(startBlock, env.REPORTER_START_BLOCK)
+          : startBlock,
       ...common,
     };
     return { target, problems };
@@ -135,7 +150,8 @@ export function readTrackedWallets(env: Env, problems: string[]): ReadonlySet<Ad
       if (entry) listed.push(entry);
     }
   }
-  if (listed.length === 0 && !fileMissing) problems.push("INDEX_MODE=tracked needs wallets: set TRACKED_WALLETS (comma separated) or TRACKED_WALLETS_FILE.");
+  if (listed.length === 0 && !fileMissing)
+    problems.push("INDEX_MODE=tracked needs wallets: set TRACKED_WALLETS (comma separated) or TRACKED_WALLETS_FILE.");
   const wallets = new Set<Address>();
   for (const entry of listed) {
     const parsed = addressSchema.safeParse(entry);

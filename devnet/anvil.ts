@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
-import { createServer } from "node:net";
 import { createRequire } from "node:module";
+import { createServer } from "node:net";
 import { dirname, join } from "node:path";
-import { freePort } from "./ports.ts";
 import { sleep } from "../shared/async.ts";
+import { freePort } from "./ports.ts";
 
 /** Celo mainnet's chain id: the devnet uses it so EIP-712 payment domains match Celo's. */
 export const DEVNET_CHAIN_ID = 42220;
@@ -49,15 +49,22 @@ function anvilBinary(): string {
  */
 export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
   const chainId = options.chainId ?? DEVNET_CHAIN_ID;
-  if (options.port !== undefined && options.port !== 0 && !(await portIsFree(options.port))) throw new PortTakenError(`port ${options.port} is taken by another process`);
+  if (options.port !== undefined && options.port !== 0 && !(await portIsFree(options.port)))
+    throw new PortTakenError(`port ${options.port} is taken by another process`);
   const port = options.port || (await freePort());
   const args = [
-    "--host", "127.0.0.1",
-    "--port", String(port),
-    "--chain-id", String(chainId),
-    "--gas-limit", String(options.gasLimit ?? 1_000_000_000n),
-    "--accounts", "10",
-    "--balance", "1000000",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--chain-id",
+    String(chainId),
+    "--gas-limit",
+    String(options.gasLimit ?? 1_000_000_000n),
+    "--accounts",
+    "10",
+    "--balance",
+    "1000000",
     "--silent",
   ];
   if (options.genesisTimestamp !== undefined) args.push("--timestamp", String(options.genesisTimestamp));
@@ -75,7 +82,12 @@ export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
       const taken = /address already in use|AddrInUse/i.test(stderr);
       throw new (taken ? PortTakenError : Error)(`anvil exited at start: ${stderr.trim() || `code ${child.exitCode}`}`);
     }
-    if ((await chainIdAt(rpcUrl)) === chainId && child.exitCode === null && ownsListeningPort(child.pid!, port) !== false) return { rpcUrl, port, pid: child.pid!, stop };
+    if (
+      (await chainIdAt(rpcUrl)) === chainId &&
+      child.exitCode === null &&
+      ownsListeningPort(child.pid!, port) !== false
+    )
+      return { rpcUrl, port, pid: child.pid!, stop };
     await sleep(50);
   }
   await stop();

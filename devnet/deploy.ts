@@ -5,7 +5,10 @@ import { devStablecoinArtifact, multicall3Artifact, reputationReporterArtifact }
 import { devnetClients } from "./chain.ts";
 
 export type Deployment = {
-  tokens: Record<"USDT" | "USDC", { address: Address; name: string; version: string; symbol: "USDT" | "USDC"; decimals: 6 }>;
+  tokens: Record<
+    "USDT" | "USDC",
+    { address: Address; name: string; version: string; symbol: "USDT" | "USDC"; decimals: 6 }
+  >;
   reporter: Address;
   /** Block of the first deployment: the indexer starts here. */
   startBlock: number;
@@ -20,12 +23,21 @@ export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporter
     return { address: receipt.contractAddress.toLowerCase() as Address, block: Number(receipt.blockNumber) };
   };
   // Same name, symbol and EIP-712 version as the tokens on Celo (REFERENCES.md).
-  const usdt = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["Tether USD", "USDT", "1"] }));
-  const usdc = await deploy(await walletClient.deployContract({ ...devStablecoinArtifact, args: ["USDC", "USDC", "2"] }));
-  const reporter = await deploy(await walletClient.deployContract({ ...reputationReporterArtifact, args: [reporterRole] }));
+  const usdt = await deploy(
+    await walletClient.deployContract({ ...devStablecoinArtifact, args: ["Tether USD", "USDT", "1"] }),
+  );
+  const usdc = await deploy(
+    await walletClient.deployContract({ ...devStablecoinArtifact, args: ["USDC", "USDC", "2"] }),
+  );
+  const reporter = await deploy(
+    await walletClient.deployContract({ ...reputationReporterArtifact, args: [reporterRole] }),
+  );
   // Multicall3 lives at one address on every chain that has it: deploy it anywhere, then put its code there.
   const multicall = await deploy(await walletClient.deployContract({ ...multicall3Artifact }));
-  await publicClient.request({ method: "anvil_setCode" as never, params: [MULTICALL3, await publicClient.getCode({ address: multicall.address })] as never });
+  await publicClient.request({
+    method: "anvil_setCode" as never,
+    params: [MULTICALL3, await publicClient.getCode({ address: multicall.address })] as never,
+  });
   return {
     tokens: {
       USDT: { address: usdt.address, name: "Tether USD", version: "1", symbol: "USDT", decimals: 6 },

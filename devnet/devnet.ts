@@ -53,27 +53,53 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   try {
     const { deployer, lenders, reporter, relayer, treasury } = DEVNET_ROLES;
     const deployment = await deployContracts(anvil.rpcUrl, deployer.privateKey, reporter.address);
-    log(`anvil on ${anvil.rpcUrl} (chain 42220); USDT ${deployment.tokens.USDT.address}, USDC ${deployment.tokens.USDC.address}, reporter ${deployment.reporter}`);
+    log(
+      `anvil on ${anvil.rpcUrl} (chain 42220); USDT ${deployment.tokens.USDT.address}, USDC ${deployment.tokens.USDC.address}, reporter ${deployment.reporter}`,
+    );
 
-    const population = new Population({ seed, wallets: options.wallets ?? 300, months: monthsCount, targetTransfers: options.transfers });
-    const { personas, transfers: personaTransfers } = planPersonas({ rng: new Random(seed), seed, months, now, shops: population.shops });
+    const population = new Population({
+      seed,
+      wallets: options.wallets ?? 300,
+      months: monthsCount,
+      targetTransfers: options.transfers,
+    });
+    const { personas, transfers: personaTransfers } = planPersonas({
+      rng: new Random(seed),
+      seed,
+      months,
+      now,
+      shops: population.shops,
+    });
     const personasByMonth = months.map((m) => personaTransfers.filter((t) => t.at >= m.start && t.at < m.end));
 
     // Progress in days of history: blocks are mined in time order, and how many there will be is not known before.
     const historyStart = months[0]!.start;
     const seeding = (timestamp: number, stats: SeedStats) =>
-      options.onSeeding?.({ days: Math.max(0, Math.min(now, timestamp) - historyStart) / DAY, ofDays: (now - historyStart) / DAY, transfers: stats.transfers, blocks: stats.blocks });
-    const seeder = new HistorySeeder(anvil.rpcUrl, deployer.address, { USDT: deployment.tokens.USDT.address, USDC: deployment.tokens.USDC.address }, {
-      slotSeconds: (options.slotHours ?? 6) * 3600,
-      perTransaction: 400,
-      onBlock: (stats, timestamp) => seeding(timestamp, stats),
-    });
+      options.onSeeding?.({
+        days: Math.max(0, Math.min(now, timestamp) - historyStart) / DAY,
+        ofDays: (now - historyStart) / DAY,
+        transfers: stats.transfers,
+        blocks: stats.blocks,
+      });
+    const seeder = new HistorySeeder(
+      anvil.rpcUrl,
+      deployer.address,
+      { USDT: deployment.tokens.USDT.address, USDC: deployment.tokens.USDC.address },
+      {
+        slotSeconds: (options.slotHours ?? 6) * 3600,
+        perTransaction: 400,
+        onBlock: (stats, timestamp) => seeding(timestamp, stats),
+      },
+    );
     await seeder.begin();
     seeding(historyStart, seeder.stats);
     for (const month of months) await seeder.seed([...population.month(month), ...personasByMonth[month.index]!]);
     // Lenders get both stablecoins just before the present, so they can pay for calls.
     const funding: PlannedTransfer[] = lenders.flatMap((l) =>
-      (["USDT", "USDC"] as const).map((token) => ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer),
+      (["USDT", "USDC"] as const).map(
+        (token) =>
+          ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer,
+      ),
     );
     await seeder.seed(funding);
     const headBlock = await seeder.end(now);
@@ -86,7 +112,11 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       createdAt: new Date(now * 1000).toISOString(),
       startBlock: deployment.startBlock,
       headBlock,
-      history: { from: new Date(months[0]!.start * 1000).toISOString(), to: new Date(now * 1000).toISOString(), months: monthsCount },
+      history: {
+        from: new Date(months[0]!.start * 1000).toISOString(),
+        to: new Date(now * 1000).toISOString(),
+        months: monthsCount,
+      },
       tokens: deployment.tokens,
       reporter: { address: deployment.reporter, admin: deployer.address },
       deployer,
@@ -123,7 +153,9 @@ export function describeDevnet(manifest: Manifest, manifestPath?: string): strin
     `  reporter  ${manifest.reporter.address}`,
     ...manifest.lenders.map((l) => `  ${l.label.padEnd(9)} ${l.address} (25,000 USDT + 25,000 USDC)`),
     "  personas:",
-    ...Object.entries(manifest.personas).map(([name, p]) => `    ${name.padEnd(13)} ${p.address}  expected ${p.expected.padEnd(7)} ${p.description}`),
+    ...Object.entries(manifest.personas).map(
+      ([name, p]) => `    ${name.padEnd(13)} ${p.address}  expected ${p.expected.padEnd(7)} ${p.description}`,
+    ),
   ];
   if (manifestPath) lines.push(`  manifest  ${manifestPath}`);
   return lines.join("\n");

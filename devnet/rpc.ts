@@ -11,8 +11,13 @@ export async function rpcBatch<T = unknown>(url: string, calls: RpcRequest[]): P
     body: JSON.stringify(calls.map((c, id) => ({ jsonrpc: "2.0", id, ...c }))),
   });
   if (!res.ok) throw new RpcError(`RPC ${calls[0]!.method}…: HTTP ${res.status} ${await res.text()}`);
-  const replies = (await res.json()) as { id: number; result?: T; error?: { message: string } }[] | { error?: { message: string } };
-  if (!Array.isArray(replies)) throw new RpcError(`RPC batch of ${calls.length} ${calls[0]!.method}: ${replies.error?.message ?? JSON.stringify(replies).slice(0, 200)}`);
+  const replies = (await res.json()) as
+    | { id: number; result?: T; error?: { message: string } }[]
+    | { error?: { message: string } };
+  if (!Array.isArray(replies))
+    throw new RpcError(
+      `RPC batch of ${calls.length} ${calls[0]!.method}: ${replies.error?.message ?? JSON.stringify(replies).slice(0, 200)}`,
+    );
   const byId = new Map(replies.map((r) => [r.id, r]));
   return calls.map((call, id) => {
     const reply = byId.get(id);

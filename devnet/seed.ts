@@ -22,7 +22,11 @@ export class HistorySeeder {
     private readonly rpcUrl: string,
     private readonly owner: Address,
     private readonly tokens: Record<TokenSymbol, Address>,
-    private readonly options: { slotSeconds: number; perTransaction: number; onBlock?: (stats: SeedStats, timestamp: number) => void } = {
+    private readonly options: {
+      slotSeconds: number;
+      perTransaction: number;
+      onBlock?: (stats: SeedStats, timestamp: number) => void;
+    } = {
       slotSeconds: 6 * 3600,
       perTransaction: 400,
     },
@@ -92,7 +96,10 @@ export class HistorySeeder {
     return value;
   }
 
-  private async mine(slot: number, transfers: { token: TokenSymbol; from: Address; to: Address; value: bigint }[]): Promise<void> {
+  private async mine(
+    slot: number,
+    transfers: { token: TokenSymbol; from: Address; to: Address; value: bigint }[],
+  ): Promise<void> {
     if (transfers.length === 0) return;
     const calls: { method: string; params: unknown[] }[] = [];
     for (const token of ["USDT", "USDC"] as const) {
@@ -106,7 +113,15 @@ export class HistorySeeder {
         });
         calls.push({
           method: "eth_sendTransaction",
-          params: [{ from: this.owner, to: this.tokens[token], data, gas: numberToHex(100_000 + 32_000 * chunk.length), nonce: numberToHex(this.nonce++) }],
+          params: [
+            {
+              from: this.owner,
+              to: this.tokens[token],
+              data,
+              gas: numberToHex(100_000 + 32_000 * chunk.length),
+              nonce: numberToHex(this.nonce++),
+            },
+          ],
         });
       }
     }
@@ -136,13 +151,21 @@ export class HistorySeeder {
         this.rpcUrl,
         batch.map((e) => ({
           method: "eth_call",
-          params: [{ to: this.tokens[e.token], data: encodeFunctionData({ abi: devStablecoinAbi, functionName: "balanceOf", args: [e.wallet] }) }, "latest"],
+          params: [
+            {
+              to: this.tokens[e.token],
+              data: encodeFunctionData({ abi: devStablecoinAbi, functionName: "balanceOf", args: [e.wallet] }),
+            },
+            "latest",
+          ],
         })),
       );
       batch.forEach((e, j) => {
         const onChain = decodeFunctionResult({ abi: devStablecoinAbi, functionName: "balanceOf", data: results[j]! });
         if (onChain !== e.balance) {
-          throw new Error(`Seeding diverged: ${e.token} balance of ${e.wallet} is ${onChain} on chain, ${e.balance} planned (a seeding transaction reverted).`);
+          throw new Error(
+            `Seeding diverged: ${e.token} balance of ${e.wallet} is ${onChain} on chain, ${e.balance} planned (a seeding transaction reverted).`,
+          );
         }
       });
     }

@@ -4,8 +4,8 @@
 // printed, only their addresses.
 import { checkConfig, type Finding } from "../config/check.ts";
 import { describePlan } from "../config/plan.ts";
-import { ponderArgs } from "./ponder-command.ts";
 import { firstLine } from "../shared/async.ts";
+import { ponderArgs } from "./ponder-command.ts";
 
 async function main(): Promise<number> {
   const check = await checkConfig({ devnet: "not started" });

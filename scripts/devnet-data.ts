@@ -1,7 +1,12 @@
 import { existsSync, rmSync } from "node:fs";
 import pg from "pg";
 import { chainAnchor } from "../api/store/schema.ts";
-import { openServiceStore, type ServiceDb, serviceStoreLocation, type ServiceStoreLocation } from "../api/store/store.ts";
+import {
+  openServiceStore,
+  type ServiceDb,
+  type ServiceStoreLocation,
+  serviceStoreLocation,
+} from "../api/store/store.ts";
 import { StartupError } from "../config/errors.ts";
 import type { IndexTarget } from "../config/target.ts";
 import { DEVNET_CHAIN_ID } from "../devnet/anvil.ts";
@@ -18,19 +23,27 @@ type Block = { number: `0x${string}`; hash: string };
  * that recorded none) resets everything: the old chain's payments and rows would be lies.
  * The IPFS directory is never touched: content is named by its hash.
  */
-export async function prepareDevnetData(target: IndexTarget, databaseUrl: string | undefined): Promise<"same chain" | "new chain"> {
+export async function prepareDevnetData(
+  target: IndexTarget,
+  databaseUrl: string | undefined,
+): Promise<"same chain" | "new chain"> {
   if (target.network !== "devnet") throw new Error("only devnet data is ever reset");
   const rpcUrl = target.rpcUrls[0]!;
   const store = serviceStoreLocation(target.database);
   const head = await rpc<Block>(rpcUrl, "eth_getBlockByNumber", ["latest", false]);
   const anchor = await recordedAnchor(store);
-  const atAnchor = anchor && (await rpc<Block | null>(rpcUrl, "eth_getBlockByNumber", [`0x${BigInt(anchor.blockNumber).toString(16)}`, false]));
+  const atAnchor =
+    anchor &&
+    (await rpc<Block | null>(rpcUrl, "eth_getBlockByNumber", [`0x${BigInt(anchor.blockNumber).toString(16)}`, false]));
   const sameChain = anchor !== undefined && atAnchor?.hash === anchor.blockHash;
   if (sameChain) await resetIndex(target);
   else await resetAll(target, databaseUrl);
   const recorded = { blockNumber: BigInt(head.number).toString(), blockHash: head.hash, recordedAt: new Date() };
   await withStore(store, (db) =>
-    db.insert(chainAnchor).values({ chainId: DEVNET_CHAIN_ID, ...recorded }).onConflictDoUpdate({ target: chainAnchor.chainId, set: recorded }),
+    db
+      .insert(chainAnchor)
+      .values({ chainId: DEVNET_CHAIN_ID, ...recorded })
+      .onConflictDoUpdate({ target: chainAnchor.chainId, set: recorded }),
   );
   return sameChain ? "same chain" : "new chain";
 }
@@ -59,14 +72,20 @@ async function recordedAnchor(location: ServiceStoreLocation) {
 async function resetIndex(target: IndexTarget): Promise<void> {
   if (target.database.kind === "pglite") return rmSync(target.database.directory, { recursive: true, force: true });
   const devnetDb = devnetDatabaseName(target.database.connectionString);
-  await withClient(target.database.connectionString, `Cannot reset the index in the devnet database ${devnetDb}`, async (client) => {
-    // An indexer still connected (a killed one may not be gone yet) would hold its tables' locks.
-    await client.query("select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()");
-    const { rows } = await client.query<{ name: string }>(
-      "select nspname as name from pg_namespace where nspname not in ('service', 'public', 'information_schema') and nspname not like 'pg\\_%'",
-    );
-    for (const { name } of rows) await client.query(`drop schema "${name}" cascade`);
-  });
+  await withClient(
+    target.database.connectionString,
+    `Cannot reset the index in the devnet database ${devnetDb}`,
+    async (client) => {
+      // An indexer still connected (a killed one may not be gone yet) would hold its tables' locks.
+      await client.query(
+        "select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()",
+      );
+      const { rows } = await client.query<{ name: string }>(
+        "select nspname as name from pg_namespace where nspname not in ('service', 'public', 'information_schema') and nspname not like 'pg\\_%'",
+      );
+      for (const { name } of rows) await client.query(`drop schema "${name}" cascade`);
+    },
+  );
 }
 
 /** A new chain: the devnet's PGlite directories, or its whole `<name>_devnet` database, go. */
@@ -78,10 +97,14 @@ async function resetAll(target: IndexTarget, databaseUrl: string | undefined): P
     return;
   }
   const devnetDb = devnetDatabaseName(target.database.connectionString);
-  await withClient(databaseUrl!, `Cannot prepare the devnet database ${devnetDb} next to DATABASE_URL`, async (client) => {
-    await client.query(`drop database if exists "${devnetDb}" with (force)`);
-    await client.query(`create database "${devnetDb}"`);
-  });
+  await withClient(
+    databaseUrl!,
+    `Cannot prepare the devnet database ${devnetDb} next to DATABASE_URL`,
+    async (client) => {
+      await client.query(`drop database if exists "${devnetDb}" with (force)`);
+      await client.query(`create database "${devnetDb}"`);
+    },
+  );
 }
 
 function devnetDatabaseName(connectionString: string): string {
@@ -90,7 +113,11 @@ function devnetDatabaseName(connectionString: string): string {
   return name;
 }
 
-async function withClient(connectionString: string, failure: string, fn: (client: pg.Client) => Promise<void>): Promise<void> {
+async function withClient(
+  connectionString: string,
+  failure: string,
+  fn: (client: pg.Client) => Promise<void>,
+): Promise<void> {
   const client = new pg.Client({ connectionString });
   try {
     await client.connect();

@@ -16,8 +16,16 @@ const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 
 /** Ponder hashes the schema file and every indexing file (src/, but the API's) into its build id. */
 function indexingCodeHash(root = "."): string {
-  const files = [join(root, "ponder.schema.ts"), ...listTs(join(root, "src")).filter((file) => !file.startsWith(join(root, "src", "api")))];
-  return sha256(files.sort().map((file) => readFileSync(file, "utf8")).join("\0"));
+  const files = [
+    join(root, "ponder.schema.ts"),
+    ...listTs(join(root, "src")).filter((file) => !file.startsWith(join(root, "src", "api"))),
+  ];
+  return sha256(
+    files
+      .sort()
+      .map((file) => readFileSync(file, "utf8"))
+      .join("\0"),
+  );
 }
 
 function listTs(dir: string): string[] {
@@ -39,7 +47,9 @@ export function indexedSettings(target: IndexTarget, root = "."): Record<string,
     REPORTER_START_BLOCK: target.reporterStartBlock === target.startBlock ? "unset" : String(target.reporterStartBlock),
     "the token addresses (config/celo.ts)": JSON.stringify(target.tokens.map((token) => token.address)),
     INDEX_MODE: target.tracked ? "tracked" : "all",
-    "TRACKED_WALLETS / TRACKED_WALLETS_FILE": target.tracked ? `${target.tracked.size} wallets, ${sha256([...target.tracked].sort().join(","))}` : "",
+    "TRACKED_WALLETS / TRACKED_WALLETS_FILE": target.tracked
+      ? `${target.tracked.size} wallets, ${sha256([...target.tracked].sort().join(","))}`
+      : "",
     "the indexing code (ponder.schema.ts, src/)": indexingCodeHash(root),
   };
 }
@@ -78,7 +88,10 @@ export async function guardIndexedSettings(target: IndexTarget, root = "."): Pro
       return;
     }
     const recorded = { settings: current, recordedAt: new Date() };
-    await store.db.insert(indexSettings).values({ schema: target.schema, ...recorded }).onConflictDoUpdate({ target: indexSettings.schema, set: recorded });
+    await store.db
+      .insert(indexSettings)
+      .values({ schema: target.schema, ...recorded })
+      .onConflictDoUpdate({ target: indexSettings.schema, set: recorded });
   } finally {
     await store.close();
   }

@@ -10,7 +10,8 @@ import { launch, runPonder } from "./ponder-process.ts";
 await launch(async () => {
   const { env, target } = await preflight();
   if (target.network === "devnet") {
-    if ((await prepareDevnetData(target, env.DATABASE_URL)) === "same chain") console.log("Same devnet chain as the last run: the payment ledger is kept, the index is rebuilt.");
+    if ((await prepareDevnetData(target, env.DATABASE_URL)) === "same chain")
+      console.log("Same devnet chain as the last run: the payment ledger is kept, the index is rebuilt.");
   } else await prepareLiveData(target);
   const { finish, ...backfill } = backfillProgress(env);
   return runPonder(target, { port: env.PORT, ...backfill, onReady: finish });

@@ -6,10 +6,14 @@ import { createProgress, type ProgressOptions } from "./progress.ts";
 
 /** The devnet's seeding, in days of history (how many blocks there will be is not known before). */
 export function seedingProgress(options: ProgressOptions = {}) {
-  const progress = createProgress({ name: "Seeding", unit: "days", eventUnit: "transfers" }, { windowMs: 10_000, ...options });
+  const progress = createProgress(
+    { name: "Seeding", unit: "days", eventUnit: "transfers" },
+    { windowMs: 10_000, ...options },
+  );
   let last: SeedingProgress | undefined;
   return {
-    onSeeding: (seeded: SeedingProgress) => progress.update({ done: (last = seeded).days, total: seeded.ofDays, events: seeded.transfers }),
+    onSeeding: (seeded: SeedingProgress) =>
+      progress.update({ done: (last = seeded).days, total: seeded.ofDays, events: seeded.transfers }),
     finish: () => progress.finish(last && { done: last.ofDays, total: last.ofDays, events: last.transfers }),
     /** A line of the launcher's own while the bar is drawn. */
     log: (line: string) => progress.write(`${line}\n`),
@@ -39,7 +43,10 @@ export function completedEvents(metrics: string): number | null {
  */
 export function backfillProgress(env: Pick<Env, "DATA_HOST" | "DATA_PORT">, options: ProgressOptions = {}) {
   const metricsUrl = `http://${reachableHost(env.DATA_HOST)}:${env.DATA_PORT}/metrics`;
-  const progress = createProgress({ name: "Backfill", unit: "blocks", eventUnit: "events" }, { windowMs: 60_000, ...options });
+  const progress = createProgress(
+    { name: "Backfill", unit: "blocks", eventUnit: "events" },
+    { windowMs: 60_000, ...options },
+  );
   let figures: { done: number; total: number; events: number } | undefined;
   let events = 0;
   let reading: Promise<void> | undefined;
@@ -58,7 +65,11 @@ export function backfillProgress(env: Pick<Env, "DATA_HOST" | "DATA_PORT">, opti
       const total = headBlock ? Math.max(0, headBlock.number - startBlock) : figures?.total;
       if (total === undefined) return;
       void readEvents();
-      figures = { done: indexedBlock ? Math.min(total, Math.max(0, indexedBlock.number - startBlock)) : 0, total, events };
+      figures = {
+        done: indexedBlock ? Math.min(total, Math.max(0, indexedBlock.number - startBlock)) : 0,
+        total,
+        events,
+      };
       progress.update(figures);
     },
     /** The last line, with the events counted at the end. */

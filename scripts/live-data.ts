@@ -10,7 +10,8 @@ import { guardIndexedSettings } from "./indexed-settings.ts";
 export async function prepareLiveData(target: IndexTarget): Promise<void> {
   if (target.network !== "celo") throw new Error("devnet data is prepared by prepareDevnetData");
   await guardIndexedSettings(target);
-  if (await restartInterruptedPgliteBackfill(target)) console.log("The previous backfill was stopped part way: on PGlite it starts over (the RPC cache is kept).");
+  if (await restartInterruptedPgliteBackfill(target))
+    console.log("The previous backfill was stopped part way: on PGlite it starts over (the RPC cache is kept).");
 }
 
 /**
@@ -27,7 +28,9 @@ export async function restartInterruptedPgliteBackfill(target: IndexTarget): Pro
   const db = new PGlite(target.database.directory);
   try {
     const meta = await db
-      .query<{ ready: number }>(`select (value->>'is_ready')::int as ready from "${target.schema}"._ponder_meta where key = 'app'`)
+      .query<{ ready: number }>(
+        `select (value->>'is_ready')::int as ready from "${target.schema}"._ponder_meta where key = 'app'`,
+      )
       .catch(() => ({ rows: [] as { ready: number }[] })); // no schema yet: nothing to restart
     if (meta.rows[0]?.ready !== 0) return false;
     await db.exec(`drop schema "${target.schema}" cascade`);

@@ -12,12 +12,15 @@ import { firstLine } from "../shared/async.ts";
 async function main() {
   const { values, positionals } = parseArgs({ options: { reason: { type: "string" } }, allowPositionals: true });
   const [reportId] = positionals;
-  if (!reportId || !REPORT_ID.test(reportId) || positionals.length !== 1) throw new StartupError('usage: npm run passport:revoke -- REP-XXXXXXXXXX --reason "why"');
+  if (!reportId || !REPORT_ID.test(reportId) || positionals.length !== 1)
+    throw new StartupError('usage: npm run passport:revoke -- REP-XXXXXXXXXX --reason "why"');
   const reason = values.reason?.trim();
   if (!reason) throw new StartupError('--reason "..." is required (it is written on chain)');
   const reporter = createReporter(resolveReporterSettings(resolveIndexTarget()));
-  if (!reporter.contract || !reporter.reporterAccount) throw new StartupError("No reporter configured: set REPORTER_ADDRESS and REPORTER_PRIVATE_KEY.");
-  if (!(await reporter.exists(reportId))) throw new StartupError(`${reportId} does not exist on the reporter ${reporter.contract}.`);
+  if (!reporter.contract || !reporter.reporterAccount)
+    throw new StartupError("No reporter configured: set REPORTER_ADDRESS and REPORTER_PRIVATE_KEY.");
+  if (!(await reporter.exists(reportId)))
+    throw new StartupError(`${reportId} does not exist on the reporter ${reporter.contract}.`);
   const { transaction, block } = await reporter.revoke(reportId, reason);
   console.log(JSON.stringify({ reportId, revoked: true, reason, contract: reporter.contract, transaction, block }));
 }

@@ -5,7 +5,10 @@
  * views for direct Postgres access (DATABASE_VIEWS_SCHEMA, docs/data.md).
  */
 export function ponderArgs(command: "start" | "serve", schema: string, port: number, env: NodeJS.ProcessEnv): string[] {
-  const viewsSchema = command === "start" && env.DATABASE_VIEWS_SCHEMA?.trim() ? ["--views-schema", env.DATABASE_VIEWS_SCHEMA.trim()] : [];
+  const viewsSchema =
+    command === "start" && env.DATABASE_VIEWS_SCHEMA?.trim()
+      ? ["--views-schema", env.DATABASE_VIEWS_SCHEMA.trim()]
+      : [];
   const hostname = env.HOST?.trim() ? ["--hostname", env.HOST.trim()] : [];
   return [command, "--schema", schema, ...viewsSchema, "--port", String(port), ...hostname];
 }

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { StartupError } from "../config/errors.ts";
-import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
-import { ponderArgs } from "./ponder-command.ts";
 import type { IndexTarget } from "../config/target.ts";
+import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
 import { sleep } from "../shared/async.ts";
+import { ponderArgs } from "./ponder-command.ts";
 
 /** The `ponder start` child of this launcher while it runs: launch() signals its process group. */
 let ponder: ChildProcess | undefined;
@@ -42,9 +42,14 @@ export async function runPonder(
     if (ponder === child) ponder = undefined;
     signalGroup(child, "SIGKILL"); // whatever it started and left behind
   });
-  if (options.onReady || options.onStatus) void waitReady(options.port, child, env.HOST?.trim(), options.onStatus).then((ready) => ready && options.onReady?.());
+  if (options.onReady || options.onStatus)
+    void waitReady(options.port, child, env.HOST?.trim(), options.onStatus).then(
+      (ready) => ready && options.onReady?.(),
+    );
   return new Promise((resolve, reject) => {
-    child.on("error", (error) => reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)));
+    child.on("error", (error) =>
+      reject(new StartupError(`Could not start ponder: ${error.message}. Run \`npm install\` first.`)),
+    );
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 0 : 1)));
   });
 }
@@ -58,9 +63,15 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 }
 
 /** A bind address as this machine reaches it: an unspecified one (every interface) on loopback. */
-export const reachableHost = (host?: string) => (!host || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host);
+export const reachableHost = (host?: string) =>
+  !host || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
 
-async function waitReady(port: number, child: { exitCode: number | null }, host?: string, onStatus?: (status: unknown) => void): Promise<boolean> {
+async function waitReady(
+  port: number,
+  child: { exitCode: number | null },
+  host?: string,
+  onStatus?: (status: unknown) => void,
+): Promise<boolean> {
   while (child.exitCode === null) {
     try {
       const res = await fetch(`http://${reachableHost(host)}:${port}/ready`);

@@ -6,7 +6,13 @@ export type ProgressTask = { name: string; unit: string; eventUnit: string };
 /** How far it is: `done` of `total` units, and `events` handled so far. */
 export type ProgressFigures = { done: number; total: number; events: number };
 export type ProgressSnapshot = ProgressTask &
-  ProgressFigures & { fraction: number; eventsPerSecond: number | null; etaSeconds: number | null; elapsedSeconds: number; finished: boolean };
+  ProgressFigures & {
+    fraction: number;
+    eventsPerSecond: number | null;
+    etaSeconds: number | null;
+    elapsedSeconds: number;
+    finished: boolean;
+  };
 
 // Formatting: pure functions (test/progress.test.ts).
 
@@ -16,7 +22,8 @@ export const formatCount = (n: number) => Math.floor(n).toLocaleString("en-US");
 export const formatRate = (n: number) => (n >= 100 ? formatCount(n) : n >= 10 ? String(Math.round(n)) : n.toFixed(1));
 
 /** Rounded down, so that 100% means done. */
-export const formatPercent = (fraction: number) => `${(Math.floor(Math.min(1, Math.max(0, fraction)) * 1000) / 10).toFixed(1)}%`;
+export const formatPercent = (fraction: number) =>
+  `${(Math.floor(Math.min(1, Math.max(0, fraction)) * 1000) / 10).toFixed(1)}%`;
 
 /** 42s · 3m 05s · 1h 12m · 2d 03h: the two largest units are all a reader takes in. */
 export function formatDuration(seconds: number): string {
@@ -44,7 +51,11 @@ export function snapshot(
     ...task,
     ...figures,
     fraction: finished ? 1 : figures.total > 0 ? Math.min(1, figures.done / figures.total) : 0,
-    eventsPerSecond: finished ? (speed.elapsedSeconds > 0 ? figures.events / speed.elapsedSeconds : null) : speed.eventsPerSecond,
+    eventsPerSecond: finished
+      ? speed.elapsedSeconds > 0
+        ? figures.events / speed.elapsedSeconds
+        : null
+      : speed.eventsPerSecond,
     etaSeconds: finished ? 0 : etaSeconds(figures.total - figures.done, speed.unitsPerSecond),
     elapsedSeconds: speed.elapsedSeconds,
     finished,
@@ -58,13 +69,23 @@ export function barLine(s: ProgressSnapshot, columns: number): string {
     { text: `${formatCount(s.done)}/${formatCount(s.total)} ${s.unit}`, keep: 1 },
     { text: `${formatCount(s.events)} ${s.eventUnit}`, keep: 0 },
     { text: s.eventsPerSecond === null ? "" : `${formatRate(s.eventsPerSecond)}/s`, keep: 2 },
-    { text: s.finished ? `in ${formatDuration(s.elapsedSeconds)}` : s.etaSeconds === null ? "" : `${formatDuration(s.etaSeconds)} left`, keep: 3 },
+    {
+      text: s.finished
+        ? `in ${formatDuration(s.elapsedSeconds)}`
+        : s.etaSeconds === null
+          ? ""
+          : `${formatDuration(s.etaSeconds)} left`,
+      keep: 3,
+    },
   ].filter((f) => f.text);
   // One column short of the width: a line that fills it wraps on some terminals, and \r then redraws the wrong line.
   const width = columns - 1;
   let text = "";
   for (let drop = 0; drop < 4; drop++) {
-    text = figures.filter((f) => f.keep >= drop).map((f) => f.text).join("  ");
+    text = figures
+      .filter((f) => f.keep >= drop)
+      .map((f) => f.text)
+      .join("  ");
     const barWidth = Math.min(30, width - s.name.length - text.length - 4); // two spaces, two brackets
     if (barWidth >= 10) return `${s.name} ${renderBar(s.fraction, barWidth)} ${text}`;
   }

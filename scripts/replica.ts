@@ -2,8 +2,8 @@ import pg from "pg";
 import { readEnv } from "../config/env.ts";
 import { StartupError } from "../config/errors.ts";
 import { resolveIndexTarget } from "../config/target.ts";
-import { ponderArgs } from "./ponder-command.ts";
 import { sleep } from "../shared/async.ts";
+import { ponderArgs } from "./ponder-command.ts";
 
 // `npm run serve`, an API replica: checks the environment, waits until the indexer has created the
 // schema it writes (`ponder serve` exits at once without it, so replicas may be started together
@@ -15,7 +15,9 @@ try {
   const env = readEnv();
   const target = resolveIndexTarget(env);
   if (target.database.kind !== "postgres") {
-    throw new StartupError("a replica needs Postgres: set DATABASE_URL to the indexer's database (PGlite admits one process; `npm start` serves the API itself).");
+    throw new StartupError(
+      "a replica needs Postgres: set DATABASE_URL to the indexer's database (PGlite admits one process; `npm start` serves the API itself).",
+    );
   }
   await waitForSchema(target.database.connectionString, target.schema);
   // Each value is checked by config/env.ts (a schema name, a port number) or is an address: no spaces.
@@ -41,7 +43,10 @@ async function waitForSchema(connectionString: string, schema: string): Promise<
     } finally {
       await client.end().catch(() => {});
     }
-    if (!told) console.error(`Waiting for the indexer to create the schema "${schema}" (start it with npm run indexer or npm start)…`);
+    if (!told)
+      console.error(
+        `Waiting for the indexer to create the schema "${schema}" (start it with npm run indexer or npm start)…`,
+      );
     told = true;
     await sleep(1_000);
   }

@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
-import { describeDevnet, type Devnet, startDevnet } from "../devnet/devnet.ts";
-import { backfillProgress, seedingProgress } from "./launch-progress.ts";
 import { launchEnvironment, preflight } from "../config/preflight.ts";
+import { type Devnet, describeDevnet, startDevnet } from "../devnet/devnet.ts";
 import { prepareDevnetData } from "./devnet-data.ts";
+import { backfillProgress, seedingProgress } from "./launch-progress.ts";
 import { prepareLiveData } from "./live-data.ts";
 import { launch, runPonder } from "./ponder-process.ts";
 

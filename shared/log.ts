@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type Logger } from "pino";
+import { type DestinationStream, type Logger, pino } from "pino";
 
 export type { Logger };
 
@@ -17,7 +17,19 @@ export function createLogger(options: { level?: string; destination?: Destinatio
       level,
       base: { service: "celo-wallet-reputation" },
       timestamp: pino.stdTimeFunctions.isoTime,
-      redact: { paths: ["headers", "*.headers", "privateKey", "*.privateKey", "signature", "*.signature", "authorization", "*.authorization"], censor: "[redacted]" },
+      redact: {
+        paths: [
+          "headers",
+          "*.headers",
+          "privateKey",
+          "*.privateKey",
+          "signature",
+          "*.signature",
+          "authorization",
+          "*.authorization",
+        ],
+        censor: "[redacted]",
+      },
     },
     options.destination,
   );

@@ -17,7 +17,8 @@ export function tokenBuckets(limit: number, windowMs: number, now: () => number 
       if (b.tokens < 1) return Math.max(1, Math.ceil((1 - b.tokens) / ratePerMs / 1000));
       b.tokens -= 1;
       // Forget full buckets now and then, so the map holds only recent keys.
-      if (buckets.size > 10_000) for (const [k, v] of buckets) if (v.tokens + (t - v.at) * ratePerMs >= limit) buckets.delete(k);
+      if (buckets.size > 10_000)
+        for (const [k, v] of buckets) if (v.tokens + (t - v.at) * ratePerMs >= limit) buckets.delete(k);
       return 0;
     },
   };

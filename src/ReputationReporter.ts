@@ -24,7 +24,9 @@ ponder.on("ReputationReporter:FinancialReportPublished", async ({ event, context
 });
 
 ponder.on("ReputationReporter:ReportExpirySet", async ({ event, context }) => {
-  await context.db.update(report, keyOf(event.log.address, event.args.reportId)).set({ expiresAt: event.args.expiresAt });
+  await context.db
+    .update(report, keyOf(event.log.address, event.args.reportId))
+    .set({ expiresAt: event.args.expiresAt });
 });
 
 ponder.on("ReputationReporter:ReportSuperseded", async ({ event, context }) => {

@@ -1,4 +1,4 @@
-import { ponder, type Context, type Event } from "ponder:registry";
+import { type Context, type Event, ponder } from "ponder:registry";
 import { authorizationState, trackedWallet, transfer } from "ponder:schema";
 import type { Hex } from "viem";
 import type { Address } from "../config/addresses.ts";
@@ -10,7 +10,13 @@ const tracked = resolveIndexTarget().tracked;
 /** The wallets the stats' wallet count counts: every one, or in tracked mode the tracked ones (as the views list them). */
 const counted = (wallet: Address) => !tracked || tracked.has(wallet);
 
-async function onTransfer({ event, context }: { event: Event<"Stablecoin:Transfer">; context: Context<"Stablecoin:Transfer"> }) {
+async function onTransfer({
+  event,
+  context,
+}: {
+  event: Event<"Stablecoin:Transfer">;
+  context: Context<"Stablecoin:Transfer">;
+}) {
   const fact = {
     token: event.log.address.toLowerCase() as Address,
     from: event.args.from.toLowerCase() as Address,
@@ -40,7 +46,10 @@ ponder.on("Stablecoin:Transfer", onTransfer);
 // entry registers these: the events come unfiltered, once.)
 async function onAuthorization(
   kind: "used" | "canceled",
-  { event, context }: { event: Event<"Stablecoin:AuthorizationUsed" | "Stablecoin:AuthorizationCanceled">; context: Context },
+  {
+    event,
+    context,
+  }: { event: Event<"Stablecoin:AuthorizationUsed" | "Stablecoin:AuthorizationCanceled">; context: Context },
 ) {
   await context.db
     .insert(authorizationState)

@@ -24,7 +24,17 @@ export type TransferFact = {
 export async function addToFlow(db: Context["db"], t: TransferFact): Promise<void> {
   await db
     .insert(flow)
-    .values({ from: t.from, to: t.to, token: t.token, day: t.timestamp / 86400n, month: monthOf(t.timestamp), total: t.value, transfers: 1, firstAt: t.timestamp, lastAt: t.timestamp })
+    .values({
+      from: t.from,
+      to: t.to,
+      token: t.token,
+      day: t.timestamp / 86400n,
+      month: monthOf(t.timestamp),
+      total: t.value,
+      transfers: 1,
+      firstAt: t.timestamp,
+      lastAt: t.timestamp,
+    })
     .onConflictDoUpdate((row) => ({ total: row.total + t.value, transfers: row.transfers + 1, lastAt: t.timestamp }));
 }
 
@@ -40,7 +50,11 @@ export async function addToReceived(db: Context["db"], t: TransferFact): Promise
  * Keeps the totals GET /api/stats reads: per token, transfers and volume; and the number of wallets
  * seen, counting each wallet (not the zero address; in tracked mode only tracked ones) once.
  */
-export async function addToTotals(db: Context["db"], t: TransferFact, counts: (wallet: Address) => boolean): Promise<void> {
+export async function addToTotals(
+  db: Context["db"],
+  t: TransferFact,
+  counts: (wallet: Address) => boolean,
+): Promise<void> {
   await db
     .insert(indexTotal)
     .values({ key: `transfers:${t.token}`, count: 1n, volume: t.value })

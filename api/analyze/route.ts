@@ -1,16 +1,22 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
-import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute, jsonBody } from "../http/declare.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
-import { indexedWallet } from "../wallet/indexed.ts";
 import { attestationOf } from "../wallet/attestation.ts";
+import { indexedWallet } from "../wallet/indexed.ts";
 import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletData } from "../wallet/wallet-data.ts";
-import { ANALYZE_FIELDS, type AnalyzeField, analyzeRequestSchema, type AnalyzeResult, analyzeResultSchema } from "./schema.ts";
+import {
+  ANALYZE_FIELDS,
+  type AnalyzeField,
+  type AnalyzeResult,
+  analyzeRequestSchema,
+  analyzeResultSchema,
+} from "./schema.ts";
 import { summaryOf } from "./summary.ts";
 
 export const analyzeRoute = declareRoute("analyze", {
@@ -19,7 +25,12 @@ export const analyzeRoute = declareRoute("analyze", {
   tags: ["Agent"],
   summary: "Analyse a wallet",
   description: `Scores, income label, loan range, a summary, the attestation and walletData. \`fields\` narrows the answer to: ${ANALYZE_FIELDS.join(", ")}.`,
-  request: { body: jsonBody(analyzeRequestSchema, "The wallet, the paying wallet when it differs, and optionally the fields wanted") },
+  request: {
+    body: jsonBody(
+      analyzeRequestSchema,
+      "The wallet, the paying wallet when it differs, and optionally the fields wanted",
+    ),
+  },
   ok: analyzeResultSchema,
   errors: { 400: ["unknown_field"], 404: ["wallet_not_indexed"] },
   middleware: [indexedWallet],
@@ -33,7 +44,10 @@ export function analyzeHandler({ db, target, assessor }: AnalyzeDeps): RouteHand
   return async (c) => {
     const body = c.req.valid("json");
     const wanted = new Set<AnalyzeField>(body.fields ?? ANALYZE_FIELDS);
-    const [a, reports] = await Promise.all([assessor.assess(body.walletAddress), wanted.has("attestation") ? recentReports(db, body.walletAddress) : null]);
+    const [a, reports] = await Promise.all([
+      assessor.assess(body.walletAddress),
+      wanted.has("attestation") ? recentReports(db, body.walletAddress) : null,
+    ]);
     const r = a.result;
     const out: AnalyzeResult = {
       walletAddress: a.facts.address,
@@ -45,7 +59,13 @@ export function analyzeHandler({ db, target, assessor }: AnalyzeDeps): RouteHand
     if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
     if (wanted.has("reputationScore")) out.reputationScore = r.scores.reputation;
     if (wanted.has("incomeLabel")) out.incomeLabel = r.incomeLabel;
-    if (wanted.has("loanRange")) out.loanRange = { minUsd: unitsToUsd(r.loan.minUnits), maxUsd: unitsToUsd(r.loan.maxUnits), confidence: r.loan.confidence, currency: "USD" };
+    if (wanted.has("loanRange"))
+      out.loanRange = {
+        minUsd: unitsToUsd(r.loan.minUnits),
+        maxUsd: unitsToUsd(r.loan.maxUnits),
+        confidence: r.loan.confidence,
+        currency: "USD",
+      };
     if (wanted.has("summary")) out.summary = summaryOf(a.facts.address, r);
     if (wanted.has("attestation")) {
       const report = validReport(reports ?? [], a.asOf.timestamp);

@@ -5,7 +5,15 @@ import { attestationSchema } from "../wallet/attestation.ts";
 import { dataAsOfSchema, walletDataSchema } from "../wallet/schema.ts";
 
 /** What `fields` may name; without `fields` the answer has all of them. */
-export const ANALYZE_FIELDS = ["financialHealthScore", "reputationScore", "incomeLabel", "loanRange", "summary", "attestation", "walletData"] as const;
+export const ANALYZE_FIELDS = [
+  "financialHealthScore",
+  "reputationScore",
+  "incomeLabel",
+  "loanRange",
+  "summary",
+  "attestation",
+  "walletData",
+] as const;
 export type AnalyzeField = (typeof ANALYZE_FIELDS)[number];
 
 export const analyzeRequestSchema = z.object({
@@ -23,12 +31,16 @@ export const analyzeResultSchema = z.object({
   financialHealthScore: z.number().min(0).max(100).optional(),
   reputationScore: z.number().min(0).max(100).optional(),
   incomeLabel: z.string().optional(),
-  loanRange: z.object({ minUsd: z.number(), maxUsd: z.number(), confidence: z.enum(["low", "medium", "high"]), currency: z.literal("USD") }).optional(),
+  loanRange: z
+    .object({
+      minUsd: z.number(),
+      maxUsd: z.number(),
+      confidence: z.enum(["low", "medium", "high"]),
+      currency: z.literal("USD"),
+    })
+    .optional(),
   summary: z.string().optional().describe("A paragraph written from the facts (a template, not a model)"),
-  attestation: attestationSchema
-    .nullable()
-    .optional()
-    .describe("The wallet's latest valid passport, or null"),
+  attestation: attestationSchema.nullable().optional().describe("The wallet's latest valid passport, or null"),
   walletData: walletDataSchema.optional(),
 });
 export type AnalyzeResult = z.infer<typeof analyzeResultSchema>;

@@ -13,7 +13,12 @@ export type Conversations = {
   /** The conversation's state, if `id` is a live conversation of this payer. */
   load(id: string, payer: Address, now?: number): Promise<ConversationState | null>;
   /** Records the state after a question (a new id when `id` is null or not live) and prunes expired ones. */
-  save(id: string | null, payer: Address, state: ConversationState, now?: number): Promise<{ id: string; expiresAt: Date }>;
+  save(
+    id: string | null,
+    payer: Address,
+    state: ConversationState,
+    now?: number,
+  ): Promise<{ id: string; expiresAt: Date }>;
 };
 
 /** Conversations in the service store (table `service.chat_conversation`). */
@@ -24,19 +29,43 @@ export function storedConversations(store: Promise<ServiceDb> | ServiceDb): Conv
       const [row] = await db
         .select()
         .from(chatConversation)
-        .where(and(eq(chatConversation.id, id), eq(chatConversation.payer, payer), gt(chatConversation.expiresAt, new Date(now))))
+        .where(
+          and(
+            eq(chatConversation.id, id),
+            eq(chatConversation.payer, payer),
+            gt(chatConversation.expiresAt, new Date(now)),
+          ),
+        )
         .limit(1);
-      return row ? { wallets: row.wallets as Address[], intent: row.intent as Intent | null, period: row.period as Period | null } : null;
+      return row
+        ? {
+            wallets: row.wallets as Address[],
+            intent: row.intent as Intent | null,
+            period: row.period as Period | null,
+          }
+        : null;
     },
     async save(id, payer, state, now = Date.now()) {
       const db = await store;
       const expiresAt = new Date(now + CONVERSATION_LIFETIME_MS);
-      const values = { wallets: state.wallets, intent: state.intent, period: state.period as Record<string, unknown> | null, updatedAt: new Date(now), expiresAt };
+      const values = {
+        wallets: state.wallets,
+        intent: state.intent,
+        period: state.period as Record<string, unknown> | null,
+        updatedAt: new Date(now),
+        expiresAt,
+      };
       if (id) {
         const updated = await db
           .update(chatConversation)
           .set(values)
-          .where(and(eq(chatConversation.id, id), eq(chatConversation.payer, payer), gt(chatConversation.expiresAt, new Date(now))))
+          .where(
+            and(
+              eq(chatConversation.id, id),
+              eq(chatConversation.payer, payer),
+              gt(chatConversation.expiresAt, new Date(now)),
+            ),
+          )
           .returning({ id: chatConversation.id });
         if (updated.length) return { id, expiresAt };
       }

@@ -5,15 +5,15 @@ import {
   activityFact,
   balancesFact,
   counterpartiesFact,
-  factorsFact,
   type FactKind,
   type Facts,
+  factorsFact,
   incomeFact,
   largestTransfersFact,
   loanFact,
   passportFact,
-  scoresFact,
   type Source,
+  scoresFact,
   type WalletReader,
 } from "./facts.ts";
 import { addressesIn, type Intent, normalise, type Period, readIntent, readPeriod, wordMatches } from "./language.ts";
@@ -25,7 +25,13 @@ export type ConversationState = { wallets: Address[]; intent: Intent | null; per
 export type ChatQuestion = { message: string; walletAddress?: Address; conversation?: ConversationState | null };
 
 /** A question read: what it asks, about which wallets, over which period (resolved against the indexed head). */
-export type ResolvedQuestion = { intent: Intent; wallets: Address[]; period: Period | null; periodDefaulted: boolean; direction: "in" | "out" | "both" };
+export type ResolvedQuestion = {
+  intent: Intent;
+  wallets: Address[];
+  period: Period | null;
+  periodDefaulted: boolean;
+  direction: "in" | "out" | "both";
+};
 
 type ChatData = { period: Period | null; wallets: Record<string, Facts> };
 
@@ -74,11 +80,19 @@ export function readQuestion(q: ChatQuestion): QuestionReading {
   let intent = reading.intent;
   if (intent === "unknown") {
     // Whether a period is named does not depend on "now": any time tells.
-    if (readPeriod(q.message, Date.now() / 1000)) intent = previous?.intent && PERIODIC.includes(previous.intent) ? previous.intent : "activity";
-    else if (reading.bare) intent = previous?.intent && !WALLETLESS.includes(previous.intent) ? previous.intent : wallets.length ? "overview" : "help";
+    if (readPeriod(q.message, Date.now() / 1000))
+      intent = previous?.intent && PERIODIC.includes(previous.intent) ? previous.intent : "activity";
+    else if (reading.bare)
+      intent =
+        previous?.intent && !WALLETLESS.includes(previous.intent)
+          ? previous.intent
+          : wallets.length
+            ? "overview"
+            : "help";
   }
   // "compare it with 0x…": the wallet under discussion against the one named.
-  if (intent === "compare" && wallets.length === 1 && subject && subject !== wallets[0]) wallets = [subject, wallets[0]!];
+  if (intent === "compare" && wallets.length === 1 && subject && subject !== wallets[0])
+    wallets = [subject, wallets[0]!];
   return { intent, wallets: wallets.slice(0, intent === "compare" ? 2 : MAX_WALLETS) };
 }
 
@@ -88,9 +102,18 @@ export const CHAT_REFUSALS = ["no_wallet", "unanswerable"] as const;
 /** Why this question gets no answer from wallet data (help, an unknown question, no wallet named), or null. */
 export function refusalOf(r: QuestionReading): ApiError | null {
   const unpaid = "Nothing was charged.";
-  if (r.intent === "help") return new ApiError(422, "unanswerable", `${say.helpText()} ${unpaid}`, { intent: r.intent, capabilities: say.capabilityList() });
-  if (r.intent === "unknown") return new ApiError(422, "unanswerable", `${say.unknownText()} ${unpaid}`, { intent: r.intent, capabilities: say.capabilityList() });
-  if (r.wallets.length < (r.intent === "compare" ? 2 : 1)) return new ApiError(422, "no_wallet", `${say.needWalletText(r.intent)} ${unpaid}`, { intent: r.intent });
+  if (r.intent === "help")
+    return new ApiError(422, "unanswerable", `${say.helpText()} ${unpaid}`, {
+      intent: r.intent,
+      capabilities: say.capabilityList(),
+    });
+  if (r.intent === "unknown")
+    return new ApiError(422, "unanswerable", `${say.unknownText()} ${unpaid}`, {
+      intent: r.intent,
+      capabilities: say.capabilityList(),
+    });
+  if (r.wallets.length < (r.intent === "compare" ? 2 : 1))
+    return new ApiError(422, "no_wallet", `${say.needWalletText(r.intent)} ${unpaid}`, { intent: r.intent });
   return null;
 }
 
@@ -147,7 +170,11 @@ async function gather(reader: WalletReader, address: Address, r: ResolvedQuestio
 const dedupe = (sources: Source[]) => [...new Map(sources.map((s) => [s.name, s])).values()];
 
 /** The deterministic engine: a question in, an answer written from facts out. */
-export async function answerDeterministic(reader: WalletReader, q: ChatQuestion, resolved?: ResolvedQuestion): Promise<ChatOutcome> {
+export async function answerDeterministic(
+  reader: WalletReader,
+  q: ChatQuestion,
+  resolved?: ResolvedQuestion,
+): Promise<ChatOutcome> {
   const r = resolved ?? (await resolveQuestion(reader, q));
   const data: ChatData = { period: r.period, wallets: {} };
   const sources: Source[] = [];

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
+import { monthOf } from "../../shared/month.ts";
 import type { IndexDb } from "../db.ts";
 import { isoFromSeconds as iso, unitsToUsd, usdRoundedToCents as usd } from "../money.ts";
 import { DAY, WINDOW_DAYS } from "../scoring/facts.ts";
@@ -10,7 +11,6 @@ import type { Assessment, WalletAssessor } from "../wallet/assess.ts";
 import { attestationOf, attestationSchema } from "../wallet/attestation.ts";
 import { recentReports, validReport } from "../wallet/queries.ts";
 import { walletMonthly, walletTopCounterparties } from "../wallet/wallet-data.ts";
-import { monthOf } from "../../shared/month.ts";
 import type { Period } from "./language.ts";
 
 /**
@@ -23,19 +23,51 @@ import type { Period } from "./language.ts";
 export type ChatDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor };
 
 /** Where a fact came from: the indexed aggregates, and the route that answers the same figure. */
-export const sourceSchema = z.object({ name: z.string(), aggregates: z.array(z.string()), route: z.string().nullable() });
+export const sourceSchema = z.object({
+  name: z.string(),
+  aggregates: z.array(z.string()),
+  route: z.string().nullable(),
+});
 export type Source = z.infer<typeof sourceSchema>;
 
 const SOURCES = {
-  scores: { name: "scores and recommendation", aggregates: ["transfer", "balance", "flow", "received"], route: "GET /api/wallet/{address}/signals (assessment)" },
-  income: { name: "walletData.income", aggregates: ["transfer", "flow", "received"], route: "GET /api/wallet/{address}/analysis (walletData.income)" },
-  loan: { name: "loan capacity", aggregates: ["transfer", "balance", "flow", "received"], route: "GET /api/wallet/{address}/signals/loanCapacity" },
-  balances: { name: "walletData.balances", aggregates: ["balance"], route: "GET /api/wallet/{address}/analysis (walletData.balances)" },
-  monthly: { name: "walletData.monthly", aggregates: ["account_month"], route: "GET /api/wallet/{address}/analysis (walletData.monthly)" },
+  scores: {
+    name: "scores and recommendation",
+    aggregates: ["transfer", "balance", "flow", "received"],
+    route: "GET /api/wallet/{address}/signals (assessment)",
+  },
+  income: {
+    name: "walletData.income",
+    aggregates: ["transfer", "flow", "received"],
+    route: "GET /api/wallet/{address}/analysis (walletData.income)",
+  },
+  loan: {
+    name: "loan capacity",
+    aggregates: ["transfer", "balance", "flow", "received"],
+    route: "GET /api/wallet/{address}/signals/loanCapacity",
+  },
+  balances: {
+    name: "walletData.balances",
+    aggregates: ["balance"],
+    route: "GET /api/wallet/{address}/analysis (walletData.balances)",
+  },
+  monthly: {
+    name: "walletData.monthly",
+    aggregates: ["account_month"],
+    route: "GET /api/wallet/{address}/analysis (walletData.monthly)",
+  },
   window: { name: "the scoring window's transfers (last 365 days)", aggregates: ["transfer"], route: null },
-  counterparties: { name: "walletData.topCounterparties", aggregates: ["counterparty"], route: "GET /api/wallet/{address}/analysis (walletData.topCounterparties)" },
+  counterparties: {
+    name: "walletData.topCounterparties",
+    aggregates: ["counterparty"],
+    route: "GET /api/wallet/{address}/analysis (walletData.topCounterparties)",
+  },
   passport: { name: "passport", aggregates: ["report"], route: "POST /api/agent/analyze (attestation)" },
-  factors: { name: "score factors", aggregates: ["transfer", "balance", "flow", "received"], route: "POST /api/lender/screen (topFactors)" },
+  factors: {
+    name: "score factors",
+    aggregates: ["transfer", "balance", "flow", "received"],
+    route: "POST /api/lender/screen (topFactors)",
+  },
 } satisfies Record<string, Source>;
 
 /** One request's reads: each wallet is assessed once, its walletData read once. */
@@ -56,7 +88,11 @@ export class WalletReader {
   /** walletData.monthly, as the analysis route reads it. */
   monthly(address: Address): ReturnType<typeof walletMonthly> {
     let d = this.months.get(address);
-    if (!d) this.months.set(address, (d = this.assess(address).then((a) => walletMonthly(this.deps.db, this.deps.target, a))));
+    if (!d)
+      this.months.set(
+        address,
+        (d = this.assess(address).then((a) => walletMonthly(this.deps.db, this.deps.target, a))),
+      );
     return d;
   }
 
@@ -70,7 +106,9 @@ export class WalletReader {
   /** The indexed head's time: "now" for periods, from an assessment when there is one. */
   asOf(address?: Address): Promise<number> {
     if (address) return this.assess(address).then((a) => a.asOf.timestamp);
-    return (this.head ??= indexedHead(this.deps.db, this.deps.target.schema).then((h) => (h ? Number(h.timestamp) : Math.floor(Date.now() / 1000))));
+    return (this.head ??= indexedHead(this.deps.db, this.deps.target.schema).then((h) =>
+      h ? Number(h.timestamp) : Math.floor(Date.now() / 1000),
+    ));
   }
 
   /** The latest assessment read by this request (for modelVersion and dataAsOf), if any. */
@@ -119,7 +157,15 @@ const incomeFactSchema = z.object({
   verifiedMonthlyUsd: z.number(),
   monthlyEstimateUsd: z.number(),
   weeklyConsistencyPct: z.number(),
-  recurringPayers: z.array(z.object({ payer: z.string(), cadence: z.string(), payments: z.number(), medianUsd: z.number(), monthlyUsd: z.number() })),
+  recurringPayers: z.array(
+    z.object({
+      payer: z.string(),
+      cadence: z.string(),
+      payments: z.number(),
+      medianUsd: z.number(),
+      monthlyUsd: z.number(),
+    }),
+  ),
   excludedInflowUsd: z.object({ dust: z.number(), cycled: z.number(), returned: z.number(), self: z.number() }),
   incomeUsdOverYear: z.number(),
 });
@@ -133,8 +179,19 @@ export async function incomeFact(reader: WalletReader, address: Address) {
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       monthlyEstimateUsd: usd(s.monthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
-      recurringPayers: s.recurring.map((p) => ({ payer: p.payer, cadence: p.cadence, payments: p.payments, medianUsd: usd(p.medianUnits), monthlyUsd: usd(p.monthlyUnits) })),
-      excludedInflowUsd: { dust: usd(s.inflowByKind.dust), cycled: usd(s.inflowByKind.cycled), returned: usd(s.inflowByKind.returned), self: usd(s.inflowByKind.self) },
+      recurringPayers: s.recurring.map((p) => ({
+        payer: p.payer,
+        cadence: p.cadence,
+        payments: p.payments,
+        medianUsd: usd(p.medianUnits),
+        monthlyUsd: usd(p.monthlyUnits),
+      })),
+      excludedInflowUsd: {
+        dust: usd(s.inflowByKind.dust),
+        cycled: usd(s.inflowByKind.cycled),
+        returned: usd(s.inflowByKind.returned),
+        self: usd(s.inflowByKind.self),
+      },
       incomeUsdOverYear: usd(s.inflowByKind.income),
     }),
     sources: [SOURCES.income],
@@ -147,7 +204,13 @@ const loanFactSchema = z.object({
   confidence: z.enum(["low", "medium", "high"]),
   currency: z.literal("USD"),
   recommendation: z.enum(["approve", "review", "decline"]),
-  basis: z.object({ verifiedMonthlyIncomeUsd: z.number(), monthlySpendUsd: z.number(), balanceUsd: z.number(), ageDays: z.number(), activeMonths: z.number() }),
+  basis: z.object({
+    verifiedMonthlyIncomeUsd: z.number(),
+    monthlySpendUsd: z.number(),
+    balanceUsd: z.number(),
+    ageDays: z.number(),
+    activeMonths: z.number(),
+  }),
 });
 export async function loanFact(reader: WalletReader, address: Address) {
   const { result: r } = await reader.assess(address);
@@ -159,25 +222,47 @@ export async function loanFact(reader: WalletReader, address: Address) {
       confidence: r.loan.confidence,
       currency: "USD",
       recommendation: r.recommendation,
-      basis: { verifiedMonthlyIncomeUsd: usd(s.verifiedMonthlyIncomeUnits), monthlySpendUsd: usd(s.monthlySpendUnits), balanceUsd: usd(s.balanceUnits), ageDays: s.ageDays, activeMonths: s.activeMonths12 },
+      basis: {
+        verifiedMonthlyIncomeUsd: usd(s.verifiedMonthlyIncomeUnits),
+        monthlySpendUsd: usd(s.monthlySpendUnits),
+        balanceUsd: usd(s.balanceUnits),
+        ageDays: s.ageDays,
+        activeMonths: s.activeMonths12,
+      },
     }),
     sources: [SOURCES.loan],
   };
 }
 
-const balancesFactSchema = z.object({ balances: z.array(z.object({ symbol: z.string(), token: z.string(), balanceUsd: z.number() })), totalUsd: z.number() });
+const balancesFactSchema = z.object({
+  balances: z.array(z.object({ symbol: z.string(), token: z.string(), balanceUsd: z.number() })),
+  totalUsd: z.number(),
+});
 export async function balancesFact(reader: WalletReader, address: Address) {
   const { result: r, facts } = await reader.assess(address);
   // walletData.balances, without its reads of the monthly and counterparty tables.
-  const balances = reader.deps.target.tokens.map((t) => ({ symbol: t.symbol, token: t.address, balanceUsd: usd(facts.balances.find((b) => b.token === t.address)?.balance ?? 0n) }));
-  return { fact: balancesFactSchema.parse({ balances, totalUsd: usd(r.signals.balanceUnits) }), sources: [SOURCES.balances] };
+  const balances = reader.deps.target.tokens.map((t) => ({
+    symbol: t.symbol,
+    token: t.address,
+    balanceUsd: usd(facts.balances.find((b) => b.token === t.address)?.balance ?? 0n),
+  }));
+  return {
+    fact: balancesFactSchema.parse({ balances, totalUsd: usd(r.signals.balanceUnits) }),
+    sources: [SOURCES.balances],
+  };
 }
 
 export const periodSchema = z.union([
   z.object({ kind: z.literal("months"), from: z.string(), to: z.string(), label: z.string() }),
   z.object({ kind: z.literal("days"), days: z.number(), label: z.string() }),
 ]);
-const flowTotals = z.object({ inflowUsd: z.number(), outflowUsd: z.number(), netUsd: z.number(), transfersIn: z.number(), transfersOut: z.number() });
+const flowTotals = z.object({
+  inflowUsd: z.number(),
+  outflowUsd: z.number(),
+  netUsd: z.number(),
+  transfersIn: z.number(),
+  transfersOut: z.number(),
+});
 const activityFactSchema = z.object({
   period: periodSchema,
   totals: flowTotals,
@@ -195,7 +280,13 @@ export async function activityFact(reader: WalletReader, address: Address, perio
     return {
       fact: activityFactSchema.parse({
         period,
-        totals: { inflowUsd: usd(inflow), outflowUsd: usd(outflow), netUsd: usd(inflow - outflow), transfersIn: within.filter((t) => t.direction === "in").length, transfersOut: within.filter((t) => t.direction === "out").length },
+        totals: {
+          inflowUsd: usd(inflow),
+          outflowUsd: usd(outflow),
+          netUsd: usd(inflow - outflow),
+          transfersIn: within.filter((t) => t.direction === "in").length,
+          transfersOut: within.filter((t) => t.direction === "out").length,
+        },
         note: days < period.days ? `Transfers are read over the last ${WINDOW_DAYS} days only.` : null,
       }),
       sources: [SOURCES.window],
@@ -214,9 +305,16 @@ export async function activityFact(reader: WalletReader, address: Address, perio
     byMonth.set(m.month, row);
   }
   const months = [...byMonth].map(([month, row]) => ({ month, ...row })).sort((a, b) => a.month.localeCompare(b.month));
-  const total = (k: "inflowUsd" | "outflowUsd" | "transfersIn" | "transfersOut") => months.reduce((n, m) => n + m[k], 0);
+  const total = (k: "inflowUsd" | "outflowUsd" | "transfersIn" | "transfersOut") =>
+    months.reduce((n, m) => n + m[k], 0);
   const firstKept = monthOf((await reader.asOf(address)) - 550 * DAY); // walletMonthly's 18 months
-  const totals = { inflowUsd: cents(total("inflowUsd")), outflowUsd: cents(total("outflowUsd")), netUsd: cents(total("inflowUsd") - total("outflowUsd")), transfersIn: total("transfersIn"), transfersOut: total("transfersOut") };
+  const totals = {
+    inflowUsd: cents(total("inflowUsd")),
+    outflowUsd: cents(total("outflowUsd")),
+    netUsd: cents(total("inflowUsd") - total("outflowUsd")),
+    transfersIn: total("transfersIn"),
+    transfersOut: total("transfersOut"),
+  };
   return {
     fact: activityFactSchema.parse({
       period,
@@ -231,9 +329,21 @@ export async function activityFact(reader: WalletReader, address: Address, perio
 const transfersFactSchema = z.object({
   direction: z.enum(["in", "out", "both"]),
   windowDays: z.number(),
-  transfers: z.array(z.object({ direction: z.enum(["in", "out"]), counterparty: z.string(), symbol: z.string(), amountUsd: z.number(), at: z.iso.datetime() })),
+  transfers: z.array(
+    z.object({
+      direction: z.enum(["in", "out"]),
+      counterparty: z.string(),
+      symbol: z.string(),
+      amountUsd: z.number(),
+      at: z.iso.datetime(),
+    }),
+  ),
 });
-export async function largestTransfersFact(reader: WalletReader, address: Address, options: { direction?: "in" | "out" | "both"; limit?: number; period?: Period | null } = {}) {
+export async function largestTransfersFact(
+  reader: WalletReader,
+  address: Address,
+  options: { direction?: "in" | "out" | "both"; limit?: number; period?: Period | null } = {},
+) {
   const a = await reader.assess(address);
   const direction = options.direction ?? "both";
   const limit = Math.max(1, Math.min(options.limit ?? 5, 20));
@@ -249,21 +359,43 @@ export async function largestTransfersFact(reader: WalletReader, address: Addres
     fact: transfersFactSchema.parse({
       direction,
       windowDays: days,
-      transfers: picked.map((t) => ({ direction: t.direction, counterparty: t.counterparty, symbol: symbol(t.token), amountUsd: usd(t.value), at: iso(t.at) })),
+      transfers: picked.map((t) => ({
+        direction: t.direction,
+        counterparty: t.counterparty,
+        symbol: symbol(t.token),
+        amountUsd: usd(t.value),
+        at: iso(t.at),
+      })),
     }),
     sources: [SOURCES.window],
   };
 }
 
 const counterpartiesFactSchema = z.object({
-  counterparties: z.array(z.object({ counterparty: z.string(), receivedUsd: z.number(), sentUsd: z.number(), transfersIn: z.number(), transfersOut: z.number(), lastAt: z.iso.datetime() })),
+  counterparties: z.array(
+    z.object({
+      counterparty: z.string(),
+      receivedUsd: z.number(),
+      sentUsd: z.number(),
+      transfersIn: z.number(),
+      transfersOut: z.number(),
+      lastAt: z.iso.datetime(),
+    }),
+  ),
 });
 export async function counterpartiesFact(reader: WalletReader, address: Address, options: { limit?: number } = {}) {
   const top = await reader.topCounterparties(address);
   const limit = Math.max(1, Math.min(options.limit ?? 5, 20));
   return {
     fact: counterpartiesFactSchema.parse({
-      counterparties: top.slice(0, limit).map((c) => ({ counterparty: c.counterparty, receivedUsd: c.receivedUsd, sentUsd: c.sentUsd, transfersIn: c.transfersIn, transfersOut: c.transfersOut, lastAt: c.lastAt })),
+      counterparties: top.slice(0, limit).map((c) => ({
+        counterparty: c.counterparty,
+        receivedUsd: c.receivedUsd,
+        sentUsd: c.sentUsd,
+        transfersIn: c.transfersIn,
+        transfersOut: c.transfersOut,
+        lastAt: c.lastAt,
+      })),
     }),
     sources: [SOURCES.counterparties],
   };
@@ -288,7 +420,15 @@ export async function passportFact(reader: WalletReader, address: Address) {
 const factorsFactSchema = z.object({
   financialHealth: z.number(),
   reputation: z.number(),
-  factors: z.array(z.object({ score: z.enum(["financialHealth", "reputation"]), factor: z.string(), points: z.number(), max: z.number(), room: z.number() })),
+  factors: z.array(
+    z.object({
+      score: z.enum(["financialHealth", "reputation"]),
+      factor: z.string(),
+      points: z.number(),
+      max: z.number(),
+      room: z.number(),
+    }),
+  ),
   topFactors: z.array(z.object({ score: z.string(), factor: z.string(), points: z.number() })),
   signals: z.object({
     verifiedMonthlyIncomeUsd: z.number(),

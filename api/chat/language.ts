@@ -56,7 +56,11 @@ export function addressesIn(message: string): Address[] {
     if (token.length === 2 && !(next && /\w/.test(next))) continue; // a bare "0x" is not an address
     if (token.length !== 42 || (next && /\w/.test(next))) {
       const shown = message.slice(match.index, match.index + Math.min(50, token.length + 8)).split(/\s/)[0];
-      throw new ApiError(400, "invalid_address", `"${shown}" in the message is not a wallet address (0x followed by 40 hex characters).`);
+      throw new ApiError(
+        400,
+        "invalid_address",
+        `"${shown}" in the message is not a wallet address (0x followed by 40 hex characters).`,
+      );
     }
     const problem = addressProblem(token);
     if (problem) throw new ApiError(400, "invalid_address", `"${token}" in the message ${problem}.`);
@@ -128,7 +132,14 @@ type Keywords = { words: Record<string, number>; phrases?: Record<string, number
 const KEYWORDS: Record<Exclude<Intent, "unknown">, Keywords> = {
   help: {
     words: { help: 4, capabilities: 3, commands: 3, questions: 1.5, features: 2 },
-    phrases: { "what can you": 4, "what can i ask": 4, "what do you know": 3, "what can this": 3, "how does this work": 3, "what do you do": 3 },
+    phrases: {
+      "what can you": 4,
+      "what can i ask": 4,
+      "what do you know": 3,
+      "what can this": 3,
+      "how does this work": 3,
+      "what do you do": 3,
+    },
   },
   scores: {
     words: {
@@ -160,49 +171,193 @@ const KEYWORDS: Record<Exclude<Intent, "unknown">, Keywords> = {
     phrases: { "should i": 1, "good borrower": 2 },
   },
   score_factors: {
-    words: { why: 2, low: 2, improve: 3.5, raise: 3, increase: 2.5, boost: 3, higher: 2, factors: 3.5, factor: 3.5, points: 2, hurt: 2, hurting: 2, driving: 2, explain: 1.5, lower: 1, bad: 1, poor: 1, weak: 1.5 },
+    words: {
+      why: 2,
+      low: 2,
+      improve: 3.5,
+      raise: 3,
+      increase: 2.5,
+      boost: 3,
+      higher: 2,
+      factors: 3.5,
+      factor: 3.5,
+      points: 2,
+      hurt: 2,
+      hurting: 2,
+      driving: 2,
+      explain: 1.5,
+      lower: 1,
+      bad: 1,
+      poor: 1,
+      weak: 1.5,
+    },
     phrases: { "what would": 2, "how can": 1.5, "better score": 2, "pulls down": 2, "held back": 2 },
   },
   income: {
-    words: { income: 3.5, earn: 3, earns: 3, earnings: 3, salary: 3.5, salaries: 3.5, payroll: 3.5, wage: 3.5, wages: 3.5, revenue: 3, recurring: 2.5, regular: 1, payer: 2.5, payers: 2.5, employer: 3, cadence: 2.5, paycheck: 3.5, paid: 1.5 },
+    words: {
+      income: 3.5,
+      earn: 3,
+      earns: 3,
+      earnings: 3,
+      salary: 3.5,
+      salaries: 3.5,
+      payroll: 3.5,
+      wage: 3.5,
+      wages: 3.5,
+      revenue: 3,
+      recurring: 2.5,
+      regular: 1,
+      payer: 2.5,
+      payers: 2.5,
+      employer: 3,
+      cadence: 2.5,
+      paycheck: 3.5,
+      paid: 1.5,
+    },
     phrases: { "get paid": 2, "gets paid": 2, "make a month": 2, "make per month": 2, "does it make": 2 },
   },
   loan: {
-    words: { loan: 3.5, loans: 3.5, lend: 3.5, lending: 3.5, borrow: 3.5, borrowing: 3, capacity: 3, credit: 2, afford: 2.5, limit: 1.5, confidence: 1.5, repay: 2.5 },
+    words: {
+      loan: 3.5,
+      loans: 3.5,
+      lend: 3.5,
+      lending: 3.5,
+      borrow: 3.5,
+      borrowing: 3,
+      capacity: 3,
+      credit: 2,
+      afford: 2.5,
+      limit: 1.5,
+      confidence: 1.5,
+      repay: 2.5,
+    },
     phrases: { "how much can": 2, "how much could": 2, "how much should": 1.5 },
   },
   balances: {
-    words: { balance: 3.5, balances: 3.5, hold: 2.5, holds: 2.5, holding: 2.5, holdings: 3, funds: 2, usdt: 1, usdc: 1, worth: 1.5, stablecoins: 1, wallet: 0.2 },
+    words: {
+      balance: 3.5,
+      balances: 3.5,
+      hold: 2.5,
+      holds: 2.5,
+      holding: 2.5,
+      holdings: 3,
+      funds: 2,
+      usdt: 1,
+      usdc: 1,
+      worth: 1.5,
+      stablecoins: 1,
+      wallet: 0.2,
+    },
     phrases: { "how much money": 2, "how much does it have": 2.5, "how much is in": 2.5, "how rich": 2 },
   },
   activity: {
-    words: { activity: 3, active: 2, transactions: 1.5, volume: 2.5, flow: 2, flows: 2, inflow: 2.5, inflows: 2.5, outflow: 2.5, outflows: 2.5, spent: 2.5, spend: 2.5, spending: 2.5, received: 2, receive: 2, sent: 2, moved: 2, happened: 1.5, did: 0.5 },
+    words: {
+      activity: 3,
+      active: 2,
+      transactions: 1.5,
+      volume: 2.5,
+      flow: 2,
+      flows: 2,
+      inflow: 2.5,
+      inflows: 2.5,
+      outflow: 2.5,
+      outflows: 2.5,
+      spent: 2.5,
+      spend: 2.5,
+      spending: 2.5,
+      received: 2,
+      receive: 2,
+      sent: 2,
+      moved: 2,
+      happened: 1.5,
+      did: 0.5,
+    },
     phrases: { "how much did": 1.5, "what happened": 1.5 },
   },
   largest_transfers: {
-    words: { largest: 3.5, biggest: 3.5, big: 2, huge: 2, transfers: 1.5, transfer: 1.5, payments: 1, maximum: 2, max: 1.5, top: 1 },
+    words: {
+      largest: 3.5,
+      biggest: 3.5,
+      big: 2,
+      huge: 2,
+      transfers: 1.5,
+      transfer: 1.5,
+      payments: 1,
+      maximum: 2,
+      max: 1.5,
+      top: 1,
+    },
     phrases: { "top transfers": 2, "top payments": 2, "large transfers": 2 },
   },
   counterparties: {
-    words: { counterparty: 4, counterparties: 4, partners: 2.5, contacts: 2.5, interacts: 2.5, interact: 2.5, who: 1.5, whom: 2, peers: 2 },
-    phrases: { "trade with": 2.5, "deal with": 2, "send money to": 2, "sends money to": 2, "does business with": 2.5, "top counterparties": 2 },
+    words: {
+      counterparty: 4,
+      counterparties: 4,
+      partners: 2.5,
+      contacts: 2.5,
+      interacts: 2.5,
+      interact: 2.5,
+      who: 1.5,
+      whom: 2,
+      peers: 2,
+    },
+    phrases: {
+      "trade with": 2.5,
+      "deal with": 2,
+      "send money to": 2,
+      "sends money to": 2,
+      "does business with": 2.5,
+      "top counterparties": 2,
+    },
   },
   compare: {
-    words: { compare: 4.5, comparison: 4.5, compared: 4.5, vs: 4.5, versus: 4.5, difference: 3, differ: 3, which: 1, against: 1.5 },
+    words: {
+      compare: 4.5,
+      comparison: 4.5,
+      compared: 4.5,
+      vs: 4.5,
+      versus: 4.5,
+      difference: 3,
+      differ: 3,
+      which: 1,
+      against: 1.5,
+    },
     phrases: { "side by side": 3, "which one": 2, "which is better": 3 },
   },
   passport: {
-    words: { passport: 4.5, passports: 4.5, attestation: 4.5, attested: 4, attest: 4, certificate: 3, certified: 3, report: 2, published: 1.5, onchain: 1 },
+    words: {
+      passport: 4.5,
+      passports: 4.5,
+      attestation: 4.5,
+      attested: 4,
+      attest: 4,
+      certificate: 3,
+      certified: 3,
+      report: 2,
+      published: 1.5,
+      onchain: 1,
+    },
   },
   overview: {
-    words: { summary: 3.5, summarize: 3.5, summarise: 3.5, overview: 3.5, describe: 3, profile: 2.5, about: 1, everything: 2 },
+    words: {
+      summary: 3.5,
+      summarize: 3.5,
+      summarise: 3.5,
+      overview: 3.5,
+      describe: 3,
+      profile: 2.5,
+      about: 1,
+      everything: 2,
+    },
     phrases: { "tell me about": 3, "who is": 1.5, "what do you know about": 3, "look at": 1.5, "check this": 1.5 },
   },
 };
 
 /** Words that carry no intent: a message of only these (and addresses) is a bare mention of a wallet. */
 const FILLER = new Set(
-  "a an the and or of for to in on at is are was were be it its this that these those what whats how hows does do did can could would should will i me my we our you your please pls tell show give about wallet address account one other them they their there here with from by".split(" "),
+  "a an the and or of for to in on at is are was were be it its this that these those what whats how hows does do did can could would should will i me my we our you your please pls tell show give about wallet address account one other them they their there here with from by".split(
+    " ",
+  ),
 );
 
 export type IntentReading = { intent: Intent; scores: Partial<Record<Intent, number>>; bare: boolean };
@@ -214,7 +369,8 @@ export function readIntent(message: string, walletsNamed: number): IntentReading
   const scores: Partial<Record<Intent, number>> = {};
   for (const [intent, { words: keywords, phrases = {} }] of Object.entries(KEYWORDS) as [Intent, Keywords][]) {
     let total = 0;
-    for (const [keyword, weight] of Object.entries(keywords)) if (words.some((w) => wordMatches(w, keyword))) total += weight;
+    for (const [keyword, weight] of Object.entries(keywords))
+      if (words.some((w) => wordMatches(w, keyword))) total += weight;
     for (const [phrase, weight] of Object.entries(phrases)) if (text.includes(` ${phrase} `)) total += weight;
     if (total > 0) scores[intent] = total;
   }
@@ -234,12 +390,67 @@ export function readIntent(message: string, walletsNamed: number): IntentReading
 // --- periods -----------------------------------------------------------------------------------
 
 /** A period asked about: calendar months (inclusive, "YYYY-MM") or the last `days` days. */
-export type Period = { kind: "months"; from: string; to: string; label: string } | { kind: "days"; days: number; label: string };
+export type Period =
+  | { kind: "months"; from: string; to: string; label: string }
+  | { kind: "days"; days: number; label: string };
 
-const MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"];
-const MONTH_ABBREVIATIONS: Record<string, number> = { jan: 0, feb: 1, mar: 2, apr: 3, jun: 5, jul: 6, aug: 7, sep: 8, sept: 8, oct: 9, nov: 10, dec: 11 };
-const NUMBER_WORDS: Record<string, number> = { one: 1, two: 2, three: 3, four: 4, five: 5, six: 6, seven: 7, eight: 8, nine: 9, ten: 10, eleven: 11, twelve: 12, a: 1 };
-const PERIOD_WORDS = new Set(["in", "since", "from", "during", "until", "till", "to", "between", "of", "and", "through", "thru"]);
+const MONTHS = [
+  "january",
+  "february",
+  "march",
+  "april",
+  "may",
+  "june",
+  "july",
+  "august",
+  "september",
+  "october",
+  "november",
+  "december",
+];
+const MONTH_ABBREVIATIONS: Record<string, number> = {
+  jan: 0,
+  feb: 1,
+  mar: 2,
+  apr: 3,
+  jun: 5,
+  jul: 6,
+  aug: 7,
+  sep: 8,
+  sept: 8,
+  oct: 9,
+  nov: 10,
+  dec: 11,
+};
+const NUMBER_WORDS: Record<string, number> = {
+  one: 1,
+  two: 2,
+  three: 3,
+  four: 4,
+  five: 5,
+  six: 6,
+  seven: 7,
+  eight: 8,
+  nine: 9,
+  ten: 10,
+  eleven: 11,
+  twelve: 12,
+  a: 1,
+};
+const PERIOD_WORDS = new Set([
+  "in",
+  "since",
+  "from",
+  "during",
+  "until",
+  "till",
+  "to",
+  "between",
+  "of",
+  "and",
+  "through",
+  "thru",
+]);
 
 /** The month (0-11) a word names, typos allowed for full names ("octobr", "febuary"). "may" only after a period word. */
 function monthOfWord(word: string, previous: string | undefined): number | null {
@@ -248,7 +459,9 @@ function monthOfWord(word: string, previous: string | undefined): number | null 
   const exact = MONTHS.indexOf(word);
   if (exact >= 0) return exact;
   if (word.length < 5) return null;
-  const close = MONTHS.findIndex((m) => m.length >= 5 && m[0] === word[0] && editDistance(word, m, m.length >= 8 ? 2 : 1) <= (m.length >= 8 ? 2 : 1));
+  const close = MONTHS.findIndex(
+    (m) => m.length >= 5 && m[0] === word[0] && editDistance(word, m, m.length >= 8 ? 2 : 1) <= (m.length >= 8 ? 2 : 1),
+  );
   return close >= 0 ? close : null;
 }
 
@@ -283,16 +496,23 @@ export function readPeriod(message: string, asOf: number): Period | null {
   });
 
   const text = words.join(" ");
-  const count = (w: string | undefined) => (w === undefined ? undefined : /^\d+$/.test(w) ? Number(w) : NUMBER_WORDS[w]);
+  const count = (w: string | undefined) =>
+    w === undefined ? undefined : /^\d+$/.test(w) ? Number(w) : NUMBER_WORDS[w];
   const last = /\b(?:last|past|previous|recent)\s+(\w+)\s+(day|days|week|weeks|month|months|year|years)\b/.exec(text);
   if (last && count(last[1]) !== undefined && count(last[1])! > 0) {
     const n = Math.min(count(last[1])!, 1000);
     const unit = last[2]!.replace(/s$/, "");
     if (unit === "day") return { kind: "days", days: n, label: `the last ${n} day${n === 1 ? "" : "s"}` };
-    if (unit === "week") return { kind: "days", days: 7 * n, label: `the last ${n} week${n === 1 ? "" : "s"} (${7 * n} days)` };
+    if (unit === "week")
+      return { kind: "days", days: 7 * n, label: `the last ${n} week${n === 1 ? "" : "s"} (${7 * n} days)` };
     const months = unit === "year" ? 12 * n : n;
     const [fy, fm] = shift(year, month, -(months - 1));
-    return { kind: "months", from: key(fy, fm), to: current, label: `the last ${months} month${months === 1 ? "" : "s"} (${key(fy, fm)} to ${current}, this month to date)` };
+    return {
+      kind: "months",
+      from: key(fy, fm),
+      to: current,
+      label: `the last ${months} month${months === 1 ? "" : "s"} (${key(fy, fm)} to ${current}, this month to date)`,
+    };
   }
   if (/\b(?:last|past|previous) (?:30 days)\b/.test(text)) return { kind: "days", days: 30, label: "the last 30 days" };
   if (/\b(?:last|past|previous) week\b/.test(text)) return { kind: "days", days: 7, label: "the last 7 days" };
@@ -300,9 +520,12 @@ export function readPeriod(message: string, asOf: number): Period | null {
     const [py, pm] = shift(year, month, -1);
     return { kind: "months", from: key(py, pm), to: key(py, pm), label: `last month (${key(py, pm)})` };
   }
-  if (/\bthis month\b/.test(text)) return { kind: "months", from: current, to: current, label: `this month (${current}, to date)` };
-  if (/\bthis year\b/.test(text)) return { kind: "months", from: key(year, 0), to: current, label: `this year (${key(year, 0)} to ${current})` };
-  if (/\blast year\b/.test(text)) return { kind: "months", from: key(year - 1, 0), to: key(year - 1, 11), label: `last year (${year - 1})` };
+  if (/\bthis month\b/.test(text))
+    return { kind: "months", from: current, to: current, label: `this month (${current}, to date)` };
+  if (/\bthis year\b/.test(text))
+    return { kind: "months", from: key(year, 0), to: current, label: `this year (${key(year, 0)} to ${current})` };
+  if (/\blast year\b/.test(text))
+    return { kind: "months", from: key(year - 1, 0), to: key(year - 1, 11), label: `last year (${year - 1})` };
 
   const first = named[0];
   if (!first) return null;
@@ -313,6 +536,7 @@ export function readPeriod(message: string, asOf: number): Period | null {
     return { kind: "months", from: a!, to: b!, label: `${a} to ${b}` };
   }
   const start = key(first.year, first.month);
-  if (before === "since" || before === "from" || before === "after") return { kind: "months", from: start, to: current, label: `since ${start} (${start} to ${current})` };
+  if (before === "since" || before === "from" || before === "after")
+    return { kind: "months", from: start, to: current, label: `since ${start} (${start} to ${current})` };
   return { kind: "months", from: start, to: start, label: start };
 }

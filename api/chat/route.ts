@@ -1,10 +1,10 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
-import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
-import { x402Billing } from "../payments/billing.ts";
+import { declareRoute, jsonBody } from "../http/declare.ts";
 import { validatedInput } from "../http/payment.ts";
+import { x402Billing } from "../payments/billing.ts";
 import { CONVERSATION_LIFETIME_MS, type Conversations, memoryConversations } from "./conversations.ts";
 import { answerDeterministic, CHAT_REFUSALS, readQuestion, refusalOf, resolveQuestion } from "./engine.ts";
 import { type ChatDeps, WalletReader } from "./facts.ts";
@@ -21,7 +21,8 @@ import { type ChatAnswer, chatAnswerSchema, chatRequestSchema, MAX_MESSAGE_CHARS
  */
 const chatChecks: MiddlewareHandler<AppEnv> = async (c, next) => {
   const input = validatedInput(c) as { message: string; walletAddress?: Address; conversationId?: string };
-  for (const wallet of [...addressesIn(input.message), ...(input.walletAddress ? [input.walletAddress] : [])]) c.var.assessor.ensureIndexed(wallet);
+  for (const wallet of [...addressesIn(input.message), ...(input.walletAddress ? [input.walletAddress] : [])])
+    c.var.assessor.ensureIndexed(wallet);
   if (!input.conversationId) {
     const refusal = refusalOf(readQuestion({ ...input, conversation: null }));
     if (refusal) throw refusal;
@@ -40,7 +41,12 @@ export const chatRoute = declareRoute("chat", {
     `(${CONVERSATION_LIFETIME_MS / 60_000} minutes after the last question). The message is 1 to ${MAX_MESSAGE_CHARS} characters. ` +
     `A deterministic engine answers unless a model is configured (CHAT_MODEL_URL); engine says which did. docs/api.md lists the questions it answers. ` +
     `Only answers with wallet data are paid: a question with no wallet (422 no_wallet), or one it cannot answer, help included (422 unanswerable), is refused before payment, or after it with the payment released when it continues a conversation.`,
-  request: { body: jsonBody(chatRequestSchema, "The question, the wallet it is about when the message names none, and the conversation it continues") },
+  request: {
+    body: jsonBody(
+      chatRequestSchema,
+      "The question, the wallet it is about when the message names none, and the conversation it continues",
+    ),
+  },
   ok: chatAnswerSchema,
   errors: { 400: ["invalid_message", "invalid_address"], 404: ["wallet_not_indexed"], 422: CHAT_REFUSALS },
   middleware: [chatChecks],
@@ -53,13 +59,23 @@ export const chatRoute = declareRoute("chat", {
 export type ChatRouteDeps = ChatDeps & { conversations?: Conversations; chatModel?: ChatModelSettings | null };
 
 /** One question answered: the deterministic engine, or the model when configured and its answer passes the checks. */
-export async function chat(deps: ChatRouteDeps & { conversations: Conversations; chatModel: ChatModelSettings | null }, question: { message: string; walletAddress?: Address; conversationId?: string }, payer: Address) {
+export async function chat(
+  deps: ChatRouteDeps & { conversations: Conversations; chatModel: ChatModelSettings | null },
+  question: { message: string; walletAddress?: Address; conversationId?: string },
+  payer: Address,
+) {
   const conversation = question.conversationId ? await deps.conversations.load(question.conversationId, payer) : null;
   const reader = new WalletReader(deps);
   const q = { message: question.message, walletAddress: question.walletAddress, conversation };
   const resolved = await resolveQuestion(reader, q);
   const deterministic = await answerDeterministic(reader, q, resolved);
-  const { outcome, engine, toolCalls } = await withModel(deps.chatModel, reader, question.message, resolved, deterministic);
+  const { outcome, engine, toolCalls } = await withModel(
+    deps.chatModel,
+    reader,
+    question.message,
+    resolved,
+    deterministic,
+  );
   const saved = await deps.conversations.save(conversation ? question.conversationId! : null, payer, outcome.state);
   return {
     answer: outcome.answer,
@@ -82,7 +98,10 @@ export function chatHandler(deps: ChatRouteDeps): RouteHandler<typeof chatRoute,
   return async (c) => {
     const body = c.req.valid("json");
     const billing = c.var.billing;
-    const answer: ChatAnswer = { ...(await chat({ ...deps, conversations, chatModel }, body, billing.payer)), x402Billing: x402Billing(billing) };
+    const answer: ChatAnswer = {
+      ...(await chat({ ...deps, conversations, chatModel }, body, billing.payer)),
+      x402Billing: x402Billing(billing),
+    };
     return c.json(chatAnswerSchema.parse(answer), 200);
   };
 }

@@ -18,8 +18,18 @@ export function createDataApp(deps: DataAppDeps) {
   const app = new Hono();
   app.use("/graphql", deps.graphql);
   app.use("/sql/*", deps.sql);
-  app.get("/metrics", async (c) => c.text(await deps.metrics(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
-  app.all("*", (c) => c.json(errorBody("not_found", `No route ${c.req.method} ${c.req.path} on the data listener (it serves /graphql, /sql/* and /metrics).`), 404));
+  app.get("/metrics", async (c) =>
+    c.text(await deps.metrics(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }),
+  );
+  app.all("*", (c) =>
+    c.json(
+      errorBody(
+        "not_found",
+        `No route ${c.req.method} ${c.req.path} on the data listener (it serves /graphql, /sql/* and /metrics).`,
+      ),
+      404,
+    ),
+  );
   app.onError((error, c) => {
     // A refused or failed query (api/data/run.ts): the client's, in the project's error shape.
     if (error instanceof ApiError) return c.json(errorBody(error.code, error.message, error.details), error.status);

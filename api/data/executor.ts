@@ -34,7 +34,10 @@ const TEXT_TYPES = [1082, 1114, 1184, 1186, 1231, 1115, 1185, 1187, 1182];
  * indexer and the API wait while a data query runs.
  */
 export function pgliteExecutor(client: PGlite): DataExecutor {
-  const options = { rowMode: "object" as const, parsers: Object.fromEntries(TEXT_TYPES.map((oid) => [oid, (value: string) => value])) };
+  const options = {
+    rowMode: "object" as const,
+    parsers: Object.fromEntries(TEXT_TYPES.map((oid) => [oid, (value: string) => value])),
+  };
   return {
     dialect: "pglite",
     readOnly: async (fn) => {
@@ -64,17 +67,26 @@ export function postgresExecutor(connectionString: string, size = DATA_POOL_SIZE
   const pool = new pg.Pool({ connectionString, max: size, application_name: "data_listener" });
   pool.on("error", (error) => console.warn(`[data] idle connection lost: ${error.message}`));
   const text = new Set(TEXT_TYPES);
-  const types = { getTypeParser: (oid: number, format?: "text" | "binary") => (text.has(oid) ? (value: string) => value : pg.types.getTypeParser(oid, format)) };
+  const types = {
+    getTypeParser: (oid: number, format?: "text" | "binary") =>
+      text.has(oid) ? (value: string) => value : pg.types.getTypeParser(oid, format),
+  };
   return {
     dialect: "postgres",
     readOnly: async (fn) => {
       const client = await pool.connect();
       let broken: Error | undefined;
-      const end = async (sql: string) => void (broken ?? (await client.query(sql).catch((error: Error) => (broken = error))));
+      const end = async (sql: string) =>
+        void (broken ?? (await client.query(sql).catch((error: Error) => (broken = error))));
       try {
         await client.query("begin read only");
         return await fn(async (sql, values = []) => {
-          const { rows, fields } = await client.query({ text: sql, values, types, queryMode: "extended" } as pg.QueryConfig);
+          const { rows, fields } = await client.query({
+            text: sql,
+            values,
+            types,
+            queryMode: "extended",
+          } as pg.QueryConfig);
           return { rows, fields: fields.map(({ name, dataTypeID }) => ({ name, dataTypeID })) };
         });
       } finally {

@@ -35,7 +35,9 @@ export function relationRefs(tree: unknown): RelationRef[] {
       if (ref.schemaname || !ctes.has(ref.relname)) refs.push({ relname: ref.relname, schemaname: ref.schemaname });
     }
     let scope = ctes;
-    const withClause = record.withClause as { ctes?: { CommonTableExpr: { ctename: string; ctequery: unknown } }[]; recursive?: boolean } | undefined;
+    const withClause = record.withClause as
+      | { ctes?: { CommonTableExpr: { ctename: string; ctequery: unknown } }[]; recursive?: boolean }
+      | undefined;
     if (withClause) {
       const defined = (withClause.ctes ?? []).map((c) => c.CommonTableExpr);
       if (withClause.recursive) scope = new Set([...scope, ...defined.map((c) => c.ctename)]);

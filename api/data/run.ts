@@ -38,7 +38,12 @@ export function readOnlyRunner(executor: DataExecutor, options: { namespace: str
         await exec(`declare data_query no scroll cursor for ${query.sql}`, query.params);
         return exec(`fetch forward ${maxRows + 1} from data_query`);
       });
-      if (result.rows.length > maxRows) throw new ApiError(413, "too_many_rows", `The query returns more than ${maxRows} rows (DATA_QUERY_MAX_ROWS): add a limit, or page through it.`);
+      if (result.rows.length > maxRows)
+        throw new ApiError(
+          413,
+          "too_many_rows",
+          `The query returns more than ${maxRows} rows (DATA_QUERY_MAX_ROWS): add a limit, or page through it.`,
+        );
       return result;
     } catch (error) {
       throw asDataError(error);
@@ -53,7 +58,11 @@ async function refuseCostly(exec: Exec, query: DataQuery, budget: number): Promi
   const { rows } = await exec(`explain (format json) ${query.sql}`, query.params);
   const cost = (rows[0]!["QUERY PLAN"] as { Plan: { "Total Cost": number } }[])[0]!.Plan["Total Cost"];
   if (cost > budget)
-    throw new ApiError(400, "query_too_expensive", `On PGlite a running query cannot be cut off, and the planner prices this one at ${Math.round(cost)}, over ${budget} (10 per ms of DATA_QUERY_TIMEOUT_MS): narrow it (a wallet, a block range, a limit).`);
+    throw new ApiError(
+      400,
+      "query_too_expensive",
+      `On PGlite a running query cannot be cut off, and the planner prices this one at ${Math.round(cost)}, over ${budget} (10 per ms of DATA_QUERY_TIMEOUT_MS): narrow it (a wallet, a block range, a limit).`,
+    );
 }
 
 /** A database error as the client's (JSON 4xx) when the query caused it; the database's own trouble stays a 500. */
@@ -62,7 +71,13 @@ export function asDataError(error: unknown): unknown {
   const { code, message } = error as { code?: unknown; message?: string };
   if (typeof code !== "string" || !/^[0-9A-Z]{5}$/.test(code)) return error;
   const details = { sqlstate: code };
-  if (code === "57014") return new ApiError(400, "query_timeout", "The query ran past the statement timeout (DATA_QUERY_TIMEOUT_MS) and was cancelled.", details);
+  if (code === "57014")
+    return new ApiError(
+      400,
+      "query_timeout",
+      "The query ran past the statement timeout (DATA_QUERY_TIMEOUT_MS) and was cancelled.",
+      details,
+    );
   if (code === "25006") return new ApiError(400, "read_only", `The database refused a write: ${message}.`, details);
   if (code === "42501" || code === "0A000") return new ApiError(400, "query_not_allowed", `${message}.`, details);
   if (/^(08|53|57|58|XX)/.test(code)) return error; // connection, resources, shutdown, system

@@ -1,5 +1,5 @@
 import type { PGlite } from "@electric-sql/pglite";
-import { getTableName, getViewName, isTable, isView, sql as drizzleSql } from "drizzle-orm";
+import { sql as drizzleSql, getTableName, getViewName, isTable, isView } from "drizzle-orm";
 import { getViewConfig, type PgView, pgView } from "drizzle-orm/pg-core";
 import type { Context, MiddlewareHandler } from "hono";
 import { client } from "ponder";
@@ -25,18 +25,35 @@ type Db = { _: { session: Session } };
  * and run once here first; Ponder then re-runs it on each change, the same way on PGlite, and on its
  * own READ ONLY connections (30 s timeout, no row limit) on Postgres.
  */
-export function sqlOverHttp(options: { db: unknown; schema: Record<string, unknown>; namespace: string; database: IndexTarget["database"]; limits: DataLimits }): MiddlewareHandler {
+export function sqlOverHttp(options: {
+  db: unknown;
+  schema: Record<string, unknown>;
+  namespace: string;
+  database: IndexTarget["database"];
+  limits: DataLimits;
+}): MiddlewareHandler {
   const { schema, database } = options;
   const relations = new Set<string>([
-    ...Object.values(schema).filter(isTable).map((t) => getTableName(t as never)),
-    ...Object.values(schema).filter(isView).map((v) => getViewName(v as never)),
+    ...Object.values(schema)
+      .filter(isTable)
+      .map((t) => getTableName(t as never)),
+    ...Object.values(schema)
+      .filter(isView)
+      .map((v) => getViewName(v as never)),
   ]);
-  const executor = database.kind === "postgres" ? postgresExecutor(database.connectionString) : pgliteExecutor((options.db as { $client: PGlite }).$client);
+  const executor =
+    database.kind === "postgres"
+      ? postgresExecutor(database.connectionString)
+      : pgliteExecutor((options.db as { $client: PGlite }).$client);
   const run = readOnlyRunner(executor, { namespace: options.namespace, limits: options.limits });
   // Ponder's middleware runs queries through this session on PGlite (`prepareQuery(...).execute()`).
   const real = (options.db as Db)._.session;
-  const session = Object.assign(Object.create(real) as Session, { prepareQuery: (query: DataQuery) => ({ execute: () => run(query) }) });
-  const live = withParseableViews(schema, real.dialect as Dialect).then((parseable) => client({ db: { _: { session } } as never, schema: parseable }));
+  const session = Object.assign(Object.create(real) as Session, {
+    prepareQuery: (query: DataQuery) => ({ execute: () => run(query) }),
+  });
+  const live = withParseableViews(schema, real.dialect as Dialect).then((parseable) =>
+    client({ db: { _: { session } } as never, schema: parseable }),
+  );
   live.catch((error) => console.error(`[data] live queries are unavailable: ${(error as Error).message}`));
 
   return async (c, next) => {
@@ -54,14 +71,20 @@ export function sqlOverHttp(options: { db: unknown; schema: Record<string, unkno
 /** The query `@ponder/client` sends (`?sql=` superjson of `{ sql, params }`), once our guard accepts it. */
 async function clientQuery(c: Context, relations: ReadonlySet<string>): Promise<DataQuery> {
   const text = c.req.query("sql");
-  if (text === undefined) throw new ApiError(400, "invalid_query", 'Missing the "sql" query parameter: a superjson-encoded { sql, params }, as @ponder/client sends.');
+  if (text === undefined)
+    throw new ApiError(
+      400,
+      "invalid_query",
+      'Missing the "sql" query parameter: a superjson-encoded { sql, params }, as @ponder/client sends.',
+    );
   let query: Partial<DataQuery>;
   try {
     query = superjson.parse(text) ?? {};
   } catch {
     throw new ApiError(400, "invalid_query", 'The "sql" query parameter is not superjson.');
   }
-  if (typeof query.sql !== "string" || !Array.isArray(query.params ?? [])) throw new ApiError(400, "invalid_query", 'The "sql" query parameter must encode { sql: string, params: [] }.');
+  if (typeof query.sql !== "string" || !Array.isArray(query.params ?? []))
+    throw new ApiError(400, "invalid_query", 'The "sql" query parameter must encode { sql: string, params: [] }.');
   await checkDataQuery(query.sql, relations);
   return { sql: query.sql, params: query.params ?? [] };
 }

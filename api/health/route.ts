@@ -2,14 +2,14 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import { formatEther, type PublicClient, withTimeout } from "viem";
 import { z } from "zod";
 import { LOW_GAS_WEI } from "../../config/celo.ts";
-import { declareRoute } from "../http/declare.ts";
+import { firstLine } from "../../shared/async.ts";
 import type { AppEnv } from "../http/app-env.ts";
-import type { PaymentCore } from "../payments/core.ts";
+import { declareRoute } from "../http/declare.ts";
 import type { IndexState } from "../indexing/state.ts";
-import { STALE_PENDING_MS } from "../payments/ledger/ledger.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { ReporterClient } from "../passport/reporter.ts";
-import { firstLine } from "../../shared/async.ts";
+import type { PaymentCore } from "../payments/core.ts";
+import { STALE_PENDING_MS } from "../payments/ledger/ledger.ts";
 
 const statusSchema = z.enum(["ok", "degraded", "down"]);
 type Status = z.infer<typeof statusSchema>;
@@ -21,12 +21,20 @@ const healthSchema = z.object({
   checkedAt: z.iso.datetime(),
   integrations: z.object({
     rpc: checkSchema.describe("The chain: its head block"),
-    indexer: checkSchema.describe("The index: down while it cannot back a paid answer (backfill running, crash recovery, more than MAX_LAG_BLOCKS behind the head), with where indexing stands"),
+    indexer: checkSchema.describe(
+      "The index: down while it cannot back a paid answer (backfill running, crash recovery, more than MAX_LAG_BLOCKS behind the head), with where indexing stands",
+    ),
     serviceStore: checkSchema.describe("The service store (payment ledger)"),
-    payments: checkSchema.describe(`Payments whose outcome is unknown: degraded when one has been pending over ${STALE_PENDING_MS / 60_000} minutes`),
+    payments: checkSchema.describe(
+      `Payments whose outcome is unknown: degraded when one has been pending over ${STALE_PENDING_MS / 60_000} minutes`,
+    ),
     settlement: checkSchema.describe("Self-settlement: relayer gas; or the remote facilitator's support for Celo"),
-    ipfs: checkSchema.describe("The IPFS node: its blockstore takes a write (a fixed probe, pinned once) and how many CIDs are pinned"),
-    reporter: checkSchema.describe("The passport reporter: contract code present, the key holds the reporter role, and has gas (degraded when not configured)"),
+    ipfs: checkSchema.describe(
+      "The IPFS node: its blockstore takes a write (a fixed probe, pinned once) and how many CIDs are pinned",
+    ),
+    reporter: checkSchema.describe(
+      "The passport reporter: contract code present, the key holds the reporter role, and has gas (degraded when not configured)",
+    ),
   }),
 });
 
@@ -61,7 +69,13 @@ async function check(run: () => Promise<{ status: Status } & Record<string, unkn
   }
 }
 
-export function healthHandler({ chain, index, payments, ipfs, reporter }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
+export function healthHandler({
+  chain,
+  index,
+  payments,
+  ipfs,
+  reporter,
+}: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
   return async (c) => {
     const [rpc, store, settlement, unsettled, ipfsCheck, reporterCheck] = await Promise.all([
       check(async () => {
@@ -81,11 +95,20 @@ export function healthHandler({ chain, index, payments, ipfs, reporter }: Health
           return { status: celo ? "ok" : "down", mode: "facilitator", supportsCelo: celo };
         }
         const balance = await payments.chain.getBalance({ address: facilitator.relayer! });
-        return { status: balance === 0n ? "down" : balance < LOW_GAS_WEI ? "degraded" : "ok", mode: "self", relayer: facilitator.relayer, relayerGasCelo: formatEther(balance) };
+        return {
+          status: balance === 0n ? "down" : balance < LOW_GAS_WEI ? "degraded" : "ok",
+          mode: "self",
+          relayer: facilitator.relayer,
+          relayerGasCelo: formatEther(balance),
+        };
       }),
       check(async () => {
         const stale = await payments.ledger.stalePending(STALE_PENDING_MS);
-        return { status: stale.count > 0 ? "degraded" : "ok", stalePending: stale.count, oldestPendingSince: stale.oldest?.toISOString() ?? null };
+        return {
+          status: stale.count > 0 ? "degraded" : "ok",
+          stalePending: stale.count,
+          oldestPendingSince: stale.oldest?.toISOString() ?? null,
+        };
       }),
       check(async () => {
         if (!ipfs) throw new Error("no IPFS node configured");
@@ -101,9 +124,22 @@ export function healthHandler({ chain, index, payments, ipfs, reporter }: Health
     // Paid routes answer exactly when this is ok.
     const indexer = await check(async () => {
       const { indexedBlock, headBlock, ...state } = await index.status();
-      return { ...state, status: state.current ? "ok" : "down", latestIndexedBlock: indexedBlock?.number ?? null, headBlock: headBlock?.number ?? null };
+      return {
+        ...state,
+        status: state.current ? "ok" : "down",
+        latestIndexedBlock: indexedBlock?.number ?? null,
+        headBlock: headBlock?.number ?? null,
+      };
     });
-    const integrations = { rpc, indexer, serviceStore: store, settlement, payments: unsettled, ipfs: ipfsCheck, reporter: reporterCheck };
+    const integrations = {
+      rpc,
+      indexer,
+      serviceStore: store,
+      settlement,
+      payments: unsettled,
+      ipfs: ipfsCheck,
+      reporter: reporterCheck,
+    };
     const statuses = Object.values(integrations).map((i) => i.status);
     const status: Status = statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok";
     const report = { status, checkedAt: new Date().toISOString(), integrations };

@@ -6,7 +6,13 @@ import type { Hono } from "hono";
 import type { Hex } from "viem";
 import { log } from "../../shared/log.ts";
 import { answerClientErrorsAsJson } from "../http/client-errors.ts";
-import { answerDataPathNotFound, isDataPath, isDataServer, opensDataListener, startDataListener } from "../http/data-listener.ts";
+import {
+  answerDataPathNotFound,
+  isDataPath,
+  isDataServer,
+  opensDataListener,
+  startDataListener,
+} from "../http/data-listener.ts";
 import { answerProbe } from "../http/probes.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { holdRelayerLock } from "../payments/relayer-lock.ts";

@@ -1,4 +1,4 @@
-import http from "node:http";
+import type http from "node:http";
 import net from "node:net";
 import { log } from "../../shared/log.ts";
 
@@ -95,14 +95,19 @@ async function shutDown(signal: NodeJS.Signals, state: State) {
   // Stop listening only: http.Server#close would also drop the connections it deems idle, which
   // include those whose request has arrived but not been read yet (a busy event loop).
   for (const server of state.servers) if (server.listening) net.Server.prototype.close.call(server);
-  log.warn(`[api] ${signal}: not accepting new connections; finishing ${state.inflight} requests in flight (at most ${options.limitMs / 1000} s)`);
+  log.warn(
+    `[api] ${signal}: not accepting new connections; finishing ${state.inflight} requests in flight (at most ${options.limitMs / 1000} s)`,
+  );
   try {
     await options.drain(deadline);
   } catch (error) {
     log.error(`[api] shutdown: draining failed: ${(error as Error).message}`);
   }
   while (state.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  if (state.inflight > 0) log.warn(`[api] shutdown: ${state.inflight} requests still open after ${options.limitMs / 1000} s; handing over to the host's shutdown`);
+  if (state.inflight > 0)
+    log.warn(
+      `[api] shutdown: ${state.inflight} requests still open after ${options.limitMs / 1000} s; handing over to the host's shutdown`,
+    );
   try {
     await Promise.race([options.close?.(), new Promise((r) => setTimeout(r, 2_000))]);
   } catch (error) {

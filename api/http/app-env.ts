@@ -1,5 +1,5 @@
-import type { Billing } from "../payments/billing.ts";
 import type { IndexState } from "../indexing/state.ts";
+import type { Billing } from "../payments/billing.ts";
 import type { Claim, PaymentCore } from "../payments/core.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 

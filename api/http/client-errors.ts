@@ -14,6 +14,8 @@ export function answerClientErrorsAsJson(server: Server): void {
         ? [431, "header_too_large", "The request's headers are larger than the server accepts (16 KB in all)."]
         : [400, "malformed_http", "The request is not valid HTTP."];
     const body = JSON.stringify(errorBody(code, message));
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   });
 }

@@ -12,7 +12,10 @@ import { errorBody } from "../../shared/errors.ts";
 const DATA_PATHS = ["/graphql", "/sql", "/metrics"] as const;
 
 export function isDataPath(url: string | undefined): boolean {
-  const path = (url ?? "/").split("?")[0]!.replace(/\/{2,}/g, "/").toLowerCase();
+  const path = (url ?? "/")
+    .split("?")[0]!
+    .replace(/\/{2,}/g, "/")
+    .toLowerCase();
   let decoded = path;
   try {
     decoded = decodeURIComponent(path);
@@ -26,7 +29,8 @@ export function isDataPath(url: string | undefined): boolean {
 const DATA_SERVER = Symbol.for("celo-reputation.dataServer");
 
 /** Whether http.createServer's options are the data listener's. */
-export const isDataServer = (options: unknown): boolean => typeof options === "object" && options !== null && DATA_SERVER in options;
+export const isDataServer = (options: unknown): boolean =>
+  typeof options === "object" && options !== null && DATA_SERVER in options;
 
 /** On every server but the data listener (the host puts this in front of its handler): the data paths answer a JSON 404. */
 export function answerDataPathNotFound(req: http.IncomingMessage, res: http.ServerResponse) {
@@ -49,14 +53,19 @@ export type DataListener = { url: string; port: number; close: () => Promise<voi
 
 // One listener per process: `ponder dev` reloads the API module, the new app replaces the old one.
 const KEY = Symbol.for("celo-reputation.dataListener");
-const globals = globalThis as { [KEY]?: { server: http.Server; app: { fetch: Hono["fetch"] }; ready: Promise<DataListener> } };
+const globals = globalThis as {
+  [KEY]?: { server: http.Server; app: { fetch: Hono["fetch"] }; ready: Promise<DataListener> };
+};
 
 /**
  * The data listener: a second HTTP server in the API's process (so it works on PGlite, whose
  * database only this process may open), bound to `host` (default 127.0.0.1). Port 0 takes a free
  * port; the URL is logged as `[data] listening on http://…` and returned.
  */
-export function startDataListener(app: { fetch: Hono["fetch"] }, options: { port: number; host: string }): Promise<DataListener> {
+export function startDataListener(
+  app: { fetch: Hono["fetch"] },
+  options: { port: number; host: string },
+): Promise<DataListener> {
   const existing = globals[KEY];
   if (existing) {
     existing.app = app;
@@ -64,7 +73,10 @@ export function startDataListener(app: { fetch: Hono["fetch"] }, options: { port
   }
   let resolveReady!: (listener: DataListener) => void;
   let rejectReady!: (error: Error) => void;
-  const ready = new Promise<DataListener>((resolve, reject) => ((resolveReady = resolve), (rejectReady = reject)));
+  const ready = new Promise<DataListener>((resolve, reject) => {
+    resolveReady = resolve;
+    rejectReady = reject;
+  });
   const state = { app, ready } as NonNullable<(typeof globals)[typeof KEY]>;
   const server = serve(
     {

@@ -1,17 +1,23 @@
 import { createRoute, type OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
+import { errorBodySchema } from "../../shared/errors.ts";
 import { INDEX_NOT_CURRENT, indexCurrent } from "../indexing/gate.ts";
 import { unitsToUsd } from "../money.ts";
 import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
 import { freeReadRule } from "../payments/free-read.ts";
-import { payment, type PaymentHooks } from "./payment.ts";
-import { type RouteId, PRICES } from "../payments/prices.ts";
+import { PRICES, type RouteId } from "../payments/prices.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
-import { SIGN_IN_ERRORS, SIGN_IN_HEADER, type SignInGrants, type SignInRoute, signInRule } from "../payments/sign-in.ts";
+import {
+  SIGN_IN_ERRORS,
+  SIGN_IN_HEADER,
+  type SignInGrants,
+  type SignInRoute,
+  signInRule,
+} from "../payments/sign-in.ts";
 import type { AppEnv } from "./app-env.ts";
-import { errorBodySchema } from "../../shared/errors.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
+import { type PaymentHooks, payment } from "./payment.ts";
 import { freeRateLimit } from "./rate-limit.ts";
 
 type Method = "get" | "post";
@@ -22,18 +28,39 @@ type Also = Record<number, { description: string; schema: z.ZodType }>;
 type JsonResponse<S extends z.ZodType> = { description: string; content: { "application/json": { schema: S } } };
 /** A 200 that is not JSON (a file served as it was stored): one schema per media type. */
 type OkContent = Record<string, z.ZodType>;
-type OkResponse<S extends z.ZodType, C extends OkContent | undefined> = [C] extends [OkContent] ? { description: string; content: { [K in keyof C]: { schema: C[K] } } } : JsonResponse<S>;
+type OkResponse<S extends z.ZodType, C extends OkContent | undefined> = [C] extends [OkContent]
+  ? { description: string; content: { [K in keyof C]: { schema: C[K] } } }
+  : JsonResponse<S>;
 
 /** The declared route's type: what handlers are checked against (request schemas and the answers they may give). */
-export type DeclaredRoute<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also, C extends OkContent | undefined = undefined> = Omit<RouteConfig, "request" | "responses"> & {
+export type DeclaredRoute<
+  M extends Method,
+  P extends string,
+  Req extends RouteConfig["request"],
+  S extends z.ZodType,
+  A extends Also,
+  C extends OkContent | undefined = undefined,
+> = Omit<RouteConfig, "request" | "responses"> & {
   method: M;
   path: P;
   request: Req;
-  responses: { 200: OkResponse<S, C> } & { [K in keyof A]: { description: string; content: { "application/json": { schema: A[K] extends { schema: infer T } ? T : never } } } };
+  responses: { 200: OkResponse<S, C> } & {
+    [K in keyof A]: {
+      description: string;
+      content: { "application/json": { schema: A[K] extends { schema: infer T } ? T : never } };
+    };
+  };
   getRoutingPath(): string;
 };
 
-type Declaration<M extends Method, P extends string, Req extends RouteConfig["request"], S extends z.ZodType, A extends Also, C extends OkContent | undefined> = {
+type Declaration<
+  M extends Method,
+  P extends string,
+  Req extends RouteConfig["request"],
+  S extends z.ZodType,
+  A extends Also,
+  C extends OkContent | undefined,
+> = {
   method: M;
   path: P;
   summary: string;
@@ -70,7 +97,13 @@ export const jsonBody = <S extends z.ZodType>(schema: S, description: string) =>
 
 const errorResponse = (codes: readonly string[]) => ({
   description: `Error codes: ${codes.join(", ")}`,
-  content: { "application/json": { schema: errorBodySchema.extend({ error: errorBodySchema.shape.error.extend({ code: z.enum(codes as [string, ...string[]]) }) }) } },
+  content: {
+    "application/json": {
+      schema: errorBodySchema.extend({
+        error: errorBodySchema.shape.error.extend({ code: z.enum(codes as [string, ...string[]]) }),
+      }),
+    },
+  },
 });
 
 const signInCodes = Object.keys(SIGN_IN_ERRORS);
@@ -81,37 +114,62 @@ export function registerPaymentSchemes(registry: OpenAPIHono["openAPIRegistry"])
     type: "apiKey",
     in: "header",
     name: "X-PAYMENT",
-    description: "The service's payment JSON (from, to, value, validAfter, validBefore, nonce, signature, token), or x402 v1 base64",
+    description:
+      "The service's payment JSON (from, to, value, validAfter, validBefore, nonce, signature, token), or x402 v1 base64",
   });
-  registry.registerComponent("securitySchemes", "paymentSignature", { type: "apiKey", in: "header", name: "PAYMENT-SIGNATURE", description: "x402 v2 base64" });
+  registry.registerComponent("securitySchemes", "paymentSignature", {
+    type: "apiKey",
+    in: "header",
+    name: "PAYMENT-SIGNATURE",
+    description: "x402 v2 base64",
+  });
   registry.registerComponent("securitySchemes", "signInWithX", {
     type: "apiKey",
     in: "header",
     name: SIGN_IN_HEADER,
-    description: "x402 sign-in-with-x: base64 JSON of a CAIP-122 (SIWE) message signed by your wallet, from the `sign-in-with-x` challenge of a 402 answer. No payment; see x-sign-in.",
+    description:
+      "x402 sign-in-with-x: base64 JSON of a CAIP-122 (SIWE) message signed by your wallet, from the `sign-in-with-x` challenge of a 402 answer. No payment; see x-sign-in.",
   });
 }
 
-const paymentCodes = (status: number) => (Object.entries(PAYMENT_ERRORS) as [PaymentErrorCode, number][]).filter(([, s]) => s === status).map(([code]) => code);
+const paymentCodes = (status: number) =>
+  (Object.entries(PAYMENT_ERRORS) as [PaymentErrorCode, number][])
+    .filter(([, s]) => s === status)
+    .map(([code]) => code);
 
 /**
  * One route, declared once: method, path, request and response schemas, middleware, tags and
  * docs. Validation, the handler's types and the OpenAPI operation (price, 402 answer, every error
  * code) all come from it; its price comes from the price table under `id`.
  */
-export function declareRoute<M extends Method, P extends string, Req extends RouteConfig["request"] = undefined, S extends z.ZodType = z.ZodType, A extends Also = {}, C extends OkContent | undefined = undefined>(
-  id: RouteId,
-  d: Declaration<M, P, Req, S, A, C>,
-): DeclaredRoute<M, P, Req, S, A, C> {
+export function declareRoute<
+  M extends Method,
+  P extends string,
+  Req extends RouteConfig["request"] = undefined,
+  S extends z.ZodType = z.ZodType,
+  A extends Also = {},
+  C extends OkContent | undefined = undefined,
+>(id: RouteId, d: Declaration<M, P, Req, S, A, C>): DeclaredRoute<M, P, Req, S, A, C> {
   const microUsd = PRICES[id];
   const paid = microUsd > 0n;
   const freeRead = d.freeAfter && { after: d.freeAfter.map(routeName), rule: freeReadRule(d.freeAfter) };
   // Sign-in-with-x applies where it can make the call free: the free read, one's own wallet.
-  const signIn: SignInGrants | undefined = paid && (freeRead || d.ownWalletFree) ? { freeRead: Boolean(freeRead), ownWallet: Boolean(d.ownWalletFree) } : undefined;
-  const priced: SignInRoute = { name: routeName(d), description: d.description ?? d.summary, microUsd, ...(freeRead ? { freeRead } : {}), ...(signIn ? { signIn } : {}), ...(d.payment?.settleFirst ? { settleFirst: true } : {}) };
+  const signIn: SignInGrants | undefined =
+    paid && (freeRead || d.ownWalletFree)
+      ? { freeRead: Boolean(freeRead), ownWallet: Boolean(d.ownWalletFree) }
+      : undefined;
+  const priced: SignInRoute = {
+    name: routeName(d),
+    description: d.description ?? d.summary,
+    microUsd,
+    ...(freeRead ? { freeRead } : {}),
+    ...(signIn ? { signIn } : {}),
+    ...(d.payment?.settleFirst ? { settleFirst: true } : {}),
+  };
 
   const codes: Partial<Record<ErrorStatus, string[]>> = {};
-  const add = (status: ErrorStatus, ...more: readonly string[]) => (codes[status] = [...new Set([...(codes[status] ?? []), ...more])]);
+  const add = (status: ErrorStatus, ...more: readonly string[]) =>
+    (codes[status] = [...new Set([...(codes[status] ?? []), ...more])]);
   for (const [status, list] of Object.entries(d.errors ?? {})) add(Number(status) as ErrorStatus, ...list);
   if (d.request?.body) {
     add(400, "invalid_json", "invalid_request");
@@ -132,27 +190,51 @@ export function declareRoute<M extends Method, P extends string, Req extends Rou
     tags: d.tags,
     request: d.request as Req,
     // A route priced per unit names it: `per: "wallet"` means amountUnits is each wallet's price.
-    "x-price": { amountUnits: microUsd.toString(), usd: unitsToUsd(microUsd), ...(d.payment?.units ? { per: d.payment.units.name } : {}), ...(freeRead ? { freeWhen: freeRead.rule } : {}) },
+    "x-price": {
+      amountUnits: microUsd.toString(),
+      usd: unitsToUsd(microUsd),
+      ...(d.payment?.units ? { per: d.payment.units.name } : {}),
+      ...(freeRead ? { freeWhen: freeRead.rule } : {}),
+    },
     ...(signIn ? { "x-sign-in": signInRule(signIn) } : {}),
-    ...(paid ? { security: [{ xPayment: [] }, { paymentSignature: [] }, ...(signIn ? [{ signInWithX: [] }] : [])] } : {}),
+    ...(paid
+      ? { security: [{ xPayment: [] }, { paymentSignature: [] }, ...(signIn ? [{ signInWithX: [] }] : [])] }
+      : {}),
     responses: {
       200: {
-        description: paid ? "The answer; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement receipt" : "The answer",
-        content: d.okContent ? Object.fromEntries(Object.entries(d.okContent).map(([type, schema]) => [type, { schema }])) : { "application/json": { schema: d.ok } },
+        description: paid
+          ? "The answer; PAYMENT-RESPONSE and X-PAYMENT-RESPONSE carry the settlement receipt"
+          : "The answer",
+        content: d.okContent
+          ? Object.fromEntries(Object.entries(d.okContent).map(([type, schema]) => [type, { schema }]))
+          : { "application/json": { schema: d.ok } },
       },
       ...(paid
         ? {
             402: {
               description: `Payment required or refused (codes: ${[...paymentCodes(402), ...(signIn ? signInCodes : [])].join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements${signIn ? "; both carry a fresh sign-in-with-x challenge in extensions" : ""}.`,
-              headers: z.object({ "PAYMENT-REQUIRED": z.string().describe("base64 JSON of the x402 v2 PaymentRequired: the accepted tokens, amounts and treasury") }),
+              headers: z.object({
+                "PAYMENT-REQUIRED": z
+                  .string()
+                  .describe("base64 JSON of the x402 v2 PaymentRequired: the accepted tokens, amounts and treasury"),
+              }),
               content: { "application/json": { schema: paymentRequiredBodySchema } },
             },
           }
         : {}),
       ...Object.fromEntries(Object.entries(codes).map(([status, list]) => [status, errorResponse(list)])),
-      ...Object.fromEntries(Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [status, { description: a.description, content: { "application/json": { schema: a.schema } } }])),
+      ...Object.fromEntries(
+        Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [
+          status,
+          { description: a.description, content: { "application/json": { schema: a.schema } } },
+        ]),
+      ),
     },
     // Bad input is refused first (validation, the route's own checks), then an index that cannot back the answer, then the payment.
-    middleware: [...(d.rateLimited ? [freeRateLimit] : []), ...(d.middleware ?? []), ...(paid ? [indexCurrent, payment(priced, d.payment)] : [])],
+    middleware: [
+      ...(d.rateLimited ? [freeRateLimit] : []),
+      ...(d.middleware ?? []),
+      ...(paid ? [indexCurrent, payment(priced, d.payment)] : []),
+    ],
   } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A, C>;
 }

@@ -14,7 +14,11 @@ export const limitBody: MiddlewareHandler = bodyLimit({
   maxSize: BODY_LIMIT_BYTES,
   onError: (c) => {
     c.header("Connection", "close");
-    throw new ApiError(413, "body_too_large", `The request body is over ${BODY_LIMIT_BYTES} bytes, the most any route takes.`);
+    throw new ApiError(
+      413,
+      "body_too_large",
+      `The request body is over ${BODY_LIMIT_BYTES} bytes, the most any route takes.`,
+    );
   },
 });
 
@@ -23,12 +27,18 @@ export const limitBody: MiddlewareHandler = bodyLimit({
  * under other methods, otherwise 404.
  */
 export function unrouted(routes: readonly { method: string; path: string }[]): MiddlewareHandler {
-  const patterns = routes.map((r) => ({ method: r.method.toUpperCase(), pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, "[^/]+")}/?$`) }));
+  const patterns = routes.map((r) => ({
+    method: r.method.toUpperCase(),
+    pattern: new RegExp(`^${r.path.replace(/\{[^}]+\}/g, "[^/]+")}/?$`),
+  }));
   return async (c) => {
     const allowed = [...new Set(patterns.filter((p) => p.pattern.test(c.req.path)).map((p) => p.method))];
     // This very method matches only with a trailing slash: no such route (not a 405 naming the method used).
-    if (allowed.length === 0 || allowed.includes(c.req.method)) throw new ApiError(404, "not_found", `No route ${c.req.method} ${c.req.path}.`);
+    if (allowed.length === 0 || allowed.includes(c.req.method))
+      throw new ApiError(404, "not_found", `No route ${c.req.method} ${c.req.path}.`);
     c.header("Allow", allowed.join(", "));
-    throw new ApiError(405, "method_not_allowed", `${c.req.path} answers ${allowed.join(", ")}, not ${c.req.method}.`, { allow: allowed });
+    throw new ApiError(405, "method_not_allowed", `${c.req.path} answers ${allowed.join(", ")}, not ${c.req.method}.`, {
+      allow: allowed,
+    });
   };
 }

@@ -45,7 +45,10 @@ function declaredRoute(routes: readonly { method: string; path: string }[]) {
  * kept), the declared route ("POST /api/lender/screen"), status, latency, and for a paid call the
  * payer and the units charged (from `c.var.billing`). No header value is ever logged.
  */
-export function requestLog(logger: Logger, routes: readonly { method: string; path: string }[]): MiddlewareHandler<AppEnv> {
+export function requestLog(
+  logger: Logger,
+  routes: readonly { method: string; path: string }[],
+): MiddlewareHandler<AppEnv> {
   const routeOf = declaredRoute(routes);
   const line: MiddlewareHandler<AppEnv> = async (c, next) => {
     const started = performance.now();

@@ -12,8 +12,11 @@ export function mount<R extends RouteConfig>(app: OpenAPIHono<AppEnv>, route: R,
   const { middleware, ...declared } = route;
   const chain = [middleware ?? []].flat() as MiddlewareHandler<AppEnv>[];
   const run: MiddlewareHandler<AppEnv> = async (c) => (await handler(c as never, async () => {})) as Response;
-  app.openapi(declared as R, (async (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => {
-    await every(...chain, run)(c, async () => {});
-    return c.res;
-  }) as never);
+  app.openapi(
+    declared as R,
+    (async (c: Parameters<MiddlewareHandler<AppEnv>>[0]) => {
+      await every(...chain, run)(c, async () => {});
+      return c.res;
+    }) as never,
+  );
 }

@@ -1,9 +1,9 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
-import type { AppEnv } from "./app-env.ts";
-import type { Claim, PaymentCore, Reply } from "../payments/core.ts";
 import { log } from "../../shared/log.ts";
-import { SIGN_IN_HEADER, signInFor, type SignInRoute } from "../payments/sign-in.ts";
+import type { Claim, PaymentCore, Reply } from "../payments/core.ts";
+import { SIGN_IN_HEADER, type SignInRoute, signInFor } from "../payments/sign-in.ts";
+import type { AppEnv } from "./app-env.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
 export type PaymentHooks = {
@@ -47,7 +47,9 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
     const core = c.var.payments;
     const input = validatedInput(c);
     // This request's price: the 402 names it, and an authorization for less is refused.
-    const route = hooks.units ? { ...declared, microUsd: declared.microUsd * BigInt(hooks.units.count(input, c)) } : declared;
+    const route = hooks.units
+      ? { ...declared, microUsd: declared.microUsd * BigInt(hooks.units.count(input, c)) }
+      : declared;
     const request = {
       headers: { xPayment: c.req.header("x-payment"), paymentSignature: c.req.header("payment-signature") },
       url: c.req.url,
@@ -73,22 +75,38 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
     try {
       await next();
     } catch (error) {
-      await core.conclude(route, request, claim, { failed: `handler failed (${(error as Error).message.split("\n")[0]})` });
+      await core.conclude(route, request, claim, {
+        failed: `handler failed (${(error as Error).message.split("\n")[0]})`,
+      });
       throw error;
     }
     if (c.error || c.res.status >= 400) {
       await core.conclude(route, request, claim, { failed: `handler answered ${c.res.status}` });
       return;
     }
-    const answer = { status: c.res.status, type: c.res.headers.get("content-type") ?? "application/json", body: await c.res.clone().text() };
+    const answer = {
+      status: c.res.status,
+      type: c.res.headers.get("content-type") ?? "application/json",
+      body: await c.res.clone().text(),
+    };
     const answeredAt = performance.now();
     const concluded = await core.conclude(route, request, claim, { answer });
     if ("reply" in concluded) {
-      await hooks.onSettlementFailed?.(c, { reply: concluded.reply, claim, core }).catch((error: Error) => log.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`));
+      await hooks
+        .onSettlementFailed?.(c, { reply: concluded.reply, claim, core })
+        .catch((error: Error) =>
+          log.error(`[payments] ${route.name}: undoing an unpaid answer failed: ${error.message}`),
+        );
       c.res = send(c, concluded.reply);
-    }
-    else for (const [name, value] of Object.entries(concluded.headers)) c.res.headers.set(name, value);
-    c.res.headers.append("Server-Timing", serverTiming({ payment: admittedAt - started, handler: answeredAt - admittedAt, settlement: performance.now() - answeredAt }));
+    } else for (const [name, value] of Object.entries(concluded.headers)) c.res.headers.set(name, value);
+    c.res.headers.append(
+      "Server-Timing",
+      serverTiming({
+        payment: admittedAt - started,
+        handler: answeredAt - admittedAt,
+        settlement: performance.now() - answeredAt,
+      }),
+    );
   };
 }
 

@@ -14,7 +14,9 @@ const PROBE_PATHS = new Set(["/health", "/ready"]);
 async function probe(path: string, index: IndexState): Promise<Answer> {
   if (path === "/health") return { status: 200, body: { status: "ok", checkedAt: new Date().toISOString() } };
   const status = await index.status();
-  return status.current ? { status: 200, body: status } : { status: 503, body: status, headers: { "Retry-After": String(retryAfterSeconds(status)) } };
+  return status.current
+    ? { status: 200, body: status }
+    : { status: 503, body: status, headers: { "Retry-After": String(retryAfterSeconds(status)) } };
 }
 
 /**
@@ -23,13 +25,23 @@ async function probe(path: string, index: IndexState): Promise<Answer> {
  * this in front of Ponder's handler: those two paths (GET, HEAD) are answered from `index`; false
  * for any other request, which is left to `fallback`. A failed probe is left to it as well.
  */
-export function answerProbe(req: http.IncomingMessage, res: http.ServerResponse, index: IndexState, fallback: http.RequestListener): boolean {
+export function answerProbe(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  index: IndexState,
+  fallback: http.RequestListener,
+): boolean {
   const path = (req.url ?? "/").split("?")[0]!;
   if (!PROBE_PATHS.has(path) || (req.method !== "GET" && req.method !== "HEAD")) return false;
   probe(path, index).then(
     (answer) => {
       const body = JSON.stringify(answer.body);
-      res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "cache-control": "no-store", ...answer.headers });
+      res.writeHead(answer.status, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(body),
+        "cache-control": "no-store",
+        ...answer.headers,
+      });
       res.end(req.method === "HEAD" ? undefined : body);
     },
     () => fallback(req, res),

@@ -9,12 +9,23 @@ import { tokenBuckets } from "../../shared/token-buckets.ts";
  * caller could set it). Past the limit: 429 `rate_limited` with Retry-After (seconds until one
  * request is allowed again). In memory, per API process.
  */
-export function rateLimit(perMinute: number, now: () => number = Date.now, what = "verifications"): MiddlewareHandler & { limit: number } {
+export function rateLimit(
+  perMinute: number,
+  now: () => number = Date.now,
+  what = "verifications",
+): MiddlewareHandler & { limit: number } {
   const buckets = tokenBuckets(perMinute, 60_000, now);
   const middleware: MiddlewareHandler = async (c, next) => {
     const retryAfter = buckets.take(clientOf(c));
     if (retryAfter > 0) {
-      return c.json(errorBody("rate_limited", `At most ${perMinute} ${what} a minute per client: retry in ${retryAfter} s.`, { limitPerMinute: perMinute, retryAfterSeconds: retryAfter }), 429, { "Retry-After": String(retryAfter) });
+      return c.json(
+        errorBody("rate_limited", `At most ${perMinute} ${what} a minute per client: retry in ${retryAfter} s.`, {
+          limitPerMinute: perMinute,
+          retryAfterSeconds: retryAfter,
+        }),
+        429,
+        { "Retry-After": String(retryAfter) },
+      );
     }
     await next();
   };
@@ -31,4 +42,5 @@ function clientOf(c: Context): string {
  * x402 config, health, the OpenAPI document and /docs. Read from the environment at first use.
  */
 let freeLimiter: ReturnType<typeof rateLimit> | undefined;
-export const freeRateLimit: MiddlewareHandler = (c, next) => (freeLimiter ??= rateLimit(readEnv().FREE_RATE_LIMIT_PER_MINUTE, Date.now, "requests to free routes"))(c, next);
+export const freeRateLimit: MiddlewareHandler = (c, next) =>
+  (freeLimiter ??= rateLimit(readEnv().FREE_RATE_LIMIT_PER_MINUTE, Date.now, "requests to free routes"))(c, next);

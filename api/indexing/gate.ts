@@ -18,7 +18,9 @@ const notCurrentMessage = (status: IndexStatus) =>
 export const indexCurrent: MiddlewareHandler<{ Variables: { index: IndexState } }> = async (c, next) => {
   const status = await c.var.index.status();
   if (!status.current) {
-    return c.json(errorBody(INDEX_NOT_CURRENT, notCurrentMessage(status), status), 503, { "Retry-After": String(retryAfterSeconds(status)) });
+    return c.json(errorBody(INDEX_NOT_CURRENT, notCurrentMessage(status), status), 503, {
+      "Retry-After": String(retryAfterSeconds(status)),
+    });
   }
   await next();
 };

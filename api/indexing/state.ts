@@ -1,8 +1,8 @@
 import { type PublicClient, withTimeout } from "viem";
 import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
-import { type IndexDb, queryPrepared } from "../db.ts";
 import { etaSeconds, SlidingRate } from "../../shared/rate.ts";
+import { type IndexDb, queryPrepared } from "../db.ts";
 import { decodeCheckpoint } from "../stats/queries.ts";
 
 /** How the chain head is read: shared by every caller for this long, and given up on after HEAD_TIMEOUT_MS. */
@@ -15,16 +15,32 @@ const blockSchema = z.object({ number: z.number().int(), timestamp: z.number().i
 
 /** Where indexing stands, as paid routes decide from it (and free routes report it). */
 export const indexStatusSchema = z.object({
-  ready: z.boolean().describe("The backfill is done (Ponder's own flag in the database: false again during a crash recovery)"),
-  current: z.boolean().describe("Ready, and the indexed block is within maxLagBlocks of the chain head: paid routes answer only then"),
-  startBlock: z.number().int().describe("The first block indexed (CELO_START_BLOCK; on the devnet, its deployment block)"),
-  indexedBlock: blockSchema.nullable().describe("The block the indexed tables hold, read from the database (null before the first one)"),
+  ready: z
+    .boolean()
+    .describe("The backfill is done (Ponder's own flag in the database: false again during a crash recovery)"),
+  current: z
+    .boolean()
+    .describe("Ready, and the indexed block is within maxLagBlocks of the chain head: paid routes answer only then"),
+  startBlock: z
+    .number()
+    .int()
+    .describe("The first block indexed (CELO_START_BLOCK; on the devnet, its deployment block)"),
+  indexedBlock: blockSchema
+    .nullable()
+    .describe("The block the indexed tables hold, read from the database (null before the first one)"),
   headBlock: blockSchema.nullable().describe("The chain head (null when the RPC does not answer)"),
   lagBlocks: z.number().int().nullable().describe("Blocks left to index: the head minus the indexed block"),
   maxLagBlocks: z.number().int(),
   percent: z.number().describe("Share of the blocks from the start block to the head that are indexed"),
-  blocksPerSecond: z.number().nullable().describe("Blocks indexed a second over the last minute this process saw (null until it has seen two readings)"),
-  etaSeconds: z.number().int().nullable().describe("Estimated time until the index is current, from the recent indexing speed (null when unknown)"),
+  blocksPerSecond: z
+    .number()
+    .nullable()
+    .describe("Blocks indexed a second over the last minute this process saw (null until it has seen two readings)"),
+  etaSeconds: z
+    .number()
+    .int()
+    .nullable()
+    .describe("Estimated time until the index is current, from the recent indexing speed (null when unknown)"),
   reason: z.string().optional().describe("Why the index is not current"),
 });
 export type IndexStatus = z.infer<typeof indexStatusSchema>;
@@ -59,7 +75,11 @@ export class IndexState {
     const lagBlocks = block && head ? Math.max(0, head.number - block.number) : null;
     const start = this.deps.target.startBlock ?? 0;
     const span = head ? head.number - start : 0;
-    const percent = !block ? 0 : span <= 0 ? 100 : Math.min(100, Math.round((1000 * (block.number - start)) / span) / 10);
+    const percent = !block
+      ? 0
+      : span <= 0
+        ? 100
+        : Math.min(100, Math.round((1000 * (block.number - start)) / span) / 10);
     const reason = !indexed.ready
       ? block
         ? "the backfill is not finished"
@@ -103,7 +123,10 @@ export class IndexState {
     const checkpoint = ready ? row?.latest : row?.safe;
     if (!checkpoint) return { ready: false, block: null };
     const { blockNumber, timestamp } = decodeCheckpoint(checkpoint);
-    return { ready: ready && Boolean(row?.latest), block: { number: Number(blockNumber), timestamp: Number(timestamp) } };
+    return {
+      ready: ready && Boolean(row?.latest),
+      block: { number: Number(blockNumber), timestamp: Number(timestamp) },
+    };
   }
 
   private chainHead(): Promise<Block | null> {

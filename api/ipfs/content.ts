@@ -10,7 +10,12 @@ export type MediaType = "application/pdf" | "text/csv; charset=utf-8" | "applica
  * with their media type. The record is written after the pin: a CID is never described before it
  * is held.
  */
-export async function pinContent(ipfs: IpfsNode, store: ServiceDb, bytes: Uint8Array, mediaType: MediaType): Promise<string> {
+export async function pinContent(
+  ipfs: IpfsNode,
+  store: ServiceDb,
+  bytes: Uint8Array,
+  mediaType: MediaType,
+): Promise<string> {
   const cid = await ipfs.add(bytes);
   await store.insert(ipfsContent).values({ cid, mediaType, size: bytes.length }).onConflictDoNothing();
   return cid;
@@ -18,7 +23,13 @@ export async function pinContent(ipfs: IpfsNode, store: ServiceDb, bytes: Uint8A
 
 /** The media type recorded for `cid` when it was pinned, or read from the bytes themselves. */
 export async function mediaTypeOf(store: ServiceDb | undefined, cid: string, bytes: Uint8Array): Promise<string> {
-  const [row] = store ? await store.select({ mediaType: ipfsContent.mediaType }).from(ipfsContent).where(eq(ipfsContent.cid, cid)).limit(1) : [];
+  const [row] = store
+    ? await store
+        .select({ mediaType: ipfsContent.mediaType })
+        .from(ipfsContent)
+        .where(eq(ipfsContent.cid, cid))
+        .limit(1)
+    : [];
   return row?.mediaType ?? sniff(bytes);
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { mkdirSync } from "node:fs";
 import type { BigIntStats } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { type UnixFS, unixfs } from "@helia/unixfs";
@@ -60,7 +60,9 @@ export async function cidOf(bytes: Uint8Array): Promise<string> {
 
 /** Whether `bytes` are what `cid` names: a raw block's sha256 against the digest, else the import done again. */
 export async function hashesTo(cid: CID, bytes: Uint8Array): Promise<boolean> {
-  return isRawSha256(cid) ? createHash("sha256").update(bytes).digest().equals(cid.multihash.digest) : (await cidOf(bytes)) === cid.toV1().toString();
+  return isRawSha256(cid)
+    ? createHash("sha256").update(bytes).digest().equals(cid.multihash.digest)
+    : (await cidOf(bytes)) === cid.toV1().toString();
 }
 
 /** A UnixFS file's bytes, read from the node's blockstore alone. */
@@ -180,7 +182,11 @@ class VerifiedBlocks {
   }
 
   keep(cid: string, bytes: Uint8Array, version: BigIntStats) {
-    if (Date.now() - Number(version.ctimeNs / 1_000_000n) < VerifiedBlocks.STABLE_AFTER_MS || bytes.length > VerifiedBlocks.MAX_BYTES / 64) return;
+    if (
+      Date.now() - Number(version.ctimeNs / 1_000_000n) < VerifiedBlocks.STABLE_AFTER_MS ||
+      bytes.length > VerifiedBlocks.MAX_BYTES / 64
+    )
+      return;
     this.forget(cid);
     this.blocks.set(cid, { bytes, since: fileVersion(version) });
     this.bytes += bytes.length;

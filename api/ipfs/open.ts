@@ -10,7 +10,10 @@ import { openPostgresIpfs } from "./postgres-node.ts";
  * version pinned in IPFS_DIR is copied in once. PGlite admits one process: on disk in IPFS_DIR,
  * apart from the store.
  */
-export async function openServiceIpfs(target: Pick<IndexTarget, "database" | "ipfsDirectory">, store: Promise<ServiceStore>): Promise<IpfsNode> {
+export async function openServiceIpfs(
+  target: Pick<IndexTarget, "database" | "ipfsDirectory">,
+  store: Promise<ServiceStore>,
+): Promise<IpfsNode> {
   if (target.database.kind !== "postgres") return openIpfs(target.ipfsDirectory);
   const node = await openPostgresIpfs((await store).db);
   await copyPinnedFromDisk(target.ipfsDirectory, node);

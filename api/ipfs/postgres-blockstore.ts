@@ -35,7 +35,11 @@ export class PostgresBlockstore implements Blockstore {
 
   async has(cid: CID, options?: AbortOptions): Promise<boolean> {
     options?.signal?.throwIfAborted();
-    const rows = await this.db.select({ cid: ipfsBlock.cid }).from(ipfsBlock).where(eq(ipfsBlock.cid, blockKey(cid))).limit(1);
+    const rows = await this.db
+      .select({ cid: ipfsBlock.cid })
+      .from(ipfsBlock)
+      .where(eq(ipfsBlock.cid, blockKey(cid)))
+      .limit(1);
     return rows.length > 0;
   }
 
@@ -45,18 +49,28 @@ export class PostgresBlockstore implements Blockstore {
     return cid;
   }
 
-  async *putMany(source: Iterable<{ cid: CID; bytes: Bytes }> | AsyncIterable<{ cid: CID; bytes: Bytes }>, options?: AbortOptions): AsyncGenerator<CID> {
+  async *putMany(
+    source: Iterable<{ cid: CID; bytes: Bytes }> | AsyncIterable<{ cid: CID; bytes: Bytes }>,
+    options?: AbortOptions,
+  ): AsyncGenerator<CID> {
     for await (const { cid, bytes } of source) yield await this.put(cid, bytes, options);
   }
 
   async *get(cid: CID, options?: AbortOptions): AsyncGenerator<Uint8Array> {
     options?.signal?.throwIfAborted();
-    const [row] = await this.db.select({ bytes: ipfsBlock.bytes }).from(ipfsBlock).where(eq(ipfsBlock.cid, blockKey(cid))).limit(1);
+    const [row] = await this.db
+      .select({ bytes: ipfsBlock.bytes })
+      .from(ipfsBlock)
+      .where(eq(ipfsBlock.cid, blockKey(cid)))
+      .limit(1);
     if (!row) throw notFound(cid);
     yield row.bytes;
   }
 
-  async *getMany(source: Iterable<CID> | AsyncIterable<CID>, options?: AbortOptions): AsyncGenerator<{ cid: CID; bytes: AsyncGenerator<Uint8Array> }> {
+  async *getMany(
+    source: Iterable<CID> | AsyncIterable<CID>,
+    options?: AbortOptions,
+  ): AsyncGenerator<{ cid: CID; bytes: AsyncGenerator<Uint8Array> }> {
     for await (const cid of source) yield { cid, bytes: this.get(cid, options) };
   }
 
@@ -65,8 +79,19 @@ export class PostgresBlockstore implements Blockstore {
     let after = "";
     for (;;) {
       options?.signal?.throwIfAborted();
-      const rows = await this.db.select({ cid: ipfsBlock.cid, bytes: ipfsBlock.bytes }).from(ipfsBlock).where(gt(ipfsBlock.cid, after)).orderBy(ipfsBlock.cid).limit(PAGE);
-      for (const row of rows) yield { cid: CID.parse(row.cid), bytes: (async function* () { yield row.bytes; })() };
+      const rows = await this.db
+        .select({ cid: ipfsBlock.cid, bytes: ipfsBlock.bytes })
+        .from(ipfsBlock)
+        .where(gt(ipfsBlock.cid, after))
+        .orderBy(ipfsBlock.cid)
+        .limit(PAGE);
+      for (const row of rows)
+        yield {
+          cid: CID.parse(row.cid),
+          bytes: (async function* () {
+            yield row.bytes;
+          })(),
+        };
       if (rows.length < PAGE) return;
       after = rows.at(-1)!.cid;
     }
@@ -92,7 +117,11 @@ export class PostgresBlockstore implements Blockstore {
 
   /** The stored bytes of `cid` when it is a pinned root, unchecked; undefined when nothing pinned it. */
   async getPinned(cid: CID): Promise<Uint8Array | undefined> {
-    const [row] = await this.db.select({ bytes: ipfsBlock.bytes, pinned: ipfsBlock.pinned }).from(ipfsBlock).where(eq(ipfsBlock.cid, blockKey(cid))).limit(1);
+    const [row] = await this.db
+      .select({ bytes: ipfsBlock.bytes, pinned: ipfsBlock.pinned })
+      .from(ipfsBlock)
+      .where(eq(ipfsBlock.cid, blockKey(cid)))
+      .limit(1);
     return row?.pinned ? row.bytes : undefined;
   }
 
@@ -109,7 +138,9 @@ export class PostgresBlockstore implements Blockstore {
   private async write(blocks: (Block & { pinned?: boolean })[]): Promise<void> {
     if (blocks.length === 0) return;
     // One row per key: an importer may give the same block twice (a file of repeated chunks).
-    const rows = new Map(blocks.map((b) => [blockKey(b.cid), { cid: blockKey(b.cid), bytes: b.bytes, pinned: b.pinned ?? false }]));
+    const rows = new Map(
+      blocks.map((b) => [blockKey(b.cid), { cid: blockKey(b.cid), bytes: b.bytes, pinned: b.pinned ?? false }]),
+    );
     for (const b of blocks) if (b.pinned) rows.get(blockKey(b.cid))!.pinned = true;
     await this.db
       .insert(ipfsBlock)

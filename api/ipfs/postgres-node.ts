@@ -2,7 +2,7 @@ import { unixfs } from "@helia/unixfs";
 import { createHeliaLight } from "helia";
 import type { CID } from "multiformats/cid";
 import type { ServiceDb } from "../store/store.ts";
-import { catFile, hashesTo, importBytes, type IpfsNode, isRawSha256, parseCid } from "./node.ts";
+import { catFile, hashesTo, type IpfsNode, importBytes, isRawSha256, parseCid } from "./node.ts";
 import { type Block, PostgresBlockstore } from "./postgres-blockstore.ts";
 
 /**
@@ -20,10 +20,13 @@ export async function openPostgresIpfs(db: ServiceDb): Promise<IpfsNode> {
     async add(bytes) {
       // Imported in memory (the content is there already), then written with its pin in one statement.
       const made: Block[] = [];
-      const root = await importBytes(bytes, { put: async (cid: CID, block: Uint8Array) => {
+      const root = await importBytes(bytes, {
+        put: async (cid: CID, block: Uint8Array) => {
           made.push({ cid, bytes: block });
           return cid;
-        }, has: async () => false } as never);
+        },
+        has: async () => false,
+      } as never);
       await blocks.putPinned(made, root);
       return root.toString();
     },

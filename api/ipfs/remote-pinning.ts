@@ -7,13 +7,22 @@
  */
 export type RemotePinning = { url: string; token?: string; timeoutMs?: number };
 
-export type RemotePin = { cid: string; name: string; status: "queued" | "pinning" | "pinned" | "failed"; requestId?: string; error?: string };
+export type RemotePin = {
+  cid: string;
+  name: string;
+  status: "queued" | "pinning" | "pinned" | "failed";
+  requestId?: string;
+  error?: string;
+};
 
 export async function pinRemotely(service: RemotePinning, cid: string, name: string): Promise<RemotePin> {
   try {
     const res = await fetch(new URL("pins", service.url.endsWith("/") ? service.url : `${service.url}/`), {
       method: "POST",
-      headers: { "content-type": "application/json", ...(service.token ? { authorization: `Bearer ${service.token}` } : {}) },
+      headers: {
+        "content-type": "application/json",
+        ...(service.token ? { authorization: `Bearer ${service.token}` } : {}),
+      },
       body: JSON.stringify({ cid, name }),
       signal: AbortSignal.timeout(service.timeoutMs ?? 5_000),
     });
@@ -30,6 +39,11 @@ export async function pinRemotely(service: RemotePinning, cid: string, name: str
     const status = (["queued", "pinning", "pinned", "failed"] as const).find((s) => s === body.status) ?? "queued";
     return { cid, name, status, ...(body.requestid ? { requestId: body.requestid } : {}) };
   } catch (error) {
-    return { cid, name, status: "failed", error: (error as Error).name === "TimeoutError" ? "timed out" : (error as Error).message };
+    return {
+      cid,
+      name,
+      status: "failed",
+      error: (error as Error).name === "TimeoutError" ? "timed out" : (error as Error).message,
+    };
   }
 }

@@ -1,8 +1,8 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
-import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
+import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute } from "../http/declare.ts";
 import type { ServiceDb } from "../store/store.ts";
 import { mediaTypeOf } from "./content.ts";
 import { type IpfsNode, parseCid } from "./node.ts";
@@ -19,7 +19,14 @@ export const ipfsRoute = declareRoute("ipfs", {
     "(or read from the bytes for content pinned without a record). The bytes are checked against the CID before they are sent; " +
     "they never change, so the answer is cacheable for good (Cache-Control: public, max-age=31536000, immutable). " +
     "Only content this service pinned is served: it fetches nothing from the IPFS network.",
-  request: { params: z.object({ cid: z.string().refine((text) => parseCid(text) !== undefined, "must be a CID (v0 or v1)").describe("A CID (v0 or v1)") }) },
+  request: {
+    params: z.object({
+      cid: z
+        .string()
+        .refine((text) => parseCid(text) !== undefined, "must be a CID (v0 or v1)")
+        .describe("A CID (v0 or v1)"),
+    }),
+  },
   okContent: { "application/pdf": file, "text/csv": file, "application/json": file, "application/octet-stream": file },
   errors: { 400: ["invalid_cid"], 404: ["unknown_cid"] },
 });
@@ -35,6 +42,11 @@ export function ipfsHandler({ ipfs, store }: IpfsRouteDeps): RouteHandler<typeof
     const bytes = await (await ipfs).get(cid);
     if (!bytes) throw new ApiError(404, "unknown_cid", `This service has not pinned ${cid}.`);
     const type = await mediaTypeOf(await store, parseCid(cid)!.toV1().toString(), bytes);
-    return c.body(bytes as Uint8Array<ArrayBuffer>, 200, { "content-type": type, "content-length": String(bytes.length), "cache-control": IMMUTABLE, etag: `"${cid}"` });
+    return c.body(bytes as Uint8Array<ArrayBuffer>, 200, {
+      "content-type": type,
+      "content-length": String(bytes.length),
+      "cache-control": IMMUTABLE,
+      etag: `"${cid}"`,
+    });
   };
 }

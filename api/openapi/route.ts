@@ -1,14 +1,15 @@
 import type { OpenAPIHono, RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
-import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute } from "../http/declare.ts";
 
 export const openApiRoute = declareRoute("openapi", {
   method: "get",
   path: "/openapi.json",
   tags: ["Service"],
   summary: "This document",
-  description: "The OpenAPI 3.1 document of this API, generated from the route declarations (also at /api/openapi.json). Free.",
+  description:
+    "The OpenAPI 3.1 document of this API, generated from the route declarations (also at /api/openapi.json). Free.",
   ok: z.record(z.string(), z.unknown()).describe("An OpenAPI 3.1 document"),
   rateLimited: true,
 });
@@ -35,7 +36,8 @@ export function openApiHandler(app: OpenAPIHono<AppEnv>): RouteHandler<typeof op
   let cached: { origin: string; doc: Record<string, unknown> } | undefined;
   return (c) => {
     const origin = new URL(c.req.url).origin;
-    if (cached?.origin !== origin) cached = { origin, doc: openApiDocument(app, origin) as unknown as Record<string, unknown> };
+    if (cached?.origin !== origin)
+      cached = { origin, doc: openApiDocument(app, origin) as unknown as Record<string, unknown> };
     return c.json(cached.doc, 200);
   };
 }

@@ -3,8 +3,8 @@ import canonicalize from "canonicalize";
 import { z } from "zod";
 import type { Address } from "../../config/addresses.ts";
 import { isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
-import type { Assessment } from "../wallet/assess.ts";
 import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
+import type { Assessment } from "../wallet/assess.ts";
 
 /** "REP-" then exactly 10 of [A-Z0-9]: the reporter contracts' id format. */
 export const REPORT_ID = /^REP-[A-Z0-9]{10}$/;
@@ -25,8 +25,20 @@ export const passportDocumentSchema = z
     buyer: z.string(),
     scores: z.object({ financialHealth: z.number(), reputation: z.number(), reputationCategory: z.string() }),
     recommendation: z.enum(["approve", "review", "decline"]),
-    income: z.object({ label: z.string(), monthlyEstimateUsd: z.number(), verifiedMonthlyUsd: z.number(), weeklyConsistencyPct: z.number() }),
-    loanCapacity: z.object({ minUsd: z.number(), maxUsd: z.number(), confidence: z.string(), riskCategory: z.string(), currency: z.literal("USD"), attested: z.string() }),
+    income: z.object({
+      label: z.string(),
+      monthlyEstimateUsd: z.number(),
+      verifiedMonthlyUsd: z.number(),
+      weeklyConsistencyPct: z.number(),
+    }),
+    loanCapacity: z.object({
+      minUsd: z.number(),
+      maxUsd: z.number(),
+      confidence: z.string(),
+      riskCategory: z.string(),
+      currency: z.literal("USD"),
+      attested: z.string(),
+    }),
     topFactors: z.array(z.object({ score: z.string(), factor: z.string(), points: z.number() })),
     signals: z.object({ positive: z.array(z.string()), concerns: z.array(z.string()) }),
     thinFile: z.object({ thinFile: z.boolean(), reason: z.string().nullable() }),
@@ -46,7 +58,15 @@ export const loanCapacityText = (minUsd: number, maxUsd: number) => `${Math.roun
 
 export function passportDocument(
   a: Assessment,
-  p: { reportId: string; buyer: Address; issuedAt: number; expiresAt: number; supersedes: string | null; contract: Address; chainId: number },
+  p: {
+    reportId: string;
+    buyer: Address;
+    issuedAt: number;
+    expiresAt: number;
+    supersedes: string | null;
+    contract: Address;
+    chainId: number;
+  },
 ): PassportDocument {
   const r = a.result;
   const s = r.signals;
@@ -66,7 +86,14 @@ export function passportDocument(
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
     },
-    loanCapacity: { minUsd, maxUsd, confidence: r.loan.confidence, riskCategory: r.loan.riskCategory, currency: "USD", attested: loanCapacityText(minUsd, maxUsd) },
+    loanCapacity: {
+      minUsd,
+      maxUsd,
+      confidence: r.loan.confidence,
+      riskCategory: r.loan.riskCategory,
+      currency: "USD",
+      attested: loanCapacityText(minUsd, maxUsd),
+    },
     topFactors: r.topFactors,
     signals: { positive: r.positive, concerns: r.concerns },
     thinFile: r.thinFile,

@@ -38,10 +38,27 @@ function historyChart(history: HistoryPoint[]): string {
   const pad = { l: 36, r: 24, t: 12, b: 36 };
   const x = (i: number) => pad.l + (i * (W - pad.l - pad.r)) / Math.max(1, history.length - 1);
   const y = (v: number) => pad.t + ((100 - v) * (H - pad.t - pad.b)) / 100;
-  const line = (key: "financialHealth" | "reputation") => history.map((p, i) => `${x(i).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
-  const grid = [0, 25, 50, 75, 100].map((v) => `<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#e0e0e0"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end" font-size="10" fill="#666">${v}</text>`).join("");
-  const labels = history.map((p, i) => `<text x="${x(i)}" y="${H - pad.b + 16}" text-anchor="middle" font-size="10" fill="#666">${esc(monthLabel(p.month))}</text>`).join("");
-  const dots = (key: "financialHealth" | "reputation", color: string) => history.map((p, i) => `<circle cx="${x(i).toFixed(1)}" cy="${y(p[key]).toFixed(1)}" r="3" fill="${color}"><title>${esc(p.month)}: ${p[key]}</title></circle>`).join("");
+  const line = (key: "financialHealth" | "reputation") =>
+    history.map((p, i) => `${x(i).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
+  const grid = [0, 25, 50, 75, 100]
+    .map(
+      (v) =>
+        `<line x1="${pad.l}" x2="${W - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#e0e0e0"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end" font-size="10" fill="#666">${v}</text>`,
+    )
+    .join("");
+  const labels = history
+    .map(
+      (p, i) =>
+        `<text x="${x(i)}" y="${H - pad.b + 16}" text-anchor="middle" font-size="10" fill="#666">${esc(monthLabel(p.month))}</text>`,
+    )
+    .join("");
+  const dots = (key: "financialHealth" | "reputation", color: string) =>
+    history
+      .map(
+        (p, i) =>
+          `<circle cx="${x(i).toFixed(1)}" cy="${y(p[key]).toFixed(1)}" r="3" fill="${color}"><title>${esc(p.month)}: ${p[key]}</title></circle>`,
+      )
+      .join("");
   return `<svg id="history-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="Scores at each of the last 12 month ends">${grid}${labels}<polyline fill="none" stroke="#1565c0" stroke-width="2" points="${line("financialHealth")}"/><polyline fill="none" stroke="#8e24aa" stroke-width="2" points="${line("reputation")}"/>${dots("financialHealth", "#1565c0")}${dots("reputation", "#8e24aa")}<g font-size="11"><rect x="${pad.l + 8}" y="${H - 14}" width="10" height="3" fill="#1565c0"/><text x="${pad.l + 22}" y="${H - 9}">financial health</text><rect x="${pad.l + 130}" y="${H - 14}" width="10" height="3" fill="#8e24aa"/><text x="${pad.l + 144}" y="${H - 9}">reputation</text></g></svg>`;
 }
 
@@ -49,7 +66,9 @@ function historyChart(history: HistoryPoint[]): string {
 export function passportPage(v: VerifyResult, history: HistoryPoint[]) {
   const look = STATUS_LOOK[v.status];
   const doc = v.report;
-  const loan = doc ? `$${doc.loanCapacity.minUsd.toLocaleString("en-US")} to $${doc.loanCapacity.maxUsd.toLocaleString("en-US")} (${doc.loanCapacity.confidence} confidence)` : (v.loanCapacity ?? "unknown");
+  const loan = doc
+    ? `$${doc.loanCapacity.minUsd.toLocaleString("en-US")} to $${doc.loanCapacity.maxUsd.toLocaleString("en-US")} (${doc.loanCapacity.confidence} confidence)`
+    : (v.loanCapacity ?? "unknown");
   const a = v.attestation;
   const rows: [string, string, string][] = [
     ["wallet", "Wallet", v.walletAddress ?? "-"],
@@ -59,7 +78,13 @@ export function passportPage(v: VerifyResult, history: HistoryPoint[]) {
     ["expires", "Expires", day(v.expiresAt)],
     ["transaction", "Transaction", a?.transaction ?? "not indexed yet"],
     ["block", "Block", a?.block === null || a?.block === undefined ? "not indexed yet" : String(a.block)],
-    ["contract", "Reporter contract", a ? `${a.contract} (chain ${a.chainId}, ${v.source === "onchain-reporter" ? "original OnchainReporter" : "ReputationReporter"})` : "-"],
+    [
+      "contract",
+      "Reporter contract",
+      a
+        ? `${a.contract} (chain ${a.chainId}, ${v.source === "onchain-reporter" ? "original OnchainReporter" : "ReputationReporter"})`
+        : "-",
+    ],
     ["cid", "IPFS CID", v.ipfsCid ?? v.reportHash ?? "-"],
   ];
   if (v.revokedAt) rows.push(["revoked", "Revoked", `${day(v.revokedAt)}: ${v.revocationReason}`]);
@@ -94,27 +119,33 @@ export function passportPage(v: VerifyResult, history: HistoryPoint[]) {
       <h1>Wallet passport <span id="report-id">${v.reportId ?? v.id}</span></h1>
       <span id="status" class="badge" data-status="${v.status}" style="background:${look.color}">${look.label}</span>
       <p class="reason" id="reason">${v.reason}</p>
-      ${v.scores
-        ? html`<div class="scores">
+      ${
+        v.scores
+          ? html`<div class="scores">
             <div class="score">Financial health<b id="score-financial-health">${v.scores.financialHealth}</b></div>
             <div class="score">Reputation<b id="score-reputation">${v.scores.reputation}</b></div>
           </div>`
-        : ""}
+          : ""
+      }
       <table>
         ${rows.map(([id, label, value]) => html`<tr><th>${label}</th><td id="${id}">${value}</td></tr>`)}
       </table>
-      ${history.length
-        ? html`<h2>Score history (last 12 month ends)</h2>
+      ${
+        history.length
+          ? html`<h2>Score history (last 12 month ends)</h2>
             ${raw(historyChart(history))}`
-        : ""}
-      ${v.howToVerify
-        ? html`<h2>Check it yourself</h2>
+          : ""
+      }
+      ${
+        v.howToVerify
+          ? html`<h2>Check it yourself</h2>
             <ul>
               <li>On chain: <code>${v.howToVerify.contractCall}</code></li>
               ${v.howToVerify.ipfs ? html`<li>Content: <code>${v.howToVerify.ipfs}</code></li>` : ""}
               <li>As JSON: <code>GET ${v.verifyUrl ?? ""}</code> with <code>Accept: application/json</code></li>
             </ul>`
-        : ""}
+          : ""
+      }
       <p style="color:#888;font-size:12px">Judged from the indexed chain${v.asOf ? ` as of block ${v.asOf.block} (${v.asOf.time})` : ""}.</p>
     </main>
   </body>

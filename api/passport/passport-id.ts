@@ -1,9 +1,12 @@
-import { type Hex, isHex } from "viem";
 import type { CID } from "multiformats/cid";
+import { type Hex, isHex } from "viem";
 import { parseCid } from "../ipfs/node.ts";
 import { REPORT_ID } from "./document.ts";
 
-export type Lookup = { kind: "id"; reportId: string } | { kind: "cid"; cid: CID; text: string } | { kind: "hash"; hex: Hex };
+export type Lookup =
+  | { kind: "id"; reportId: string }
+  | { kind: "cid"; cid: CID; text: string }
+  | { kind: "hash"; hex: Hex };
 
 /** Which kind of id was given, or null when it is none of them. */
 export function parsePassportId(id: string): Lookup | null {

@@ -4,11 +4,12 @@ import { and, eq } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
-import type { IndexDb } from "../db.ts";
-import { declareRoute, jsonBody, routeName } from "../http/declare.ts";
-import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
 import { log } from "../../shared/log.ts";
+import type { IndexDb } from "../db.ts";
+import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute, jsonBody, routeName } from "../http/declare.ts";
+import { walletRequest } from "../http/payment.ts";
 import { pinContent } from "../ipfs/content.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
@@ -16,7 +17,6 @@ import { x402Billing } from "../payments/billing.ts";
 import type { Resolution } from "../payments/ledger/ledger.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { ServiceDb } from "../store/store.ts";
-import { walletRequest } from "../http/payment.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { canonicalBytes, drawReportId, passportDocument, REPORT_ID } from "./document.ts";
@@ -36,7 +36,8 @@ const published = new WeakMap<Context, { reportId: string; reporter: ReporterCli
  * reconciler's verdict on an outcome that was unknown (`revokeUnpaidReports`), which survives a restart.
  */
 async function revokeUnpaid(reporter: ReporterClient, reportId: string, why: string | undefined): Promise<void> {
-  if (await reporter.revokeOnce(reportId, UNPAID_REASON)) log.warn(`[passport] ${reportId} revoked: its payment was not settled (${why ?? "refused"})`);
+  if (await reporter.revokeOnce(reportId, UNPAID_REASON))
+    log.warn(`[passport] ${reportId} revoked: its payment was not settled (${why ?? "refused"})`);
 }
 
 /**
@@ -67,7 +68,12 @@ export const reportRoute = declareRoute("report", {
   summary: "Issue a passport attested on chain",
   description:
     "Scores the wallet, pins the report document (RFC 8785 canonical JSON) in the service's IPFS node and attests its CID on the reporter contract (with its expiry and the link to the wallet's previous valid passport, which it supersedes). Money order: verify and claim the payment -> publish and wait for the receipt -> settle -> answer. A failed publication settles nothing; a settlement that fails after publishing revokes the passport on chain (reason \"payment not settled\") and the answer is the refusal.",
-  request: { body: jsonBody(reportRequestSchema, "The wallet, the paying wallet when it differs, and the passport's lifetime in days") },
+  request: {
+    body: jsonBody(
+      reportRequestSchema,
+      "The wallet, the paying wallet when it differs, and the passport's lifetime in days",
+    ),
+  },
   ok: reportResultSchema,
   errors: { 404: ["wallet_not_indexed"], 503: ["passport_publish_failed", "reporter_unavailable", "ipfs_unavailable"] },
   middleware: [indexedWallet],
@@ -110,10 +116,21 @@ export type ReportDeps = {
 };
 
 /** POST /api/agent/report, after validation and payment (verified and claimed, not settled yet). */
-export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDeps): RouteHandler<typeof reportRoute, AppEnv> {
+export function reportHandler({
+  db,
+  assessor,
+  ipfs,
+  reporter,
+  store,
+}: ReportDeps): RouteHandler<typeof reportRoute, AppEnv> {
   return async (c) => {
     const body = c.req.valid("json");
-    if (!reporter?.contract || !reporter.reporterAccount) throw new ApiError(503, "reporter_unavailable", "This service has no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY): no passport can be issued; nothing was charged.");
+    if (!reporter?.contract || !reporter.reporterAccount)
+      throw new ApiError(
+        503,
+        "reporter_unavailable",
+        "This service has no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY): no passport can be issued; nothing was charged.",
+      );
     const billing = c.var.billing;
     const buyer = (billing?.payer ?? body.callerAddress ?? body.walletAddress).toLowerCase() as Address;
     const assessment = await assessor.assess(body.walletAddress);
@@ -121,7 +138,11 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
     try {
       node = await ipfs;
     } catch (error) {
-      throw new ApiError(503, "ipfs_unavailable", `The IPFS node is unavailable (${(error as Error).message}); nothing was charged.`);
+      throw new ApiError(
+        503,
+        "ipfs_unavailable",
+        `The IPFS node is unavailable (${(error as Error).message}); nothing was charged.`,
+      );
     }
 
     // One publication at a time: the supersede link and the id are read from the chain just before sending.
@@ -140,12 +161,24 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
         // Named in the ledger before it exists on chain: if the process dies before the answer is
         // stored, the reconciler still knows which passport an unpaid claim must revoke.
         await c.var.payments.ledger.reference(c.var.claim.key, reportId);
-        const document = passportDocument(assessment, { reportId, buyer, issuedAt, expiresAt, supersedes, contract: reporter.contract!, chainId: reporter.chainId });
+        const document = passportDocument(assessment, {
+          reportId,
+          buyer,
+          issuedAt,
+          expiresAt,
+          supersedes,
+          contract: reporter.contract!,
+          chainId: reporter.chainId,
+        });
         try {
           const bytes = canonicalBytes(document);
           cid = store ? await pinContent(node, await store, bytes, "application/json") : await node.add(bytes);
         } catch (error) {
-          throw new ApiError(503, "ipfs_unavailable", `The document could not be pinned (${(error as Error).message}); nothing was charged.`);
+          throw new ApiError(
+            503,
+            "ipfs_unavailable",
+            `The document could not be pinned (${(error as Error).message}); nothing was charged.`,
+          );
         }
         const tx = await reporter.publish({
           wallet: assessment.facts.address,
@@ -164,7 +197,12 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
         const e = error as PublishError;
         // Sent but no receipt: if it is mined after all, it is revoked (it was never paid for).
         if (e.sent) reporter.revokeIfMined(e.sent, reportId, UNPAID_REASON);
-        throw new ApiError(503, "passport_publish_failed", `The passport could not be published (${e.message}); nothing was charged.`, { reason: e.message });
+        throw new ApiError(
+          503,
+          "passport_publish_failed",
+          `The passport could not be published (${e.message}); nothing was charged.`,
+          { reason: e.message },
+        );
       }
     });
 
@@ -182,13 +220,26 @@ export function reportHandler({ db, assessor, ipfs, reporter, store }: ReportDep
         walletAddress: document.walletAddress,
         buyer,
         scores: document.scores,
-        loanCapacity: { minUsd: document.loanCapacity.minUsd, maxUsd: document.loanCapacity.maxUsd, confidence: document.loanCapacity.confidence, currency: "USD", attested: document.loanCapacity.attested },
+        loanCapacity: {
+          minUsd: document.loanCapacity.minUsd,
+          maxUsd: document.loanCapacity.maxUsd,
+          confidence: document.loanCapacity.confidence,
+          currency: "USD",
+          attested: document.loanCapacity.attested,
+        },
         modelVersion: document.modelVersion,
         dataAsOf: document.dataAsOf,
         reportHash: issued.cid,
         ipfsCid: issued.cid,
         contentHash: contentHashOf(issued.cid)!,
-        attestation: { contract: reporter.contract, chainId: reporter.chainId, transaction: tx.transaction, block: tx.block, status: indexed ? "confirmed" : "pending", publishedAt: iso(tx.publishedAt) },
+        attestation: {
+          contract: reporter.contract,
+          chainId: reporter.chainId,
+          transaction: tx.transaction,
+          block: tx.block,
+          status: indexed ? "confirmed" : "pending",
+          publishedAt: iso(tx.publishedAt),
+        },
         verifyUrl: `${new URL(c.req.url).origin}/api/agent/verify/${issued.reportId}`,
         issuedAt: document.issuedAt,
         expiresAt: document.expiresAt,

@@ -1,4 +1,12 @@
-import { createPublicClient, createWalletClient, formatEther, type Hex, http, publicActions, type TransactionReceipt } from "viem";
+import {
+  createPublicClient,
+  createWalletClient,
+  formatEther,
+  type Hex,
+  http,
+  publicActions,
+  type TransactionReceipt,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import type { Address } from "../../config/addresses.ts";
@@ -6,8 +14,8 @@ import { CELO_CHAIN_ID, CELO_ONCHAIN_REPORTER, celoChain, LOW_GAS_WEI } from "..
 import { type Env, readEnv } from "../../config/env.ts";
 import { readManifest } from "../../config/manifest.ts";
 import type { IndexTarget } from "../../config/target.ts";
-import { log } from "../../shared/log.ts";
 import { firstLine } from "../../shared/async.ts";
+import { log } from "../../shared/log.ts";
 
 /** Where passports are published and which reporters verify reads: ours, and the original OnchainReporter. */
 export type ReporterSettings = {
@@ -20,7 +28,10 @@ export type ReporterSettings = {
   original: Address | null;
 };
 
-export function resolveReporterSettings(target: Pick<IndexTarget, "network" | "rpcUrls">, env: Env = readEnv()): ReporterSettings {
+export function resolveReporterSettings(
+  target: Pick<IndexTarget, "network" | "rpcUrls">,
+  env: Env = readEnv(),
+): ReporterSettings {
   if (target.network === "devnet") {
     const manifest = readManifest(env.DEVNET_MANIFEST);
     return {
@@ -76,9 +87,20 @@ export type ReporterClient = ReturnType<typeof createReporter>;
 
 export function createReporter(settings: ReporterSettings) {
   const chain = celoChain(settings.rpcUrl);
-  const client = createPublicClient({ chain, transport: http(settings.rpcUrl, { retryCount: 1, timeout: 15_000 }), pollingInterval: 100 });
+  const client = createPublicClient({
+    chain,
+    transport: http(settings.rpcUrl, { retryCount: 1, timeout: 15_000 }),
+    pollingInterval: 100,
+  });
   const account = settings.privateKey ? privateKeyToAccount(settings.privateKey) : null;
-  const wallet = account && createWalletClient({ account, chain, transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }), pollingInterval: 100 }).extend(publicActions);
+  const wallet =
+    account &&
+    createWalletClient({
+      account,
+      chain,
+      transport: http(settings.rpcUrl, { retryCount: 0, timeout: 20_000 }),
+      pollingInterval: 100,
+    }).extend(publicActions);
   let lock: Promise<unknown> = Promise.resolve();
   const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
     const run = lock.then(fn, fn);
@@ -87,7 +109,8 @@ export function createReporter(settings: ReporterSettings) {
   };
   const contract = settings.contract;
   const need = () => {
-    if (!contract || !wallet || !account) throw new PublishError("no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY)", true);
+    if (!contract || !wallet || !account)
+      throw new PublishError("no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY)", true);
     return { contract, wallet, account };
   };
 
@@ -106,16 +129,31 @@ export function createReporter(settings: ReporterSettings) {
     /** Whether `reportId` is taken on a reporter contract (ours by default). */
     async exists(reportId: string, at: Address | null = contract): Promise<boolean> {
       if (!at) return false;
-      const [exists] = await client.readContract({ address: at, abi: reputationReporterAbi, functionName: "verifyReport", args: [reportId] });
+      const [exists] = await client.readContract({
+        address: at,
+        abi: reputationReporterAbi,
+        functionName: "verifyReport",
+        args: [reportId],
+      });
       return exists;
     },
 
     /** The wallet's latest passport on our contract that is still valid at `now` (not revoked, superseded or expired), from the chain. */
     async previousValid(walletAddress: Address, now: number): Promise<string | null> {
       const { contract } = need();
-      const ids = await client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "getWalletReportIds", args: [walletAddress] });
+      const ids = await client.readContract({
+        address: contract,
+        abi: reputationReporterAbi,
+        functionName: "getWalletReportIds",
+        args: [walletAddress],
+      });
       for (const id of [...ids].reverse().slice(0, 5)) {
-        const [exists, revoked, expiresAt, supersededBy] = await client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "reportStatus", args: [id] });
+        const [exists, revoked, expiresAt, supersededBy] = await client.readContract({
+          address: contract,
+          abi: reputationReporterAbi,
+          functionName: "reportStatus",
+          args: [id],
+        });
         if (exists && !revoked && supersededBy === "" && (expiresAt === 0n || Number(expiresAt) > now)) return id;
         if (supersededBy === "") continue;
         return null; // an older one superseded by a newer: nothing valid further back
@@ -135,14 +173,28 @@ export function createReporter(settings: ReporterSettings) {
           address: contract,
           abi: reputationReporterAbi,
           functionName: "publishFinancialReportV2",
-          args: [p.wallet, p.buyer, p.reputationScore, p.financialHealthScore, p.loanCapacity, p.reportId, p.reportHash, p.expiresAt, p.supersedes],
+          args: [
+            p.wallet,
+            p.buyer,
+            p.reputationScore,
+            p.financialHealthScore,
+            p.loanCapacity,
+            p.reportId,
+            p.reportHash,
+            p.expiresAt,
+            p.supersedes,
+          ],
         });
       } catch (error) {
         throw new PublishError(firstLine(error), isTransport(error));
       }
       let receipt: TransactionReceipt;
       try {
-        receipt = await client.waitForTransactionReceipt({ hash, timeout: PUBLISH_RECEIPT_WAIT_MS, pollingInterval: 100 });
+        receipt = await client.waitForTransactionReceipt({
+          hash,
+          timeout: PUBLISH_RECEIPT_WAIT_MS,
+          pollingInterval: 100,
+        });
       } catch (error) {
         throw new PublishError(`no receipt for ${hash}: ${firstLine(error)}`, true, hash);
       }
@@ -154,8 +206,17 @@ export function createReporter(settings: ReporterSettings) {
     /** Revokes a passport of ours on chain and waits for the receipt. */
     async revoke(reportId: string, reason: string): Promise<{ transaction: Hex; block: number }> {
       const { contract, wallet } = need();
-      const hash = await wallet.writeContract({ address: contract, abi: reputationReporterAbi, functionName: "revokeReport", args: [reportId, reason] });
-      const receipt = await client.waitForTransactionReceipt({ hash, timeout: PUBLISH_RECEIPT_WAIT_MS, pollingInterval: 100 });
+      const hash = await wallet.writeContract({
+        address: contract,
+        abi: reputationReporterAbi,
+        functionName: "revokeReport",
+        args: [reportId, reason],
+      });
+      const receipt = await client.waitForTransactionReceipt({
+        hash,
+        timeout: PUBLISH_RECEIPT_WAIT_MS,
+        pollingInterval: 100,
+      });
       if (receipt.status !== "success") throw new Error(`revocation ${hash} reverted`);
       return { transaction: hash, block: Number(receipt.blockNumber) };
     },
@@ -168,7 +229,12 @@ export function createReporter(settings: ReporterSettings) {
     async revokeOnce(reportId: string, reason: string): Promise<boolean> {
       const { contract } = need();
       const standing = async () => {
-        const [exists, revoked] = await client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+        const [exists, revoked] = await client.readContract({
+          address: contract,
+          abi: reputationReporterAbi,
+          functionName: "reportStatus",
+          args: [reportId],
+        });
         return exists && !revoked;
       };
       return exclusive(async () => {
@@ -188,7 +254,11 @@ export function createReporter(settings: ReporterSettings) {
     revokeIfMined(hash: Hex, reportId: string, reason: string): void {
       void (async () => {
         try {
-          const receipt = await client.waitForTransactionReceipt({ hash, timeout: 30 * 60_000, pollingInterval: 2_000 });
+          const receipt = await client.waitForTransactionReceipt({
+            hash,
+            timeout: 30 * 60_000,
+            pollingInterval: 2_000,
+          });
           if (receipt.status === "success") await exclusive(() => api.revoke(reportId, reason));
         } catch (error) {
           log.error(`[passport] ${reportId}: could not settle the fate of publication ${hash}: ${firstLine(error)}`);
@@ -198,18 +268,38 @@ export function createReporter(settings: ReporterSettings) {
 
     /** For health: the contract has code, the key holds the reporter role, and it has gas. */
     async health(): Promise<{ status: "ok" | "degraded" | "down" } & Record<string, unknown>> {
-      if (!contract || !account) return { status: "degraded", configured: false, note: "no reporter configured: POST /api/agent/report is unavailable" };
+      if (!contract || !account)
+        return {
+          status: "degraded",
+          configured: false,
+          note: "no reporter configured: POST /api/agent/report is unavailable",
+        };
       const [code, role, balance] = await Promise.all([
         client.getCode({ address: contract }),
-        client.readContract({ address: contract, abi: reputationReporterAbi, functionName: "isReporter", args: [account.address] }),
+        client.readContract({
+          address: contract,
+          abi: reputationReporterAbi,
+          functionName: "isReporter",
+          args: [account.address],
+        }),
         client.getBalance({ address: account.address }),
       ]);
       const hasCode = !!code && code !== "0x";
       const status = !hasCode || !role || balance === 0n ? "down" : balance < LOW_GAS_WEI ? "degraded" : "ok";
-      return { status, contract, reporter: account.address.toLowerCase(), codePresent: hasCode, holdsReporterRole: role, reporterGasCelo: formatEther(balance) };
+      return {
+        status,
+        contract,
+        reporter: account.address.toLowerCase(),
+        codePresent: hasCode,
+        holdsReporterRole: role,
+        reporterGasCelo: formatEther(balance),
+      };
     },
   };
   return api;
 }
 
-const isTransport = (error: unknown) => /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out|HTTP request failed/i.test(String((error as Error)?.message ?? error));
+const isTransport = (error: unknown) =>
+  /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out|HTTP request failed/i.test(
+    String((error as Error)?.message ?? error),
+  );

@@ -7,7 +7,13 @@ import { parsePassportId } from "./passport-id.ts";
 export const reportRequestSchema = z.object({
   walletAddress: addressSchema.describe("The wallet the passport is about"),
   callerAddress: addressSchema.optional().describe("The paying wallet (the buyer), when it is not the wallet itself"),
-  expiresInDays: z.number().int().min(1).max(365).default(90).describe("Days until the passport expires (1 to 365, default 90)"),
+  expiresInDays: z
+    .number()
+    .int()
+    .min(1)
+    .max(365)
+    .default(90)
+    .describe("Days until the passport expires (1 to 365, default 90)"),
 });
 
 const attestationSchema = z.object({
@@ -24,7 +30,13 @@ export const reportResultSchema = z.object({
   walletAddress: z.string(),
   buyer: z.string(),
   scores: scoresSchema.extend({ reputationCategory: z.string() }),
-  loanCapacity: z.object({ minUsd: z.number(), maxUsd: z.number(), confidence: z.string(), currency: z.literal("USD"), attested: z.string().describe("The loanCapacity string on chain") }),
+  loanCapacity: z.object({
+    minUsd: z.number(),
+    maxUsd: z.number(),
+    confidence: z.string(),
+    currency: z.literal("USD"),
+    attested: z.string().describe("The loanCapacity string on chain"),
+  }),
   modelVersion: z.string(),
   dataAsOf: z.object({ block: z.number(), time: z.iso.datetime() }),
   reportHash: z.string().describe("What the chain attests: the document's IPFS CID"),
@@ -42,17 +54,30 @@ export const reportResultSchema = z.object({
 });
 export type ReportResult = z.infer<typeof reportResultSchema>;
 
-const PASSPORT_STATUSES = ["confirmed", "pending", "revoked", "expired", "superseded", "tampered", "not_found"] as const;
+const PASSPORT_STATUSES = [
+  "confirmed",
+  "pending",
+  "revoked",
+  "expired",
+  "superseded",
+  "tampered",
+  "not_found",
+] as const;
 export type PassportStatus = (typeof PASSPORT_STATUSES)[number];
 
 export const verifyParams = z.object({
   id: z
     .string()
     .max(200)
-    .regex(/^(REP-[A-Z0-9]{10}|0x[0-9a-fA-F]{64}|(?!0[xX])[A-Za-z0-9]{20,120})$/, "a REP- id, an IPFS CID or a 0x content hash")
+    .regex(
+      /^(REP-[A-Z0-9]{10}|0x[0-9a-fA-F]{64}|(?!0[xX])[A-Za-z0-9]{20,120})$/,
+      "a REP- id, an IPFS CID or a 0x content hash",
+    )
     // The pattern's CID shape lets through base-encoded strings that are no CID: only a parsed id is one.
     .refine((id) => parsePassportId(id) !== null, "not a REP- id, an IPFS CID or a 0x 32-byte hash")
-    .describe("A REP- id (REP-XXXXXXXXXX), the report's IPFS CID, or a 0x hash: the document's sha256, the reportHash itself, or keccak256 of the id"),
+    .describe(
+      "A REP- id (REP-XXXXXXXXXX), the report's IPFS CID, or a 0x hash: the document's sha256, the reportHash itself, or keccak256 of the id",
+    ),
 });
 
 export const verifyResultSchema = z.object({
@@ -70,22 +95,36 @@ export const verifyResultSchema = z.object({
   ipfsCid: z.string().nullable(),
   contentHash: z.string().nullable(),
   integrity: z.object({
-    checked: z.boolean().describe("false when this node does not hold the content (e.g. a passport of the original OnchainReporter)"),
+    checked: z
+      .boolean()
+      .describe("false when this node does not hold the content (e.g. a passport of the original OnchainReporter)"),
     contentMatchesCid: z.boolean().nullable(),
-    attestationMatchesContent: z.boolean().nullable().describe("wallet, scores and id of the document equal the attestation"),
+    attestationMatchesContent: z
+      .boolean()
+      .nullable()
+      .describe("wallet, scores and id of the document equal the attestation"),
     detail: z.string().nullable(),
   }),
   attestation: attestationSchema
-    .extend({ time: z.iso.datetime().nullable(), attester: z.string().nullable().describe("The attesting reporter contract") })
+    .extend({
+      time: z.iso.datetime().nullable(),
+      attester: z.string().nullable().describe("The attesting reporter contract"),
+    })
     .nullable(),
-  source: z.enum(["reputation-reporter", "onchain-reporter"]).nullable().describe("Our reporter, or the original OnchainReporter on Celo"),
+  source: z
+    .enum(["reputation-reporter", "onchain-reporter"])
+    .nullable()
+    .describe("Our reporter, or the original OnchainReporter on Celo"),
   issuedAt: z.iso.datetime().nullable(),
   expiresAt: z.iso.datetime().nullable(),
   revokedAt: z.iso.datetime().nullable(),
   revocationReason: z.string().nullable(),
   supersedes: z.string().nullable(),
   supersededBy: z.string().nullable(),
-  asOf: z.object({ block: z.number(), time: z.iso.datetime() }).nullable().describe("The latest indexed block: expiry is judged against its time"),
+  asOf: z
+    .object({ block: z.number(), time: z.iso.datetime() })
+    .nullable()
+    .describe("The latest indexed block: expiry is judged against its time"),
   verifyUrl: z.string().nullable(),
   howToVerify: z.object({ contractCall: z.string(), ipfs: z.string().nullable() }).nullable(),
 });

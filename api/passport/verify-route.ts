@@ -2,23 +2,24 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
 import { readEnv } from "../../config/env.ts";
 import type { IndexTarget } from "../../config/target.ts";
-import type { IndexDb } from "../db.ts";
-import { declareRoute } from "../http/declare.ts";
-import type { AppEnv } from "../http/app-env.ts";
 import { errorBodySchema } from "../../shared/errors.ts";
+import type { IndexDb } from "../db.ts";
+import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute } from "../http/declare.ts";
+import { rateLimit } from "../http/rate-limit.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
 import { type HistoryPoint, scoreHistory } from "../wallet/history.ts";
 import { badgeSvg, passportPage } from "./page.ts";
-import { rateLimit } from "../http/rate-limit.ts";
-import type { ReporterClient } from "./reporter.ts";
-import { verifyParams, type VerifyResult, verifyResultSchema } from "./schema.ts";
 import { parsePassportId } from "./passport-id.ts";
+import type { ReporterClient } from "./reporter.ts";
+import { type VerifyResult, verifyParams, verifyResultSchema } from "./schema.ts";
 import { notFound, verifyPassport } from "./verify.ts";
 
 /** Verify, its page and its badge share one per-client limit (VERIFY_RATE_LIMIT_PER_MINUTE, default 60). */
 let limiter: ReturnType<typeof rateLimit> | undefined;
-const verifyRateLimit: MiddlewareHandler = (c, next) => (limiter ??= rateLimit(readEnv().VERIFY_RATE_LIMIT_PER_MINUTE))(c, next);
+const verifyRateLimit: MiddlewareHandler = (c, next) =>
+  (limiter ??= rateLimit(readEnv().VERIFY_RATE_LIMIT_PER_MINUTE))(c, next);
 
 export const verifyRoute = declareRoute("verify", {
   method: "get",
@@ -32,8 +33,14 @@ export const verifyRoute = declareRoute("verify", {
   errors: { 400: ["invalid_report_id"] },
   middleware: [verifyRateLimit],
   alsoAnswers: {
-    404: { description: "No passport under this id: the same answer, with status not_found", schema: verifyResultSchema },
-    429: { description: "Too many verifications from this client (rate_limited); Retry-After says when to retry", schema: errorBodySchema },
+    404: {
+      description: "No passport under this id: the same answer, with status not_found",
+      schema: verifyResultSchema,
+    },
+    429: {
+      description: "Too many verifications from this client (rate_limited); Retry-After says when to retry",
+      schema: errorBodySchema,
+    },
   },
 });
 

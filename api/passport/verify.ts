@@ -1,12 +1,13 @@
-import { eq, or, inArray } from "ponder";
-import { type Hex, isHex, withTimeout } from "viem";
 import { CID } from "multiformats/cid";
 import { create as createDigest } from "multiformats/hashes/digest";
+import { eq, inArray, or } from "ponder";
+import { type Hex, isHex, withTimeout } from "viem";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import type { Address } from "../../config/addresses.ts";
 import { CELO_CHAIN_ID } from "../../config/celo.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { report } from "../../ponder.schema.ts";
+import { firstLine } from "../../shared/async.ts";
 import type { IndexDb } from "../db.ts";
 import { type IpfsNode, parseCid, RAW, SHA2_256 } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
@@ -15,7 +16,6 @@ import { passportDocumentSchema } from "./document.ts";
 import type { Lookup } from "./passport-id.ts";
 import type { ReporterClient } from "./reporter.ts";
 import type { PassportStatus, VerifyResult } from "./schema.ts";
-import { firstLine } from "../../shared/async.ts";
 
 type Row = typeof report.$inferSelect;
 
@@ -27,7 +27,9 @@ function cidOfDigest(hex: Hex): string {
 /** The 0x sha256 of the content a CID names (when it is a sha256 CID). */
 export function contentHashOf(cidText: string): Hex | null {
   const cid = parseCid(cidText);
-  return cid && cid.multihash.code === SHA2_256 ? (`0x${Buffer.from(cid.multihash.digest).toString("hex")}` as Hex) : null;
+  return cid && cid.multihash.code === SHA2_256
+    ? (`0x${Buffer.from(cid.multihash.digest).toString("hex")}` as Hex)
+    : null;
 }
 
 /** The indexed rows a lookup names, newest first (an id may exist on both reporters). */
@@ -74,7 +76,14 @@ const EMPTY: Omit<VerifyResult, "id" | "status" | "valid" | "reason"> = {
   howToVerify: null,
 };
 
-export const notFound = (id: string, reason: string, asOf: VerifyResult["asOf"] = null): VerifyResult => ({ id, status: "not_found", valid: false, reason, ...EMPTY, asOf });
+export const notFound = (id: string, reason: string, asOf: VerifyResult["asOf"] = null): VerifyResult => ({
+  id,
+  status: "not_found",
+  valid: false,
+  reason,
+  ...EMPTY,
+  asOf,
+});
 
 /**
  * What a passport is worth now, from the indexed rows (the reporters' events) and the pinned
@@ -85,7 +94,11 @@ export async function verifyPassport(ctx: VerifyContext, id: string, lookup: Loo
   const [rows, head] = await Promise.all([findRows(ctx.db, lookup), indexedHead(ctx.db, ctx.target.schema)]);
   const asOf = head ? { block: Number(head.blockNumber), time: iso(head.timestamp) } : null;
   const row = rows[0];
-  if (!row) return (await pendingOnChain(ctx, id, lookup, asOf)) ?? notFound(id, "No reporter has attested a passport under this id.", asOf);
+  if (!row)
+    return (
+      (await pendingOnChain(ctx, id, lookup, asOf)) ??
+      notFound(id, "No reporter has attested a passport under this id.", asOf)
+    );
 
   const source = sourceOf(ctx, row.reporter);
   const cid = parseCid(row.reportHash);
@@ -94,11 +107,22 @@ export async function verifyPassport(ctx: VerifyContext, id: string, lookup: Loo
   const expired = row.expiresAt !== null && Number(row.expiresAt) <= now;
   let status: PassportStatus;
   let reason: string;
-  if (integrity.tampered) [status, reason] = ["tampered", `The pinned content does not match the attestation: ${integrity.result.detail}.`];
-  else if (row.revokedAt !== null) [status, reason] = ["revoked", `Revoked on ${iso(row.revokedAt)}: ${row.revocationReason}.`];
-  else if (row.supersededBy !== null) [status, reason] = ["superseded", `Replaced by ${row.supersededBy}, a later passport of the same wallet.`];
-  else if (expired) [status, reason] = ["expired", `Expired on ${iso(row.expiresAt!)} (the latest indexed block's time is ${iso(now)}).`];
-  else [status, reason] = ["confirmed", "Attested on chain, indexed, not revoked, superseded or expired, and its content is intact."];
+  if (integrity.tampered)
+    [status, reason] = ["tampered", `The pinned content does not match the attestation: ${integrity.result.detail}.`];
+  else if (row.revokedAt !== null)
+    [status, reason] = ["revoked", `Revoked on ${iso(row.revokedAt)}: ${row.revocationReason}.`];
+  else if (row.supersededBy !== null)
+    [status, reason] = ["superseded", `Replaced by ${row.supersededBy}, a later passport of the same wallet.`];
+  else if (expired)
+    [status, reason] = [
+      "expired",
+      `Expired on ${iso(row.expiresAt!)} (the latest indexed block's time is ${iso(now)}).`,
+    ];
+  else
+    [status, reason] = [
+      "confirmed",
+      "Attested on chain, indexed, not revoked, superseded or expired, and its content is intact.",
+    ];
 
   const contract = row.reporter as Address;
   return {
@@ -116,7 +140,14 @@ export async function verifyPassport(ctx: VerifyContext, id: string, lookup: Loo
     ipfsCid: cid ? row.reportHash : null,
     contentHash: cid ? contentHashOf(row.reportHash) : isHex(row.reportHash) ? row.reportHash : null,
     integrity: integrity.result,
-    attestation: { contract, chainId: CELO_CHAIN_ID, transaction: row.transactionHash, block: Number(row.blockNumber), time: iso(row.publishedAt), attester: contract },
+    attestation: {
+      contract,
+      chainId: CELO_CHAIN_ID,
+      transaction: row.transactionHash,
+      block: Number(row.blockNumber),
+      time: iso(row.publishedAt),
+      attester: contract,
+    },
     source,
     issuedAt: iso(row.publishedAt),
     expiresAt: row.expiresAt === null ? null : iso(row.expiresAt),
@@ -132,20 +163,33 @@ export async function verifyPassport(ctx: VerifyContext, id: string, lookup: Loo
 
 /** Ours, or the original OnchainReporter (on the devnet: one a test deployed and named in ONCHAIN_REPORTER_ADDRESS). */
 function sourceOf(ctx: VerifyContext, contract: string): VerifyResult["source"] {
-  const original = ctx.reporter ? ctx.reporter.settings.original : ctx.target.reporters.length > 1 ? ctx.target.reporters[0]! : null;
+  const original = ctx.reporter
+    ? ctx.reporter.settings.original
+    : ctx.target.reporters.length > 1
+      ? ctx.target.reporters[0]!
+      : null;
   return original && original.toLowerCase() === contract.toLowerCase() ? "onchain-reporter" : "reputation-reporter";
 }
 
 function howToVerify(contract: string, reportId: string, cid: string | null): VerifyResult["howToVerify"] {
   return {
     contractCall: `verifyReport("${reportId}") on ${contract} (chain ${CELO_CHAIN_ID}) returns (exists, {wallet, buyer, reputationScore, financialHealthScore, loanCapacity, reportHash, publishedAt}); reportStatus("${reportId}") returns (exists, revoked, expiresAt, supersededBy, revocationReason)`,
-    ipfs: cid && `Fetch ${cid} from any IPFS node (or GET /ipfs/${cid} here); its bytes must hash to the CID (CIDv1, raw leaves, sha256) and its walletAddress and scores must equal the attestation`,
+    ipfs:
+      cid &&
+      `Fetch ${cid} from any IPFS node (or GET /ipfs/${cid} here); its bytes must hash to the CID (CIDv1, raw leaves, sha256) and its walletAddress and scores must equal the attestation`,
   };
 }
 
 /** The pinned document against the CID and the attestation. Content this node does not hold is not checked (not tampered). */
-async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Promise<{ tampered: boolean; document: VerifyResult["report"]; result: VerifyResult["integrity"] }> {
-  const unchecked = (detail: string) => ({ tampered: false, document: null, result: { checked: false, contentMatchesCid: null, attestationMatchesContent: null, detail } });
+async function checkContent(
+  ipfs: Promise<IpfsNode> | undefined,
+  row: Row,
+): Promise<{ tampered: boolean; document: VerifyResult["report"]; result: VerifyResult["integrity"] }> {
+  const unchecked = (detail: string) => ({
+    tampered: false,
+    document: null,
+    result: { checked: false, contentMatchesCid: null, attestationMatchesContent: null, detail },
+  });
   if (!parseCid(row.reportHash)) return unchecked("the reportHash is not a CID: there is no content to check");
   let node: IpfsNode;
   try {
@@ -159,11 +203,25 @@ async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Prom
     bytes = await node.get(row.reportHash);
   } catch (error) {
     // get() refuses content that does not hash to its CID.
-    return { tampered: true, document: null, result: { checked: true, contentMatchesCid: false, attestationMatchesContent: null, detail: firstLine(error) } };
+    return {
+      tampered: true,
+      document: null,
+      result: { checked: true, contentMatchesCid: false, attestationMatchesContent: null, detail: firstLine(error) },
+    };
   }
   if (!bytes) return unchecked("this node does not hold the content (not pinned here)");
   const parsed = parseDocument(bytes);
-  if (!parsed.success) return { tampered: true, document: null, result: { checked: true, contentMatchesCid: true, attestationMatchesContent: false, detail: "the content under the CID is not a passport document" } };
+  if (!parsed.success)
+    return {
+      tampered: true,
+      document: null,
+      result: {
+        checked: true,
+        contentMatchesCid: true,
+        attestationMatchesContent: false,
+        detail: "the content under the CID is not a passport document",
+      },
+    };
   const doc = parsed.data;
   const mismatches = [
     doc.walletAddress.toLowerCase() !== row.wallet.toLowerCase() && "wallet",
@@ -175,12 +233,20 @@ async function checkContent(ipfs: Promise<IpfsNode> | undefined, row: Row): Prom
   return {
     tampered: !matches,
     document: doc,
-    result: { checked: true, contentMatchesCid: true, attestationMatchesContent: matches, detail: matches ? null : `the document's ${mismatches.join(", ")} differ from the attestation` },
+    result: {
+      checked: true,
+      contentMatchesCid: true,
+      attestationMatchesContent: matches,
+      detail: matches ? null : `the document's ${mismatches.join(", ")} differ from the attestation`,
+    },
   };
 }
 
 /** Documents parsed, by the very bytes the IPFS node served (it serves the same object while the block is unchanged). */
-const parsedDocuments = new WeakMap<Uint8Array, ReturnType<typeof passportDocumentSchema.safeParse> | { success: false }>();
+const parsedDocuments = new WeakMap<
+  Uint8Array,
+  ReturnType<typeof passportDocumentSchema.safeParse> | { success: false }
+>();
 
 function parseDocument(bytes: Uint8Array) {
   let parsed = parsedDocuments.get(bytes);
@@ -196,7 +262,12 @@ function parseDocument(bytes: Uint8Array) {
 }
 
 /** Not indexed: does a reporter contract have it already (the indexer has not reached its block)? */
-async function pendingOnChain(ctx: VerifyContext, id: string, lookup: Lookup, asOf: VerifyResult["asOf"]): Promise<VerifyResult | null> {
+async function pendingOnChain(
+  ctx: VerifyContext,
+  id: string,
+  lookup: Lookup,
+  asOf: VerifyResult["asOf"],
+): Promise<VerifyResult | null> {
   const client = ctx.reporter?.client;
   if (!client || lookup.kind === "hash") return null;
   for (const address of ctx.target.reporters) {
@@ -204,10 +275,20 @@ async function pendingOnChain(ctx: VerifyContext, id: string, lookup: Lookup, as
       const found = await withTimeout(
         async () => {
           if (lookup.kind === "id") {
-            const [exists, a] = await client.readContract({ address: address as Address, abi: reputationReporterAbi, functionName: "verifyReport", args: [lookup.reportId] });
+            const [exists, a] = await client.readContract({
+              address: address as Address,
+              abi: reputationReporterAbi,
+              functionName: "verifyReport",
+              args: [lookup.reportId],
+            });
             return exists ? { reportId: lookup.reportId, a } : null;
           }
-          const [exists, reportId, a] = await client.readContract({ address: address as Address, abi: reputationReporterAbi, functionName: "verifyReportByHash", args: [lookup.text] });
+          const [exists, reportId, a] = await client.readContract({
+            address: address as Address,
+            abi: reputationReporterAbi,
+            functionName: "verifyReportByHash",
+            args: [lookup.text],
+          });
           return exists ? { reportId, a } : null;
         },
         { timeout: 2_000 },
@@ -229,7 +310,14 @@ async function pendingOnChain(ctx: VerifyContext, id: string, lookup: Lookup, as
         reportHash: a.reportHash,
         ipfsCid: cid,
         contentHash: cid && contentHashOf(cid),
-        attestation: { contract: address, chainId: CELO_CHAIN_ID, transaction: null, block: null, time: iso(a.publishedAt), attester: address },
+        attestation: {
+          contract: address,
+          chainId: CELO_CHAIN_ID,
+          transaction: null,
+          block: null,
+          time: iso(a.publishedAt),
+          attester: address,
+        },
         source: sourceOf(ctx, address),
         issuedAt: iso(a.publishedAt),
         asOf,

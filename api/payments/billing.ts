@@ -8,7 +8,11 @@ export type Billing = { chargedUnits: bigint; token: TokenInfo; payer: Address; 
 
 /** `x402Billing` of every paid answer: what this call really charged. */
 export const x402BillingSchema = z.object({
-  chargedUsdt: z.string().describe('The amount taken, in USD to the token\'s 6 decimals, at least 2 shown ("0.01", "0.015"; "0.00" for a free read)'),
+  chargedUsdt: z
+    .string()
+    .describe(
+      'The amount taken, in USD to the token\'s 6 decimals, at least 2 shown ("0.01", "0.015"; "0.00" for a free read)',
+    ),
   chargedUnits: z.string().describe("The amount taken, in the token's smallest units"),
   token: z.string(),
   tokenAddress: z.string(),

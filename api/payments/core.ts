@@ -8,14 +8,34 @@ import { reconcileDeps } from "./core/context.ts";
 import { ledgerDown } from "./core/refusals.ts";
 import { refusalReply } from "./core/replies.ts";
 import { concludeClaim } from "./core/settle.ts";
-import type { Admission, Claim, Conclusion, HandlerOutcome, Ledger, PaymentDeps, PaymentRequest, PricedRoute, Reply } from "./core/types.ts";
+import type {
+  Admission,
+  Claim,
+  Conclusion,
+  HandlerOutcome,
+  Ledger,
+  PaymentDeps,
+  PaymentRequest,
+  PricedRoute,
+  Reply,
+} from "./core/types.ts";
 import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
 import { keyId, type Resolution } from "./ledger/ledger.ts";
 import { chainOutcome, keyOf, reconcileRow } from "./reconcile.ts";
 
-export type { Admission, Claim, Conclusion, HandlerOutcome, Ledger, PaymentDeps, PaymentRequest, PricedRoute, Reply } from "./core/types.ts";
 export { RECEIPT_WAIT_MS } from "./core/settle.ts";
+export type {
+  Admission,
+  Claim,
+  Conclusion,
+  HandlerOutcome,
+  Ledger,
+  PaymentDeps,
+  PaymentRequest,
+  PricedRoute,
+  Reply,
+} from "./core/types.ts";
 
 /** How long a SIGTERM waits for requests holding a claim (settlement included) before the process exits: core.drain(SHUTDOWN_DRAIN_MS). */
 export const SHUTDOWN_DRAIN_MS = 15_000;
@@ -45,7 +65,14 @@ export class PaymentCore {
 
   constructor(deps: PaymentDeps) {
     ({ settings: this.settings, facilitator: this.facilitator, chain: this.chain, ledger: this.ledger } = deps);
-    this.context = { deps, settings: this.settings, facilitator: this.facilitator, ledger: this.ledger, inflight: this.inflight, draining: () => this.draining };
+    this.context = {
+      deps,
+      settings: this.settings,
+      facilitator: this.facilitator,
+      ledger: this.ledger,
+      inflight: this.inflight,
+      draining: () => this.draining,
+    };
   }
 
   /** Before the handler: a claimed payment to run on, or the reply to send instead. */
@@ -67,7 +94,12 @@ export class PaymentCore {
   }
 
   /** After the handler: settle and record, then the receipt headers to add, or the reply that replaces the answer. */
-  async conclude(route: PricedRoute, request: Pick<PaymentRequest, "url">, claim: Claim, outcome: HandlerOutcome): Promise<Conclusion> {
+  async conclude(
+    route: PricedRoute,
+    request: Pick<PaymentRequest, "url">,
+    claim: Claim,
+    outcome: HandlerOutcome,
+  ): Promise<Conclusion> {
     const id = keyId(claim.key);
     const settling = concludeClaim(this.context, claim, outcome);
     this.inflight.set(id, settling);
@@ -100,7 +132,9 @@ export class PaymentCore {
    * `settlingIdleMs` (0 at start: rows left by a crash) and abandoned claims. Rows this process is
    * settling right now are left to their request.
    */
-  async reconcileUnresolved(settlingIdleMs: number): Promise<{ checked: number; resolved: number; outcomes: (Resolution | "pending")[] }> {
+  async reconcileUnresolved(
+    settlingIdleMs: number,
+  ): Promise<{ checked: number; resolved: number; outcomes: (Resolution | "pending")[] }> {
     const rows = (await this.ledger.unresolved(settlingIdleMs)).filter((row) => !this.inflight.has(keyId(keyOf(row))));
     const outcomes: (Resolution | "pending")[] = [];
     for (const row of rows) outcomes.push(await this.reconcileOne(row));

@@ -1,15 +1,25 @@
-import { HTTPFacilitatorClient, type FacilitatorClient } from "@x402/core/http";
 import { x402Facilitator } from "@x402/core/facilitator";
+import { type FacilitatorClient, HTTPFacilitatorClient } from "@x402/core/http";
 import type { PaymentPayload, PaymentRequirements, VerifyResponse } from "@x402/core/types";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { ExactEvmScheme } from "@x402/evm/exact/facilitator";
-import { createPublicClient, createWalletClient, getAddress, type Hex, http, isErc6492Signature, publicActions, type PublicClient, withTimeout } from "viem";
+import {
+  createPublicClient,
+  createWalletClient,
+  getAddress,
+  type Hex,
+  http,
+  isErc6492Signature,
+  type PublicClient,
+  publicActions,
+  withTimeout,
+} from "viem";
 import { celoChain } from "../../config/celo.ts";
 import type { PaymentSettings, Settlement } from "../../config/payments.ts";
-import { authorizationSigner, nativeAccount, type SignedAuthorization } from "./secp256k1.ts";
+import { firstLine } from "../../shared/async.ts";
 import type { PaymentErrorCode } from "./errors.ts";
 import { isTransportError, type RelayerClient, relayerSettler, type Settler, transferCalldata } from "./relayer.ts";
-import { firstLine } from "../../shared/async.ts";
+import { authorizationSigner, nativeAccount, type SignedAuthorization } from "./secp256k1.ts";
 
 export type Facilitator = FacilitatorClient & { mode: Settlement["mode"]; relayer?: `0x${string}`; settler?: Settler };
 
@@ -38,17 +48,30 @@ const RELAYER_RPC_TIMEOUT_MS = 10_000;
  * sends and waits in one step and turns a receipt timeout into a failure, which a payment whose
  * transaction is mined later cannot afford.
  */
-export function createFacilitator(settings: Pick<PaymentSettings, "network" | "settlement" | "rpcUrl" | "tokens">): Facilitator {
+export function createFacilitator(
+  settings: Pick<PaymentSettings, "network" | "settlement" | "rpcUrl" | "tokens">,
+): Facilitator {
   const { settlement } = settings;
-  const probeClient = createPublicClient({ chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout: PROBE_TIMEOUT_MS }) });
+  const probeClient = createPublicClient({
+    chain: celoChain(settings.rpcUrl),
+    transport: http(settings.rpcUrl, { retryCount: 0, timeout: PROBE_TIMEOUT_MS }),
+  });
   if (settlement.mode === "facilitator") {
     const remote = new HTTPFacilitatorClient({ url: settlement.url, timeoutMs: 30_000 });
     const verify = remote.verify.bind(remote);
-    return Object.assign(remote, { mode: "facilitator" as const, verify: (p: PaymentPayload, r: PaymentRequirements) => checkedVerify(verify(p, r), p, r, probeClient) });
+    return Object.assign(remote, {
+      mode: "facilitator" as const,
+      verify: (p: PaymentPayload, r: PaymentRequirements) => checkedVerify(verify(p, r), p, r, probeClient),
+    });
   }
   const account = nativeAccount(settlement.relayerKey);
   const walletClient = (timeout: number) =>
-    createWalletClient({ account, chain: celoChain(settings.rpcUrl), transport: http(settings.rpcUrl, { retryCount: 0, timeout }), pollingInterval: 100 }).extend(publicActions);
+    createWalletClient({
+      account,
+      chain: celoChain(settings.rpcUrl),
+      transport: http(settings.rpcUrl, { retryCount: 0, timeout }),
+      pollingInterval: 100,
+    }).extend(publicActions);
   const client = walletClient(RELAYER_RPC_TIMEOUT_MS);
   // viem's client is the signer the x402 packages expect; its typed-data overloads are only wider.
   // It verifies with short RPC timeouts (a frozen chain answers 503 quickly).
@@ -57,10 +80,14 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
   // runs in the background and, when an earlier RPC step fails first, is left unawaited: its
   // rejection would end the process (Ponder exits on an unhandled rejection). Only payers' code is asked.
   const tokens = new Set(settings.tokens.map((t) => t.address.toLowerCase()));
-  const getCode: typeof verifier.getCode = (args) => (tokens.has(args.address.toLowerCase()) ? Promise.resolve("0x01") : verifier.getCode(args));
-  const signer = toFacilitatorEvmSigner({ ...verifier, getCode, address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0], {
-    confirmationTimeoutMs: 60_000,
-  });
+  const getCode: typeof verifier.getCode = (args) =>
+    tokens.has(args.address.toLowerCase()) ? Promise.resolve("0x01") : verifier.getCode(args);
+  const signer = toFacilitatorEvmSigner(
+    { ...verifier, getCode, address: account.address } as unknown as Parameters<typeof toFacilitatorEvmSigner>[0],
+    {
+      confirmationTimeoutMs: 60_000,
+    },
+  );
   const local = new x402Facilitator().register(settings.network, new ExactEvmScheme(signer));
   const settler = relayerSettler(client as unknown as RelayerClient, account);
   return {
@@ -72,9 +99,17 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
       withTimeout(
         async () => {
           const eoa = await verifyEoa(verifier, account.address, payload, requirements);
-          return checkedVerify(eoa ? Promise.resolve(eoa) : local.verify(payload, requirements), payload, requirements, probeClient);
+          return checkedVerify(
+            eoa ? Promise.resolve(eoa) : local.verify(payload, requirements),
+            payload,
+            requirements,
+            probeClient,
+          );
         },
-        { timeout: VERIFY_TIMEOUT_MS, errorInstance: new Error(`the chain RPC did not answer within ${VERIFY_TIMEOUT_MS / 1000} s`) },
+        {
+          timeout: VERIFY_TIMEOUT_MS,
+          errorInstance: new Error(`the chain RPC did not answer within ${VERIFY_TIMEOUT_MS / 1000} s`),
+        },
       ),
     // Kept for callers that want the x402 package's one-step settle (a remote facilitator served from this one).
     settle: (payload, requirements) => local.settle(payload, requirements),
@@ -90,11 +125,23 @@ export function createFacilitator(settings: Pick<PaymentSettings, "network" | "s
  * turned out to have code. Null when the signature is not this payer's EOA signature (a contract
  * wallet's: EIP-1271 / EIP-6492): the package verifies those. A chain that does not answer throws.
  */
-async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payload: PaymentPayload, requirements: PaymentRequirements): Promise<VerifyResponse | null> {
+async function verifyEoa(
+  chain: Pick<PublicClient, "call">,
+  relayer: Hex,
+  payload: PaymentPayload,
+  requirements: PaymentRequirements,
+): Promise<VerifyResponse | null> {
   const { signature } = payload.payload as { signature: Hex };
   const payer = (payload.payload as { authorization: Record<string, string> }).authorization.from!;
   const extra = requirements.extra as { name?: string; version?: string } | undefined;
-  if (payload.accepted.scheme !== "exact" || requirements.scheme !== "exact" || payload.accepted.network !== requirements.network || !extra?.name || !extra.version) return null;
+  if (
+    payload.accepted.scheme !== "exact" ||
+    requirements.scheme !== "exact" ||
+    payload.accepted.network !== requirements.network ||
+    !extra?.name ||
+    !extra.version
+  )
+    return null;
   if (isErc6492Signature(signature) || signature.length !== 132) return null;
   const signed = signedAuthorization(payload, requirements);
   const { message, domain } = signed;
@@ -115,14 +162,25 @@ async function verifyEoa(chain: Pick<PublicClient, "call">, relayer: Hex, payloa
   return { isValid: true, invalidReason: undefined, payer };
 }
 
-
 /** An x402 exact payload's authorization, typed, over the domain of the requirements' token. */
 function signedAuthorization(payload: PaymentPayload, requirements: PaymentRequirements): SignedAuthorization {
   const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
   const extra = requirements.extra as { name?: string; version?: string } | undefined;
   return {
-    domain: { name: extra?.name, version: extra?.version, chainId: Number(requirements.network.split(":")[1]), verifyingContract: getAddress(requirements.asset) },
-    message: { from: getAddress(a.from!), to: getAddress(a.to!), value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex },
+    domain: {
+      name: extra?.name,
+      version: extra?.version,
+      chainId: Number(requirements.network.split(":")[1]),
+      verifyingContract: getAddress(requirements.asset),
+    },
+    message: {
+      from: getAddress(a.from!),
+      to: getAddress(a.to!),
+      value: BigInt(a.value!),
+      validAfter: BigInt(a.validAfter!),
+      validBefore: BigInt(a.validBefore!),
+      nonce: a.nonce as Hex,
+    },
     signature,
   };
 }
@@ -139,7 +197,12 @@ const CHAIN_DEPENDENT = new Set([
  * answer becomes a thrown error (503 settlement_unavailable), never invalid_signature; a failed
  * simulation is explained by the chain's clock when the authorization's window is not open there.
  */
-async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentPayload, requirements: PaymentRequirements, chain: PublicClient): Promise<VerifyResponse> {
+async function checkedVerify(
+  verdict: Promise<VerifyResponse>,
+  payload: PaymentPayload,
+  requirements: PaymentRequirements,
+  chain: PublicClient,
+): Promise<VerifyResponse> {
   const result = await verdict;
   if (result.isValid || !CHAIN_DEPENDENT.has(result.invalidReason ?? "")) return result;
   let block: { timestamp: bigint };
@@ -152,11 +215,14 @@ async function checkedVerify(verdict: Promise<VerifyResponse>, payload: PaymentP
   if (result.invalidReason === "invalid_exact_evm_signature") {
     // An EOA signature is checked locally: if it is good, the refusal came from a failed chain read.
     const signer = await authorizationSigner(signedAuthorization(payload, requirements));
-    if (signer && signer === a.from!.toLowerCase()) throw new Error("the signature is valid but the chain could not confirm it (RPC error)");
+    if (signer && signer === a.from!.toLowerCase())
+      throw new Error("the signature is valid but the chain could not confirm it (RPC error)");
     return result;
   }
-  if (BigInt(a.validAfter!) >= block.timestamp) return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_after" };
-  if (BigInt(a.validBefore!) <= block.timestamp) return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_before" };
+  if (BigInt(a.validAfter!) >= block.timestamp)
+    return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_after" };
+  if (BigInt(a.validBefore!) <= block.timestamp)
+    return { ...result, invalidReason: "invalid_exact_evm_payload_authorization_valid_before" };
   return result;
 }
 

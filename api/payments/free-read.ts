@@ -1,7 +1,7 @@
 import type { Address } from "../../config/addresses.ts";
 import { MAX_AGE_MS } from "../wallet/max-age.ts";
-import type { PricedRoute } from "./priced-route.ts";
 import type { Ledger } from "./ledger/ledger.ts";
+import type { PricedRoute } from "./priced-route.ts";
 
 /** How long a paid call makes the free reads of that wallet free: the result cache lifetime. */
 const FREE_READ_WINDOW_MS = MAX_AGE_MS;
@@ -24,7 +24,13 @@ export function freeReadRule(after: readonly { method: string; path: string }[])
  * enough: the rule above, for a payer known by sign-in (PaymentCore.isFreeRead applies the same
  * window to a payment header).
  */
-export async function paidRecently(ledger: Pick<Ledger, "paidFor">, route: Pick<PricedRoute, "freeRead">, payer: Address, subject: Address, now = Date.now()): Promise<boolean> {
+export async function paidRecently(
+  ledger: Pick<Ledger, "paidFor">,
+  route: Pick<PricedRoute, "freeRead">,
+  payer: Address,
+  subject: Address,
+  now = Date.now(),
+): Promise<boolean> {
   if (!route.freeRead) return false;
   return ledger.paidFor(payer, subject, [...route.freeRead.after], new Date(now - FREE_READ_WINDOW_MS));
 }

@@ -14,7 +14,14 @@ import { PaymentError } from "./errors.ts";
  */
 type PaymentEncoding = "x-payment-json" | "x402-v1" | "x402-v2";
 
-export type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
+export type Authorization = {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
 
 export type PaymentAttempt = {
   encoding: PaymentEncoding;
@@ -33,17 +40,37 @@ const uint256 = z
   .regex(/^\d{1,78}$/, "must be a decimal string")
   .transform((v) => BigInt(v))
   .refine((v) => v < 2n ** 256n, "must fit in uint256");
-const bytes32 = z.string().regex(/^0x[0-9a-fA-F]{64}$/, "must be 32 bytes of hex").transform((v) => v.toLowerCase() as Hex);
-const signature = z.string().regex(/^0x([0-9a-fA-F]{2}){65,}$/, "must be a hex signature of at least 65 bytes").transform((v) => v as Hex);
+const bytes32 = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{64}$/, "must be 32 bytes of hex")
+  .transform((v) => v.toLowerCase() as Hex);
+const signature = z
+  .string()
+  .regex(/^0x([0-9a-fA-F]{2}){65,}$/, "must be a hex signature of at least 65 bytes")
+  .transform((v) => v as Hex);
 
-const paymentId = z.string().refine(isValidPaymentId, "must be 16-128 letters, digits, '-' or '_' (x402 payment-identifier)");
+const paymentId = z
+  .string()
+  .refine(isValidPaymentId, "must be 16-128 letters, digits, '-' or '_' (x402 payment-identifier)");
 /** The `payment-identifier` extension as a client echoes it: `{info: {required, id?}}`. */
 const paymentIdentifierSchema = z.object({ info: z.object({ id: paymentId.optional() }).loose() }).loose();
-const authorizationSchema = z.object({ from: addressSchema, to: addressSchema, value: uint256, validAfter: uint256, validBefore: uint256, nonce: bytes32 });
+const authorizationSchema = z.object({
+  from: addressSchema,
+  to: addressSchema,
+  value: uint256,
+  validAfter: uint256,
+  validBefore: uint256,
+  nonce: bytes32,
+});
 const x402PayloadSchema = z.object({ signature, authorization: authorizationSchema });
 
 const specJsonSchema = authorizationSchema.extend({ signature, token: addressSchema, paymentId: paymentId.optional() });
-const v1Schema = z.object({ x402Version: z.literal(1), scheme: z.string(), network: z.string(), payload: x402PayloadSchema });
+const v1Schema = z.object({
+  x402Version: z.literal(1),
+  scheme: z.string(),
+  network: z.string(),
+  payload: x402PayloadSchema,
+});
 const v2Schema = z.object({
   x402Version: z.literal(2),
   accepted: z.object({ scheme: z.string(), network: z.string(), asset: addressSchema }).loose(),
@@ -63,7 +90,10 @@ export function decodePayment(headers: PaymentHeaders, maxBytes: number): Paymen
   const raw = (xPayment ?? paymentSignature)!.trim();
   const name = xPayment !== undefined ? "X-PAYMENT" : "PAYMENT-SIGNATURE";
   if (Buffer.byteLength(raw) > maxBytes) {
-    throw new PaymentError("payment_header_too_large", `The ${name} header is ${Buffer.byteLength(raw)} bytes; at most ${maxBytes} are accepted.`);
+    throw new PaymentError(
+      "payment_header_too_large",
+      `The ${name} header is ${Buffer.byteLength(raw)} bytes; at most ${maxBytes} are accepted.`,
+    );
   }
   if (raw === "") throw new PaymentError("payment_malformed", `The ${name} header is empty.`);
 
@@ -76,8 +106,18 @@ export function decodePayment(headers: PaymentHeaders, maxBytes: number): Paymen
   const version = (decoded as { x402Version?: unknown } | null)?.x402Version;
   if (version === 2) {
     const v2 = parse(v2Schema, decoded, name);
-    const id = v2.extensions?.[PAYMENT_IDENTIFIER] === undefined ? undefined : parse(paymentIdentifierSchema, v2.extensions[PAYMENT_IDENTIFIER], name).info.id;
-    return { encoding: "x402-v2", ...v2.payload, token: v2.accepted.asset, scheme: v2.accepted.scheme, network: v2.accepted.network, ...(id ? { paymentId: id } : {}) };
+    const id =
+      v2.extensions?.[PAYMENT_IDENTIFIER] === undefined
+        ? undefined
+        : parse(paymentIdentifierSchema, v2.extensions[PAYMENT_IDENTIFIER], name).info.id;
+    return {
+      encoding: "x402-v2",
+      ...v2.payload,
+      token: v2.accepted.asset,
+      scheme: v2.accepted.scheme,
+      network: v2.accepted.network,
+      ...(id ? { paymentId: id } : {}),
+    };
   }
   if (version === 1) {
     const v1 = parse(v1Schema, decoded, name);
@@ -88,7 +128,10 @@ export function decodePayment(headers: PaymentHeaders, maxBytes: number): Paymen
 
 function base64(raw: string, name: string): string {
   if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(raw)) {
-    throw new PaymentError("payment_malformed", `The ${name} header is neither the X-PAYMENT JSON object nor base64-encoded x402 JSON.`);
+    throw new PaymentError(
+      "payment_malformed",
+      `The ${name} header is neither the X-PAYMENT JSON object nor base64-encoded x402 JSON.`,
+    );
   }
   return Buffer.from(raw, "base64").toString("utf8");
 }
@@ -103,6 +146,11 @@ function json(text: string, name: string): unknown {
 
 function parse<S extends z.ZodType>(schema: S, value: unknown, name: string): z.infer<S> {
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new PaymentError("payment_malformed", `The ${name} payment is invalid: ${describeIssues(parsed.error.issues)}.`, parsed.error.issues);
+  if (!parsed.success)
+    throw new PaymentError(
+      "payment_malformed",
+      `The ${name} payment is invalid: ${describeIssues(parsed.error.issues)}.`,
+      parsed.error.issues,
+    );
   return parsed.data;
 }

@@ -3,12 +3,12 @@ import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { IndexTarget } from "../../config/target.ts";
+import { firstLine } from "../../shared/async.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { coalesced } from "../store/coalesce.ts";
 import { PaymentError } from "./errors.ts";
 import type { PaymentAttempt } from "./header.ts";
 import { explain, signerOf, type VerifiedPayment, x402Payment } from "./verify.ts";
-import { firstLine } from "../../shared/async.ts";
 
 /** What the indexer knows about a payer and one of its authorizations, read from the indexed tables (no RPC). */
 export type PayerFacts = {
@@ -56,7 +56,11 @@ export async function verifyWithoutRpc(
  * The first half of verifyWithoutRpc: the signature is the payer's own key's, in the form the token
  * accepts ("needs_rpc": a contract wallet's, which only the chain can judge).
  */
-export async function checkSignatureLocally(attempt: PaymentAttempt, token: TokenInfo, settings: PaymentSettings): Promise<"ok" | "needs_rpc"> {
+export async function checkSignatureLocally(
+  attempt: PaymentAttempt,
+  token: TokenInfo,
+  settings: PaymentSettings,
+): Promise<"ok" | "needs_rpc"> {
   if (isErc6492Signature(attempt.signature) || size(attempt.signature) !== 65) return "needs_rpc";
   const signer = await signerOf(attempt, token, settings);
   // Not the payer's key: a contract wallet's owner signature (EIP-1271) looks just like this, and
@@ -78,13 +82,21 @@ export async function checkFundsLocally(
   try {
     facts = await deps.facts;
   } catch (error) {
-    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`);
+    throw new PaymentError(
+      "settlement_unavailable",
+      `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`,
+    );
   }
   const { nonce, balance } = facts;
-  if (nonce) throw new PaymentError("nonce_already_used", explain("nonce_already_used", token), { reason: `authorization ${nonce}` });
+  if (nonce)
+    throw new PaymentError("nonce_already_used", explain("nonce_already_used", token), {
+      reason: `authorization ${nonce}`,
+    });
   if (balance === null) return "needs_rpc";
   if (balance - deps.unsettled < auth.value) {
-    throw new PaymentError("insufficient_balance", explain("insufficient_balance", token), { reason: deps.unsettled > 0n ? "balance less unsettled payments" : "balance" });
+    throw new PaymentError("insufficient_balance", explain("insufficient_balance", token), {
+      reason: deps.unsettled > 0n ? "balance less unsettled payments" : "balance",
+    });
   }
   return x402Payment(attempt, token, deps.settings);
 }

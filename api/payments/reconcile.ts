@@ -2,14 +2,17 @@ import type { PublicClient } from "viem";
 import { parseEventLogs, TransactionReceiptNotFoundError } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
-import type { PaymentRow } from "../store/schema.ts";
-import { type Settler, usedIn } from "./relayer.ts";
-import type { Ledger, PaymentKey, Resolution } from "./ledger/ledger.ts";
-import { log } from "../../shared/log.ts";
 import { firstLine } from "../../shared/async.ts";
+import { log } from "../../shared/log.ts";
+import type { PaymentRow } from "../store/schema.ts";
+import type { Ledger, PaymentKey, Resolution } from "./ledger/ledger.ts";
+import { type Settler, usedIn } from "./relayer.ts";
 
 /** What reconciliation reads from the chain. */
-export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount">;
+export type ReconcileChain = Pick<
+  PublicClient,
+  "readContract" | "getBlock" | "getTransactionReceipt" | "getContractEvents" | "getTransactionCount"
+>;
 
 /**
  * What must follow an outcome read from the chain (the report route revokes the passport of a
@@ -18,7 +21,13 @@ export type ReconcileChain = Pick<PublicClient, "readContract" | "getBlock" | "g
  */
 type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
 
-export type ReconcileDeps = { chain: ReconcileChain; ledger: Pick<Ledger, "requeue" | "resolve">; payTo: Address; settler?: Settler; onOutcome?: OnOutcome };
+export type ReconcileDeps = {
+  chain: ReconcileChain;
+  ledger: Pick<Ledger, "requeue" | "resolve">;
+  payTo: Address;
+  settler?: Settler;
+  onOutcome?: OnOutcome;
+};
 
 /** A `settling` row not touched for this long is not in flight anywhere (settlers wait at most RECEIPT_WAIT_MS): the background reconciler takes it. */
 const SETTLING_IDLE_MS = 15_000;
@@ -27,7 +36,11 @@ const RECONCILE_INTERVAL_MS = 30_000;
 /** Block time assumed when bounding the event search (Celo: 1 s; the search also covers 30 min before the claim). */
 const SEARCH_MARGIN_BLOCKS = 1_800n;
 
-export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): PaymentKey => ({ token: row.token as Address, payer: row.payer as Address, nonce: row.nonce });
+export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): PaymentKey => ({
+  token: row.token as Address,
+  payer: row.payer as Address,
+  nonce: row.nonce,
+});
 
 /**
  * The outcome of a payment, read from the chain's own state, never from a timeout:
@@ -40,27 +53,44 @@ export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): Payme
  *     by another transaction), expired once the chain's time reached validBefore, else still pending.
  * Chain errors are thrown: no outcome is decided without an answer from the chain.
  */
-export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "chain" | "payTo" | "settler">): Promise<Resolution | "pending"> {
+export async function chainOutcome(
+  row: PaymentRow,
+  deps: Pick<ReconcileDeps, "chain" | "payTo" | "settler">,
+): Promise<Resolution | "pending"> {
   const { chain } = deps;
   const token = row.token as Address;
   const payer = row.payer as Address;
   const nonce = row.nonce as `0x${string}`;
   let ourReverted = false;
   if (row.transaction) {
-    const receipt = await chain.getTransactionReceipt({ hash: row.transaction as `0x${string}` }).catch((error: unknown) => {
-      if (error instanceof TransactionReceiptNotFoundError) return undefined;
-      throw error;
-    });
+    const receipt = await chain
+      .getTransactionReceipt({ hash: row.transaction as `0x${string}` })
+      .catch((error: unknown) => {
+        if (error instanceof TransactionReceiptNotFoundError) return undefined;
+        throw error;
+      });
     if (receipt && usedIn(receipt, token, payer, nonce)) return { status: "settled", transaction: row.transaction };
     // Reverted, or mined in a batch whose call for this authorization failed.
     if (receipt) ourReverted = true;
   }
   const block = await chain.getBlock({ blockTag: "latest" });
-  const used = await chain.readContract({ address: token, abi: devStablecoinAbi, functionName: "authorizationState", args: [payer, nonce], blockNumber: block.number });
+  const used = await chain.readContract({
+    address: token,
+    abi: devStablecoinAbi,
+    functionName: "authorizationState",
+    args: [payer, nonce],
+    blockNumber: block.number,
+  });
   if (used) {
     const span = BigInt(Math.ceil((Date.now() - row.createdAt.getTime()) / 1000)) + SEARCH_MARGIN_BLOCKS;
     const range = { fromBlock: block.number > span ? block.number - span : 0n, toBlock: block.number };
-    const [event] = await chain.getContractEvents({ address: token, abi: devStablecoinAbi, eventName: "AuthorizationUsed", args: { authorizer: payer, nonce }, ...range });
+    const [event] = await chain.getContractEvents({
+      address: token,
+      abi: devStablecoinAbi,
+      eventName: "AuthorizationUsed",
+      args: { authorizer: payer, nonce },
+      ...range,
+    });
     if (event) {
       const tx = event.transactionHash;
       const receipt = await chain.getTransactionReceipt({ hash: tx });
@@ -73,27 +103,55 @@ export async function chainOutcome(row: PaymentRow, deps: Pick<ReconcileDeps, "c
       );
       if (paid) {
         const ours = row.transaction?.toLowerCase() === tx.toLowerCase();
-        return { status: "settled", transaction: tx, note: ours ? undefined : `settled by transaction ${tx} sent by ${receipt.from}, not by our settlement` };
+        return {
+          status: "settled",
+          transaction: tx,
+          note: ours ? undefined : `settled by transaction ${tx} sent by ${receipt.from}, not by our settlement`,
+        };
       }
-      return { status: "used_elsewhere", failure: `the nonce was used by transaction ${tx} without paying the treasury; not our charge` };
+      return {
+        status: "used_elsewhere",
+        failure: `the nonce was used by transaction ${tx} without paying the treasury; not our charge`,
+      };
     }
-    const [cancelled] = await chain.getContractEvents({ address: token, abi: devStablecoinAbi, eventName: "AuthorizationCanceled", args: { authorizer: payer, nonce }, ...range });
-    if (cancelled) return { status: "used_elsewhere", failure: `the payer cancelled the authorization in ${cancelled.transactionHash}; not our charge` };
+    const [cancelled] = await chain.getContractEvents({
+      address: token,
+      abi: devStablecoinAbi,
+      eventName: "AuthorizationCanceled",
+      args: { authorizer: payer, nonce },
+      ...range,
+    });
+    if (cancelled)
+      return {
+        status: "used_elsewhere",
+        failure: `the payer cancelled the authorization in ${cancelled.transactionHash}; not our charge`,
+      };
     return "pending"; // used, but the event is outside the searched blocks: left for an operator (stale report)
   }
-  if (ourReverted) return { status: "failed", failure: "the settlement transaction reverted (or its transfer failed in the batch); nothing charged", transaction: row.transaction! };
+  if (ourReverted)
+    return {
+      status: "failed",
+      failure: "the settlement transaction reverted (or its transfer failed in the batch); nothing charged",
+      transaction: row.transaction!,
+    };
   if (row.validBefore !== null && block.timestamp >= BigInt(row.validBefore)) {
-    return { status: "expired", failure: `the authorization expired unused (validBefore ${row.validBefore}, chain time ${block.timestamp}); never charged` };
+    return {
+      status: "expired",
+      failure: `the authorization expired unused (validBefore ${row.validBefore}, chain time ${block.timestamp}); never charged`,
+    };
   }
   if (row.transaction && row.settler && row.settlerNonce !== null) {
     const mined = await chain.getTransactionCount({ address: row.settler as Address, blockNumber: block.number });
-    if (mined > row.settlerNonce) return { status: "failed", failure: `the settlement transaction was dropped (relayer nonce ${row.settlerNonce} was used by another transaction); nothing charged` };
+    if (mined > row.settlerNonce)
+      return {
+        status: "failed",
+        failure: `the settlement transaction was dropped (relayer nonce ${row.settlerNonce} was used by another transaction); nothing charged`,
+      };
     // It may still be mined: send it again in case the node dropped it (same bytes, same hash).
     if (row.rawTransaction && deps.settler) await deps.settler.rebroadcast(row.rawTransaction as `0x${string}`);
   }
   return "pending";
 }
-
 
 /** A deferred row's settlement is tried this many times before its failure stands (and becomes the payer's debt). */
 export const MAX_SETTLE_ATTEMPTS = 3;
@@ -123,7 +181,9 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
   try {
     await deps.onOutcome?.(row, outcome);
   } catch (error) {
-    log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: what follows its outcome (${outcome.status}) failed, left to the next sweep (${firstLine(error)})`);
+    log.warn(
+      `[payments] reconciling ${row.nonce.slice(0, 10)}…: what follows its outcome (${outcome.status}) failed, left to the next sweep (${firstLine(error)})`,
+    );
     return "pending";
   }
   await deps.ledger.resolve(keyOf(row), outcome);
@@ -131,18 +191,27 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
 }
 
 /** Something that can sweep its unknown outcomes (the payment core). */
-export type Reconcilable = { reconcileUnresolved: (settlingIdleMs: number) => Promise<{ checked: number; resolved: number }> };
+export type Reconcilable = {
+  reconcileUnresolved: (settlingIdleMs: number) => Promise<{ checked: number; resolved: number }>;
+};
 
 /**
  * The background reconciler: once at start (rows left by a crash, whatever their age), then every
  * `intervalMs` for rows whose settlement is no longer in flight. `stop()` ends it.
  */
-export function startReconciler(core: Reconcilable, { intervalMs = RECONCILE_INTERVAL_MS, idleMs = SETTLING_IDLE_MS } = {}) {
+export function startReconciler(
+  core: Reconcilable,
+  { intervalMs = RECONCILE_INTERVAL_MS, idleMs = SETTLING_IDLE_MS } = {},
+) {
   let running: Promise<unknown> = Promise.resolve();
   const sweep = (idle: number) =>
     (running = running
       .then(() => core.reconcileUnresolved(idle))
-      .then((r) => r.resolved && log.info(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`))
+      .then(
+        (r) =>
+          r.resolved &&
+          log.info(`[payments] reconciled ${r.resolved} of ${r.checked} payments with an unknown outcome`),
+      )
       .catch((error: Error) => log.warn(`[payments] reconciliation failed: ${firstLine(error)}`)));
   const started = sweep(0);
   const timer = setInterval(() => void sweep(idleMs), intervalMs);

@@ -1,8 +1,8 @@
 import pg from "pg";
 import { type Hex, hexToBigInt, keccak256, slice, stringToHex } from "viem";
 import { StartupError } from "../../config/errors.ts";
-import { log } from "../../shared/log.ts";
 import { sleep } from "../../shared/async.ts";
+import { log } from "../../shared/log.ts";
 
 /**
  * One process per relayer key on a database. Each process hands out its relayer's nonces from a
@@ -63,7 +63,9 @@ async function acquire(connectionString: string, relayer: Hex): Promise<RelayerL
     next.on("error", () => {});
     try {
       await next.connect();
-      const { rows } = await next.query<{ locked: boolean }>("select pg_try_advisory_lock($1::bigint) as locked", [key.toString()]);
+      const { rows } = await next.query<{ locked: boolean }>("select pg_try_advisory_lock($1::bigint) as locked", [
+        key.toString(),
+      ]);
       if (!rows[0]?.locked) {
         await next.end();
         return false;
@@ -120,6 +122,12 @@ export function relayerLockFor(
   facilitator: { mode: string; relayer?: Hex },
   database: { kind: string; connectionString?: string } | undefined,
 ): { connectionString: string; address: Hex } | undefined {
-  if (facilitator.mode !== "self" || !facilitator.relayer || database?.kind !== "postgres" || !database.connectionString) return undefined;
+  if (
+    facilitator.mode !== "self" ||
+    !facilitator.relayer ||
+    database?.kind !== "postgres" ||
+    !database.connectionString
+  )
+    return undefined;
   return { connectionString: database.connectionString, address: facilitator.relayer };
 }

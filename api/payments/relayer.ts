@@ -7,14 +7,14 @@ import {
   type Hex,
   HttpRequestError,
   keccak256,
-  parseErc6492Signature,
-  parseSignature,
-  type PublicClient,
-  type TransactionReceipt,
   type Log,
+  type PublicClient,
   parseAbi,
+  parseErc6492Signature,
   parseEventLogs,
+  parseSignature,
   TimeoutError,
+  type TransactionReceipt,
   withTimeout,
 } from "viem";
 import type { privateKeyToAccount } from "viem/accounts";
@@ -34,7 +34,11 @@ export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: n
  */
 export type Settler = {
   relayer: Hex;
-  submit: (payload: PaymentPayload, requirements: PaymentRequirements, record: (signed: SignedSettlement) => Promise<void>) => Promise<SubmitResult>;
+  submit: (
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    record: (signed: SignedSettlement) => Promise<void>,
+  ) => Promise<SubmitResult>;
   receipt: (hash: Hex, timeoutMs: number) => Promise<TransactionReceipt | undefined>;
   /** Sends an already signed transaction again (a dropped one would otherwise leave a nonce gap). */
   rebroadcast: (raw: Hex) => Promise<void>;
@@ -115,7 +119,13 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     const call = batchCall(batch);
     let prepared: Record<string, unknown>;
     try {
-      prepared = await client.prepareTransactionRequest({ account, ...call, ...(await currentFees()), chain: client.chain, parameters: ["chainId", "gas", "type"] });
+      prepared = await client.prepareTransactionRequest({
+        account,
+        ...call,
+        ...(await currentFees()),
+        chain: client.chain,
+        parameters: ["chainId", "gas", "type"],
+      });
     } catch (error) {
       settle(batch, { sent: false, reason: firstLine(error), unavailable: isTransportError(error) });
       return [];
@@ -128,14 +138,23 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
         settle(batch, { sent: false, reason: firstLine(error), unavailable: true });
         return [];
       }
-      const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<typeof account.signTransaction>[0]);
+      const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<
+        typeof account.signTransaction
+      >[0]);
       const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
       // Each payment's row records the transaction before it leaves. A row that refuses (no longer
       // its request's) drops out: the others are signed again without it, in the next transaction.
-      const recorded = await Promise.all(batch.map((w) => w.record(signed).then(() => true, (error: unknown) => {
-          w.done({ error });
-          return false;
-        })));
+      const recorded = await Promise.all(
+        batch.map((w) =>
+          w.record(signed).then(
+            () => true,
+            (error: unknown) => {
+              w.done({ error });
+              return false;
+            },
+          ),
+        ),
+      );
       if (recorded.includes(false)) return batch.filter((_, i) => recorded[i]);
       try {
         await client.sendRawTransaction({ serializedTransaction: rawTransaction });
@@ -153,7 +172,13 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
         }
         // Another sender used this nonce (a restart, a second process with the key): this
         // transaction can never be mined; sign again with the chain's count.
-        if (/nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(message) && attempt < 3) continue;
+        if (
+          /nonce too low|nonce.*too small|nonce has already been used|replacement transaction underpriced/i.test(
+            message,
+          ) &&
+          attempt < 3
+        )
+          continue;
         settle(batch, { sent: false, reason: firstLine(error), unavailable: false });
         return [];
       }
@@ -195,7 +220,9 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     for (;;) {
       try {
         // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
-        const receipt = await withTimeout(() => client.getTransactionReceipt({ hash }), { timeout: Math.max(1, deadline - Date.now()) });
+        const receipt = await withTimeout(() => client.getTransactionReceipt({ hash }), {
+          timeout: Math.max(1, deadline - Date.now()),
+        });
         if (receipt) return receipt;
       } catch {
         // not mined yet, or the RPC did not answer: wait, the transaction is recorded
@@ -212,19 +239,38 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
 
 /** One authorization: transferWithAuthorization on its token. Several: aggregate3, each allowed to fail alone. */
 function batchCall(batch: Waiting[]): { to: Hex; data: Hex } {
-  if (batch.length === 1) return { to: getAddress(batch[0]!.requirements.asset), data: transferCalldata(batch[0]!.payload) };
-  const calls = batch.map((w) => ({ target: getAddress(w.requirements.asset), allowFailure: true, callData: transferCalldata(w.payload) }));
-  return { to: getAddress(MULTICALL3), data: encodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3", args: [calls] }) };
+  if (batch.length === 1)
+    return { to: getAddress(batch[0]!.requirements.asset), data: transferCalldata(batch[0]!.payload) };
+  const calls = batch.map((w) => ({
+    target: getAddress(w.requirements.asset),
+    allowFailure: true,
+    callData: transferCalldata(w.payload),
+  }));
+  return {
+    to: getAddress(MULTICALL3),
+    data: encodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3", args: [calls] }),
+  };
 }
 
 /** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
 export function transferCalldata(payload: PaymentPayload): Hex {
   const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
   const inner = parseErc6492Signature(signature).signature;
-  const args = [getAddress(a.from!), getAddress(a.to!), BigInt(a.value!), BigInt(a.validAfter!), BigInt(a.validBefore!), a.nonce as Hex] as const;
+  const args = [
+    getAddress(a.from!),
+    getAddress(a.to!),
+    BigInt(a.value!),
+    BigInt(a.validAfter!),
+    BigInt(a.validBefore!),
+    a.nonce as Hex,
+  ] as const;
   if (inner.length === 132) {
     const sig = parseSignature(inner);
-    return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s] });
+    return encodeFunctionData({
+      abi: eip3009ABI,
+      functionName: "transferWithAuthorization",
+      args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s],
+    });
   }
   return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
 }
@@ -238,7 +284,12 @@ const usedByLogs = new WeakMap<readonly Log[], Set<string>>();
  * Whether `receipt` used this authorization (its AuthorizationUsed event is in it): in a batch, the
  * transaction succeeds even when one of its transfers failed, so success alone says nothing.
  */
-export function usedIn(receipt: Pick<TransactionReceipt, "status" | "logs">, token: string, payer: string, nonce: string): boolean {
+export function usedIn(
+  receipt: Pick<TransactionReceipt, "status" | "logs">,
+  token: string,
+  payer: string,
+  nonce: string,
+): boolean {
   if (receipt.status !== "success") return false;
   let used = usedByLogs.get(receipt.logs);
   if (!used) {
@@ -251,8 +302,16 @@ export function usedIn(receipt: Pick<TransactionReceipt, "status" | "logs">, tok
 
 /** The request never got an answer from the node (down, hung, refused): as opposed to the node refusing it. */
 export function isTransportError(error: unknown): boolean {
-  if (error instanceof BaseError) return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
+  if (error instanceof BaseError)
+    return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
   return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
 }
 
-const fullMessage = (error: unknown) => (error instanceof BaseError ? [error.message, error.details, ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : [])].join(" ") : String((error as Error)?.message ?? error));
+const fullMessage = (error: unknown) =>
+  error instanceof BaseError
+    ? [
+        error.message,
+        error.details,
+        ...(error.walk((e) => !(e instanceof BaseError)) ? [String(error.walk())] : []),
+      ].join(" ")
+    : String((error as Error)?.message ?? error);

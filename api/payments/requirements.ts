@@ -1,5 +1,5 @@
-import type { Network, PaymentRequired, PaymentRequirements, PaymentRequirementsV1 } from "@x402/core/types";
 import { decodePaymentRequiredHeader, encodePaymentRequiredHeader } from "@x402/core/http";
+import type { Network, PaymentRequired, PaymentRequirements, PaymentRequirementsV1 } from "@x402/core/types";
 import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
 import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
@@ -12,7 +12,9 @@ import type { PaymentRequiredBody } from "./schema.ts";
  * The x402 extensions every 402 declares: `payment-identifier` (optional), an idempotency key
  * beside the request fingerprint (docs/payments.md, "No double charge").
  */
-export const PAYMENT_EXTENSIONS: Record<string, unknown> = { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) };
+export const PAYMENT_EXTENSIONS: Record<string, unknown> = {
+  [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false),
+};
 
 /** x402 v1 names networks; v2 uses CAIP-2 (`eip155:42220`). */
 export const V1_NETWORK = "celo" as Network;
@@ -30,7 +32,10 @@ export function requirementFor(settings: PaymentSettings, token: TokenInfo, amou
   };
 }
 
-export function requirementsFor(settings: PaymentSettings, route: Pick<PricedRoute, "microUsd">): PaymentRequirements[] {
+export function requirementsFor(
+  settings: PaymentSettings,
+  route: Pick<PricedRoute, "microUsd">,
+): PaymentRequirements[] {
   return settings.tokens.map((token) => requirementFor(settings, token, priceInUnits(route.microUsd, token.decimals)));
 }
 
@@ -38,7 +43,12 @@ export function requirementsFor(settings: PaymentSettings, route: Pick<PricedRou
  * The 402 answer: the x402 v1 body (`accepts`, plus our stable `code`) and the v2
  * `PAYMENT-REQUIRED` header, so a client of either version can pay.
  */
-export function paymentRequiredAnswer(settings: PaymentSettings, route: PricedRoute, resourceUrl: string, error: { code: string; message: string; details?: unknown }) {
+export function paymentRequiredAnswer(
+  settings: PaymentSettings,
+  route: PricedRoute,
+  resourceUrl: string,
+  error: { code: string; message: string; details?: unknown },
+) {
   const accepts = requirementsFor(settings, route);
   const v2: PaymentRequired = {
     x402Version: 2,
@@ -79,7 +89,15 @@ export function paymentRequiredAnswer(settings: PaymentSettings, route: PricedRo
 export function withExtensions(reply: Reply, extensions: Record<string, unknown>): Reply {
   const header = reply.headers["PAYMENT-REQUIRED"];
   const decoded = header ? decodePaymentRequiredHeader(header) : undefined;
-  const headers = decoded ? { ...reply.headers, "PAYMENT-REQUIRED": encodePaymentRequiredHeader({ ...decoded, extensions: { ...decoded.extensions, ...extensions } }) } : reply.headers;
+  const headers = decoded
+    ? {
+        ...reply.headers,
+        "PAYMENT-REQUIRED": encodePaymentRequiredHeader({
+          ...decoded,
+          extensions: { ...decoded.extensions, ...extensions },
+        }),
+      }
+    : reply.headers;
   const body = JSON.parse(reply.body) as { extensions?: Record<string, unknown> };
   return { ...reply, headers, body: JSON.stringify({ ...body, extensions: { ...body.extensions, ...extensions } }) };
 }

@@ -25,6 +25,8 @@ export const paymentRequiredBodySchema = z.object({
   extensions: z
     .record(z.string(), z.unknown())
     .optional()
-    .describe("x402 extensions, as in the PAYMENT-REQUIRED header: `payment-identifier` (optional idempotency id) everywhere, and `sign-in-with-x` (a fresh CAIP-122 challenge) where signing in makes the call free"),
+    .describe(
+      "x402 extensions, as in the PAYMENT-REQUIRED header: `payment-identifier` (optional idempotency id) everywhere, and `sign-in-with-x` (a fresh CAIP-122 challenge) where signing in makes the call free",
+    ),
 });
 export type PaymentRequiredBody = z.infer<typeof paymentRequiredBodySchema>;

@@ -1,6 +1,18 @@
 import { createRequire } from "node:module";
 import { authorizationTypes } from "@x402/evm";
-import { bytesToHex, type Hex, hashTypedData, hexToBytes, keccak256, recoverAddress, type SerializeTransactionFn, serializeTransaction, type TransactionSerializable, type TypedDataDefinition, type TypedDataDomain } from "viem";
+import {
+  bytesToHex,
+  type Hex,
+  hashTypedData,
+  hexToBytes,
+  keccak256,
+  recoverAddress,
+  type SerializeTransactionFn,
+  serializeTransaction,
+  type TransactionSerializable,
+  type TypedDataDefinition,
+  type TypedDataDomain,
+} from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount, publicKeyToAddress } from "viem/accounts";
 import type { Address } from "../../config/addresses.ts";
 
@@ -57,7 +69,13 @@ export type SignedAuthorization = {
  * when the signature recovers to nothing (not a 65-byte ECDSA signature: a contract wallet's).
  */
 export function authorizationSigner({ domain, message, signature }: SignedAuthorization): Promise<Address | undefined> {
-  return recoverTypedDataSigner({ domain, types: authorizationTypes, primaryType: "TransferWithAuthorization", message, signature }).catch(() => undefined);
+  return recoverTypedDataSigner({
+    domain,
+    types: authorizationTypes,
+    primaryType: "TransferWithAuthorization",
+    message,
+    signature,
+  }).catch(() => undefined);
 }
 
 /**
@@ -71,7 +89,10 @@ export function nativeAccount(privateKey: Hex): PrivateKeyAccount {
   const key = hexToBytes(privateKey);
   return {
     ...account,
-    async signTransaction<T extends TransactionSerializable>(transaction: T, options?: { serializer?: SerializeTransactionFn<T> }) {
+    async signTransaction<T extends TransactionSerializable>(
+      transaction: T,
+      options?: { serializer?: SerializeTransactionFn<T> },
+    ) {
       const serializer = options?.serializer ?? (serializeTransaction as SerializeTransactionFn<T>);
       const signable = transaction.type === "eip4844" ? { ...transaction, sidecars: false } : transaction;
       const { signature, recid } = native.ecdsaSign(hexToBytes(keccak256(await serializer(signable))), key);

@@ -1,14 +1,14 @@
+import type { Hex } from "viem";
 import type { Address } from "../../config/addresses.ts";
+import { firstLine, sleep } from "../../shared/async.ts";
 import { log } from "../../shared/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
-import type { Hex } from "viem";
 import type { PaymentKey } from "./ledger/ledger.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
-import { firstLine, sleep } from "../../shared/async.ts";
 
 /** A run starts this long after a payment is queued, so that one transaction carries the payments queued about the same moment. */
 const KICK_DELAY_MS = 25;
@@ -90,7 +90,8 @@ export class SettlementWorker {
     // than a full batch, and every row waiting counts against the exposure caps until it is settled.
     if (this.following.size && !backlog) await Promise.race([Promise.all([...this.following]), sleep(FOLLOW_WAIT_MS)]);
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
-    if (expired) log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
+    if (expired)
+      log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
     const rows = await ledger.takeQueued(MAX_BATCH);
     // Submitted together: one transaction, its rows recorded `settling` together (ledger.settling).
     const sent = await Promise.all(rows.map((row) => this.submit(row)));
@@ -107,12 +108,22 @@ export class SettlementWorker {
     const token = settings.tokens.find((t) => t.address === row.token);
     const settler = facilitator.settler;
     if (!token || !settler || !row.signature || row.validAfter === null || row.validBefore === null) {
-      await ledger.failed(key, "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)");
+      await ledger.failed(
+        key,
+        "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)",
+      );
       return null;
     }
     const attempt = {
       encoding: row.encoding as never,
-      authorization: { from: row.payer as Address, to: settings.payTo, value: BigInt(row.amount), validAfter: BigInt(row.validAfter), validBefore: BigInt(row.validBefore), nonce: row.nonce as `0x${string}` },
+      authorization: {
+        from: row.payer as Address,
+        to: settings.payTo,
+        value: BigInt(row.amount),
+        validAfter: BigInt(row.validAfter),
+        validBefore: BigInt(row.validBefore),
+        nonce: row.nonce as `0x${string}`,
+      },
       signature: row.signature as `0x${string}`,
       token: token.address,
     };
@@ -141,7 +152,9 @@ export class SettlementWorker {
       await Promise.all(used.map((key) => this.core.ledger.settled(key, hash)));
       await Promise.all(keys.filter((key) => !used.includes(key)).map((key) => this.decide(key)));
     })()
-      .catch((error: Error) => log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${firstLine(error)} (left to the reconciler)`))
+      .catch((error: Error) =>
+        log.warn(`[payments] settlement ${hash.slice(0, 10)}…: ${firstLine(error)} (left to the reconciler)`),
+      )
       .finally(() => this.following.delete(followed));
     this.following.add(followed);
   }
@@ -158,7 +171,8 @@ export class SettlementWorker {
     if (outcome === "unknown") await ledger.requeue(key, false);
     else if (outcome !== "pending") await ledger.resolve(key, outcome);
     else if (row.attempts + 1 < MAX_SETTLE_ATTEMPTS) await ledger.requeue(key, true);
-    else await ledger.failed(key, `the transfer cannot go through (${reason}); the answer was given, the payer owes it`);
+    else
+      await ledger.failed(key, `the transfer cannot go through (${reason}); the answer was given, the payer owes it`);
   }
 
   private async decide(key: PaymentKey): Promise<string> {

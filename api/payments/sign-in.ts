@@ -11,6 +11,7 @@ import {
 import { type Address, addressSchema } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolveSignInOrigin } from "../../config/sign-in.ts";
+import { firstLine } from "../../shared/async.ts";
 import { errorBody } from "../../shared/errors.ts";
 import { tokenBuckets } from "../../shared/token-buckets.ts";
 import type { Billing } from "./billing.ts";
@@ -18,7 +19,6 @@ import type { PaymentCore, PricedRoute, Reply } from "./core.ts";
 import { paidRecently } from "./free-read.ts";
 import type { PaymentHeaders } from "./header.ts";
 import { paymentRequiredAnswer, requirementsFor, withExtensions } from "./requirements.ts";
-import { firstLine } from "../../shared/async.ts";
 
 /**
  * Sign-in-with-x (`@x402/extensions`, CAIP-122 / SIWE): a returning payer proves its wallet with
@@ -59,7 +59,9 @@ const STATEMENT = "Sign in with your wallet: no payment is taken.";
 export function signInRule(grants: SignInGrants): string {
   const what = [
     grants.freeRead ? "the free read of freeWhen with no payment header" : undefined,
-    grants.ownWallet ? "this call about your own wallet free (a limited number an hour per wallet, then 429 rate_limited)" : undefined,
+    grants.ownWallet
+      ? "this call about your own wallet free (a limited number an hour per wallet, then 429 rate_limited)"
+      : undefined,
   ].filter(Boolean);
   return `Send ${SIGN_IN_HEADER} (the sign-in-with-x challenge of the 402 answer, signed by your wallet) instead of a payment to get ${what.join(", and ")}.`;
 }
@@ -70,7 +72,10 @@ export type SignInSettings = {
   ownAnalysesPerHour: number;
 };
 
-const signInSettings = (env = readEnv()): SignInSettings => ({ origin: resolveSignInOrigin(env), ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR });
+const signInSettings = (env = readEnv()): SignInSettings => ({
+  origin: resolveSignInOrigin(env),
+  ownAnalysesPerHour: env.SIGN_IN_OWN_ANALYSES_PER_HOUR,
+});
 
 export type SignInRequest = {
   /** The SIGN-IN-WITH-X header, if sent. */
@@ -105,7 +110,15 @@ export class SignIn {
     if (!route.signIn || request.header === undefined) return { pass: true };
     const proof = await this.prove(request.header);
     if ("refused" in proof) {
-      return { reply: await this.refusal(route, request.url, "sign_in_invalid", `The sign-in was refused (${proof.refused.message}); nothing was charged. Sign the challenge of this answer again, or pay.`, { reason: proof.refused.reason }) };
+      return {
+        reply: await this.refusal(
+          route,
+          request.url,
+          "sign_in_invalid",
+          `The sign-in was refused (${proof.refused.message}); nothing was charged. Sign the challenge of this answer again, or pay.`,
+          { reason: proof.refused.reason },
+        ),
+      };
     }
     const { wallet } = proof;
     const paying = request.headers.xPayment !== undefined || request.headers.paymentSignature !== undefined;
@@ -113,7 +126,12 @@ export class SignIn {
     if (!grant) {
       if (paying) return { pass: true };
       const message = `Signed in as ${wallet}, which gets nothing free here (${request.subject ? `about ${request.subject}` : "this call"}); nothing was charged. Pay for this call.`;
-      return { reply: await this.refusal(route, request.url, "sign_in_not_entitled", message, { wallet, subject: request.subject ?? null }) };
+      return {
+        reply: await this.refusal(route, request.url, "sign_in_not_entitled", message, {
+          wallet,
+          subject: request.subject ?? null,
+        }),
+      };
     }
     if (grant === "own-wallet") {
       const retryAfter = this.analyses.take(wallet);
@@ -121,7 +139,15 @@ export class SignIn {
     }
     // One use per proof, on every replica: the service store records the nonce it granted.
     if (!(await this.spend(proof.nonce, wallet, proof.issuedAt))) {
-      return { reply: await this.refusal(route, request.url, "sign_in_invalid", "This sign-in was already used; nothing was charged. Sign a new challenge.", { reason: "invalid_siwx_nonce" }) };
+      return {
+        reply: await this.refusal(
+          route,
+          request.url,
+          "sign_in_invalid",
+          "This sign-in was already used; nothing was charged. Sign a new challenge.",
+          { reason: "invalid_siwx_nonce" },
+        ),
+      };
     }
     return { billing: { chargedUnits: 0n, token: this.core.settings.tokens[0]!, payer: wallet, waived: true } };
   }
@@ -135,11 +161,22 @@ export class SignIn {
   /** The `extensions` entry of a 402: the package's own challenge (fresh nonce and issuedAt) for this resource, rebased on our origin. */
   async challenge(route: SignInRoute, url: string): Promise<Record<string, unknown>> {
     // The storage is the package's record of payers for its own request hook, unused here (the ledger is ours).
-    const server = createSIWxResourceServerExtension({ storage: new InMemorySIWxStorage(), origin: this.settings.origin });
-    const declaration = declareSIWxExtension({ statement: STATEMENT, network: this.core.settings.network, expirationSeconds: SIGN_IN_MAX_AGE_MS / 1000 })[SIGN_IN_WITH_X];
+    const server = createSIWxResourceServerExtension({
+      storage: new InMemorySIWxStorage(),
+      origin: this.settings.origin,
+    });
+    const declaration = declareSIWxExtension({
+      statement: STATEMENT,
+      network: this.core.settings.network,
+      expirationSeconds: SIGN_IN_MAX_AGE_MS / 1000,
+    })[SIGN_IN_WITH_X];
     const accepts = requirementsFor(this.core.settings, route);
     const resource = { url, description: route.description, mimeType: "application/json" };
-    const info = await server.enrichPaymentRequiredResponse!(declaration, { requirements: accepts, resourceInfo: resource, paymentRequiredResponse: { x402Version: 2, resource, accepts } });
+    const info = await server.enrichPaymentRequiredResponse!(declaration, {
+      requirements: accepts,
+      resourceInfo: resource,
+      paymentRequiredResponse: { x402Version: 2, resource, accepts },
+    });
     return { [SIGN_IN_WITH_X]: info };
   }
 
@@ -152,10 +189,17 @@ export class SignIn {
     } catch (error) {
       return refused("invalid_siwx_header", (error as Error).message);
     }
-    const validation = await validateSIWxMessage(payload, new URL(this.settings.origin), { maxAge: SIGN_IN_MAX_AGE_MS, checkNonce: (nonce) => !this.isSpent(nonce) });
+    const validation = await validateSIWxMessage(payload, new URL(this.settings.origin), {
+      maxAge: SIGN_IN_MAX_AGE_MS,
+      checkNonce: (nonce) => !this.isSpent(nonce),
+    });
     if (!validation.isValid) return refused(validation.invalidReason, validation.invalidMessage);
     // The package checks the chain's format, not which chain: ours is the one the service is paid on.
-    if (payload.chainId !== this.core.settings.network) return refused("invalid_siwx_unsupported_chain", `signed for ${payload.chainId}, not ${this.core.settings.network}`);
+    if (payload.chainId !== this.core.settings.network)
+      return refused(
+        "invalid_siwx_unsupported_chain",
+        `signed for ${payload.chainId}, not ${this.core.settings.network}`,
+      );
     let verified: Awaited<ReturnType<typeof verifySIWxSignature>>;
     try {
       // EOA (EIP-191) signatures, recovered locally: no RPC on this path. Contract wallets pay as usual.
@@ -170,11 +214,16 @@ export class SignIn {
     return { wallet: wallet.data, nonce: payload.nonce, issuedAt: payload.issuedAt };
   }
 
-  private async grantFor(route: SignInRoute, wallet: Address, { subject, caller }: SignInRequest): Promise<"own-wallet" | "free-read" | undefined> {
+  private async grantFor(
+    route: SignInRoute,
+    wallet: Address,
+    { subject, caller }: SignInRequest,
+  ): Promise<"own-wallet" | "free-read" | undefined> {
     // callerAddress names the paying wallet; signed in, that is the signed-in one.
     if (subject === undefined || (caller !== undefined && caller.toLowerCase() !== wallet)) return undefined;
     if (route.signIn?.ownWallet && subject.toLowerCase() === wallet) return "own-wallet";
-    if (route.signIn?.freeRead && (await paidRecently(this.core.ledger, route, wallet, subject, this.now()))) return "free-read";
+    if (route.signIn?.freeRead && (await paidRecently(this.core.ledger, route, wallet, subject, this.now())))
+      return "free-read";
     return undefined;
   }
 
@@ -192,15 +241,33 @@ export class SignIn {
     return true;
   }
 
-  private async refusal(route: SignInRoute, url: string, code: SignInErrorCode, message: string, details: unknown): Promise<Reply> {
+  private async refusal(
+    route: SignInRoute,
+    url: string,
+    code: SignInErrorCode,
+    message: string,
+    details: unknown,
+  ): Promise<Reply> {
     const answer = paymentRequiredAnswer(this.core.settings, route, url, { code, message, details });
-    return this.advertise(route, url, { status: SIGN_IN_ERRORS[code], headers: { "content-type": "application/json", ...answer.headers }, body: JSON.stringify(answer.body) });
+    return this.advertise(route, url, {
+      status: SIGN_IN_ERRORS[code],
+      headers: { "content-type": "application/json", ...answer.headers },
+      body: JSON.stringify(answer.body),
+    });
   }
 
   private rateLimited(retryAfter: number): Reply {
     const limit = this.settings.ownAnalysesPerHour;
-    const body = errorBody("rate_limited", `At most ${limit} free analyses of your own wallet an hour: retry in ${retryAfter} s, or pay for this call.`, { limitPerHour: limit, retryAfterSeconds: retryAfter });
-    return { status: 429, headers: { "content-type": "application/json", "Retry-After": String(retryAfter) }, body: JSON.stringify(body) };
+    const body = errorBody(
+      "rate_limited",
+      `At most ${limit} free analyses of your own wallet an hour: retry in ${retryAfter} s, or pay for this call.`,
+      { limitPerHour: limit, retryAfterSeconds: retryAfter },
+    );
+    return {
+      status: 429,
+      headers: { "content-type": "application/json", "Retry-After": String(retryAfter) },
+      body: JSON.stringify(body),
+    };
   }
 }
 

@@ -4,13 +4,13 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
-import { authorizationSigner } from "./secp256k1.ts";
+import { firstLine } from "../../shared/async.ts";
 import { PaymentError } from "./errors.ts";
 import { codeForReason, type Facilitator } from "./facilitator.ts";
 import type { Authorization, PaymentAttempt } from "./header.ts";
 import { priceInUnits } from "./prices.ts";
 import { requirementFor, V1_NETWORK } from "./requirements.ts";
-import { firstLine } from "../../shared/async.ts";
+import { authorizationSigner } from "./secp256k1.ts";
 
 /** A payment whose authorization checks out on chain and can be settled as it stands. */
 export type VerifiedPayment = {
@@ -32,7 +32,13 @@ export type VerifyDeps = {
  * The checks that need no chain, in the order a client most needs to hear about them. Returns the
  * token paid in. `caller` is the request's callerAddress, which must be the payer when given.
  */
-export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigint, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<TokenInfo> {
+export async function checkPayment(
+  attempt: PaymentAttempt,
+  priceMicroUsd: bigint,
+  settings: PaymentSettings,
+  caller: Address | undefined,
+  nowSeconds: number,
+): Promise<TokenInfo> {
   const { token, lapsed } = await checkPaymentTerms(attempt, priceMicroUsd, settings, caller, nowSeconds);
   if (lapsed) throw lapsed;
   return token;
@@ -43,39 +49,77 @@ export async function checkPayment(attempt: PaymentAttempt, priceMicroUsd: bigin
  * (`lapsed`) instead of thrown: a retry of a payment already charged or answered is judged by its
  * ledger row, not by the clock (the admission refuses it only where the row has nothing to give).
  */
-export async function checkPaymentTerms(attempt: PaymentAttempt, priceMicroUsd: bigint, settings: PaymentSettings, caller: Address | undefined, nowSeconds: number): Promise<{ token: TokenInfo; lapsed?: PaymentError }> {
+export async function checkPaymentTerms(
+  attempt: PaymentAttempt,
+  priceMicroUsd: bigint,
+  settings: PaymentSettings,
+  caller: Address | undefined,
+  nowSeconds: number,
+): Promise<{ token: TokenInfo; lapsed?: PaymentError }> {
   const auth = attempt.authorization;
   if (attempt.scheme !== undefined && attempt.scheme !== "exact") {
-    throw new PaymentError("unsupported_scheme", `Scheme "${attempt.scheme}" is not accepted; pay with "exact" (EIP-3009).`);
+    throw new PaymentError(
+      "unsupported_scheme",
+      `Scheme "${attempt.scheme}" is not accepted; pay with "exact" (EIP-3009).`,
+    );
   }
   if (attempt.network !== undefined && attempt.network !== settings.network && attempt.network !== V1_NETWORK) {
-    throw new PaymentError("unsupported_network", `Network "${attempt.network}" is not accepted; pay on ${settings.network} (Celo).`);
+    throw new PaymentError(
+      "unsupported_network",
+      `Network "${attempt.network}" is not accepted; pay on ${settings.network} (Celo).`,
+    );
   }
   if (caller !== undefined && caller !== auth.from) {
-    throw new PaymentError("caller_mismatch", `callerAddress ${caller} is not the payer ${auth.from}: the paying wallet must be the caller.`);
+    throw new PaymentError(
+      "caller_mismatch",
+      `callerAddress ${caller} is not the payer ${auth.from}: the paying wallet must be the caller.`,
+    );
   }
   if (auth.to !== settings.payTo) {
-    throw new PaymentError("wrong_recipient", `The authorization pays ${auth.to}; pay the treasury ${settings.payTo} (publicPayTo of GET /api/x402/config).`);
+    throw new PaymentError(
+      "wrong_recipient",
+      `The authorization pays ${auth.to}; pay the treasury ${settings.payTo} (publicPayTo of GET /api/x402/config).`,
+    );
   }
-  const token = attempt.token ? settings.tokens.find((t) => t.address === attempt.token) : await tokenBySignature(attempt, settings);
+  const token = attempt.token
+    ? settings.tokens.find((t) => t.address === attempt.token)
+    : await tokenBySignature(attempt, settings);
   if (!token) {
-    throw new PaymentError("unsupported_token", `Token ${attempt.token} is not accepted; pay in ${settings.tokens.map((t) => `${t.symbol} (${t.address})`).join(" or ")}.`);
+    throw new PaymentError(
+      "unsupported_token",
+      `Token ${attempt.token} is not accepted; pay in ${settings.tokens.map((t) => `${t.symbol} (${t.address})`).join(" or ")}.`,
+    );
   }
   const price = priceInUnits(priceMicroUsd, token.decimals);
   if (auth.value < price) {
-    throw new PaymentError("insufficient_amount", `The authorization is for ${auth.value} units of ${token.symbol}; this route costs ${price}.`);
+    throw new PaymentError(
+      "insufficient_amount",
+      `The authorization is for ${auth.value} units of ${token.symbol}; this route costs ${price}.`,
+    );
   }
   const max = priceInUnits(settings.maxAmountMicroUsd, token.decimals);
   if (auth.value > max) {
-    throw new PaymentError("amount_too_large", `The authorization is for ${auth.value} units of ${token.symbol}; no call costs more than ${max}, so it is refused rather than taken.`);
+    throw new PaymentError(
+      "amount_too_large",
+      `The authorization is for ${auth.value} units of ${token.symbol}; no call costs more than ${max}, so it is refused rather than taken.`,
+    );
   }
   // The facilitator wants a few seconds of validity left to get the transfer mined.
   if (auth.validBefore < BigInt(nowSeconds + 6)) {
     // The window's other checks are moot once it has passed.
-    return { token, lapsed: new PaymentError("authorization_expired", `The authorization expired (validBefore ${auth.validBefore}, now ${nowSeconds}).`) };
+    return {
+      token,
+      lapsed: new PaymentError(
+        "authorization_expired",
+        `The authorization expired (validBefore ${auth.validBefore}, now ${nowSeconds}).`,
+      ),
+    };
   }
   if (auth.validAfter > BigInt(nowSeconds)) {
-    throw new PaymentError("authorization_not_yet_valid", `The authorization is not valid before ${auth.validAfter} (now ${nowSeconds}).`);
+    throw new PaymentError(
+      "authorization_not_yet_valid",
+      `The authorization is not valid before ${auth.validAfter} (now ${nowSeconds}).`,
+    );
   }
   if (auth.validBefore - BigInt(nowSeconds) > BigInt(settings.maxLifetimeSeconds)) {
     throw new PaymentError(
@@ -87,7 +131,11 @@ export async function checkPaymentTerms(attempt: PaymentAttempt, priceMicroUsd: 
 }
 
 /** Verifies with the facilitator (signature, nonce unused, balance, by simulating the transfer). */
-export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, deps: VerifyDeps): Promise<VerifiedPayment> {
+export async function verifyPayment(
+  attempt: PaymentAttempt,
+  token: TokenInfo,
+  deps: VerifyDeps,
+): Promise<VerifiedPayment> {
   const auth = attempt.authorization;
   const payment = x402Payment(attempt, token, deps.settings);
   const { payload, requirements } = payment;
@@ -95,7 +143,10 @@ export async function verifyPayment(attempt: PaymentAttempt, token: TokenInfo, d
   try {
     result = await deps.facilitator.verify(payload, requirements);
   } catch (error) {
-    throw new PaymentError("settlement_unavailable", `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`);
+    throw new PaymentError(
+      "settlement_unavailable",
+      `The payment could not be verified right now (${firstLine(error)}); nothing was charged. Retry shortly.`,
+    );
   }
   if (!result.isValid) {
     let code = codeForReason(result.invalidReason);
@@ -127,8 +178,18 @@ export function x402Payment(attempt: PaymentAttempt, token: TokenInfo, settings:
 async function diagnose(auth: Authorization, token: TokenInfo, chain: VerifyDeps["chain"]) {
   try {
     const [used, balance] = await Promise.all([
-      chain.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [auth.from, auth.nonce] }),
-      chain.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "balanceOf", args: [auth.from] }),
+      chain.readContract({
+        address: token.address,
+        abi: devStablecoinAbi,
+        functionName: "authorizationState",
+        args: [auth.from, auth.nonce],
+      }),
+      chain.readContract({
+        address: token.address,
+        abi: devStablecoinAbi,
+        functionName: "balanceOf",
+        args: [auth.from],
+      }),
     ]);
     if (used) return "nonce_already_used" as const;
     if (balance < auth.value) return "insufficient_balance" as const;
@@ -169,7 +230,11 @@ const recovered = new WeakMap<PaymentAttempt, Map<Address, Promise<Address | und
  * The EOA that signed the attempt's TransferWithAuthorization over `token`'s domain (lowercase), or
  * undefined when the signature recovers to nothing (not a 65-byte ECDSA signature).
  */
-export function signerOf(attempt: PaymentAttempt, token: TokenInfo, settings: Pick<PaymentSettings, "chainId">): Promise<Address | undefined> {
+export function signerOf(
+  attempt: PaymentAttempt,
+  token: TokenInfo,
+  settings: Pick<PaymentSettings, "chainId">,
+): Promise<Address | undefined> {
   let byToken = recovered.get(attempt);
   if (!byToken) recovered.set(attempt, (byToken = new Map()));
   let signer = byToken.get(token.address);

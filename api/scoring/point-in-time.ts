@@ -1,4 +1,4 @@
-import { DAY, WINDOW_DAYS, type WalletFacts } from "./facts.ts";
+import { DAY, type WalletFacts, WINDOW_DAYS } from "./facts.ts";
 
 /**
  * The facts as they stood at time `t`, from facts loaded with a window reaching a year before `t`:
@@ -9,7 +9,9 @@ export function factsAt(facts: WalletFacts, t: number): WalletFacts {
   const later = facts.transfers.filter((x) => x.at > t);
   const balances = facts.balances.map((b) => ({
     token: b.token,
-    balance: later.filter((x) => x.token === b.token).reduce((bal, x) => (x.direction === "in" ? bal - x.value : bal + x.value), b.balance),
+    balance: later
+      .filter((x) => x.token === b.token)
+      .reduce((bal, x) => (x.direction === "in" ? bal - x.value : bal + x.value), b.balance),
   }));
   const before = facts.transfers.filter((x) => x.at <= t);
   const account =

@@ -34,7 +34,10 @@ export function drainCandidates(wallet: Address, transfers: WalletTransfer[]): W
   for (const t of transfers) if (t.direction === "out") paid.set(t.counterparty, (paid.get(t.counterparty) ?? 0) + 1);
   const inflows = transfers.filter((t) => isDrainableInflow(wallet, t)).map((t) => t.at);
   return transfers.filter(
-    (t) => t.direction === "out" && paid.get(t.counterparty) === DRAIN_SINK_PAYMENTS && inflows.some((at) => at <= t.at && t.at - at <= DRAIN_SECONDS),
+    (t) =>
+      t.direction === "out" &&
+      paid.get(t.counterparty) === DRAIN_SINK_PAYMENTS &&
+      inflows.some((at) => at <= t.at && t.at - at <= DRAIN_SECONDS),
   );
 }
 

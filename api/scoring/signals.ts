@@ -2,7 +2,7 @@ import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { monthOf } from "../../shared/month.ts";
 import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
-import { drainCandidates, DUST_FLOOR_UNITS, isDrain, isSelfFunded } from "./rules.ts";
+import { DUST_FLOOR_UNITS, drainCandidates, isDrain, isSelfFunded } from "./rules.ts";
 
 type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
 
@@ -97,7 +97,10 @@ function selfFundedWallets(facts: WalletFacts): Set<Address> {
 }
 
 /** Classifies each inflow: what counts as income, and why the rest does not. */
-function classifyInflows(facts: WalletFacts, selfFunded: Set<Address>): { t: WalletTransfer; kind: InflowKind; income: bigint }[] {
+function classifyInflows(
+  facts: WalletFacts,
+  selfFunded: Set<Address>,
+): { t: WalletTransfer; kind: InflowKind; income: bigint }[] {
   const sentTo = new Map<Address, bigint>();
   const out: { t: WalletTransfer; kind: InflowKind; income: bigint }[] = [];
   for (const t of [...facts.transfers].sort((a, b) => a.at - b.at)) {
@@ -124,7 +127,8 @@ function cadenceOf(payments: { at: number; value: bigint }[], asOf: number): Rec
   if (payments.length < 3) return null;
   const gaps = payments.slice(1).map((p, i) => (p.at - payments[i]!.at) / DAY);
   const gap = median(gaps);
-  const cadence = gap >= 25 && gap <= 35 ? "monthly" : gap >= 12 && gap <= 16 ? "biweekly" : gap >= 5 && gap <= 9 ? "weekly" : null;
+  const cadence =
+    gap >= 25 && gap <= 35 ? "monthly" : gap >= 12 && gap <= 16 ? "biweekly" : gap >= 5 && gap <= 9 ? "weekly" : null;
   if (!cadence) return null;
   const regularGaps = gaps.filter((g) => Math.abs(g - gap) <= gap * 0.4).length / gaps.length;
   const mid = Number(medianBig(payments.map((p) => p.value)));
@@ -152,18 +156,23 @@ export function deriveSignals(facts: WalletFacts): Signals {
     const d = new Date(asOf * 1000);
     incomeMonths.set(monthOf(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - k, 1) / 1000), 0n);
   }
-  for (const i of inflows) if (i.income > 0n && incomeMonths.has(monthKey(i.t.at))) incomeMonths.set(monthKey(i.t.at), incomeMonths.get(monthKey(i.t.at))! + i.income);
+  for (const i of inflows)
+    if (i.income > 0n && incomeMonths.has(monthKey(i.t.at)))
+      incomeMonths.set(monthKey(i.t.at), incomeMonths.get(monthKey(i.t.at))! + i.income);
   const incomeByMonth = [...incomeMonths].map(([month, units]) => ({ month, units }));
   const lastThreeComplete = incomeByMonth.slice(-4, -1);
   const monthlyIncomeUnits = sum(lastThreeComplete.map((m) => m.units)) / 3n;
 
   // Weekly consistency: share of the last 13 full weeks with an income inflow.
-  const weeks = new Set(inflows.filter((i) => i.income > 0n && within(91)(i.t)).map((i) => Math.floor((asOf - i.t.at) / (7 * DAY))));
+  const weeks = new Set(
+    inflows.filter((i) => i.income > 0n && within(91)(i.t)).map((i) => Math.floor((asOf - i.t.at) / (7 * DAY))),
+  );
   const weeklyConsistency = [...weeks].filter((w) => w < 13).length / 13;
 
   // Recurring income: regular payers, or a business paid by many customers every month.
   const byPayer = new Map<Address, { at: number; value: bigint }[]>();
-  for (const i of inflows) if (i.income > 0n && within(200)(i.t)) append(byPayer, i.t.counterparty, { at: i.t.at, value: i.income });
+  for (const i of inflows)
+    if (i.income > 0n && within(200)(i.t)) append(byPayer, i.t.counterparty, { at: i.t.at, value: i.income });
   const recurring: RecurringPayer[] = [];
   for (const [payer, payments] of byPayer) {
     if (payer === zeroAddress) continue;
@@ -176,23 +185,40 @@ export function deriveSignals(facts: WalletFacts): Signals {
   const sixComplete = incomeByMonth.slice(-7, -1);
   const incomeIn = new Map<string, typeof inflows>();
   for (const i of inflows) if (i.income > 0n) append(incomeIn, monthKey(i.t.at), i);
-  const payersPerMonth = sixComplete.map((m) => new Set((incomeIn.get(m.month) ?? []).map((i) => i.t.counterparty)).size);
+  const payersPerMonth = sixComplete.map(
+    (m) => new Set((incomeIn.get(m.month) ?? []).map((i) => i.t.counterparty)).size,
+  );
   if (payersPerMonth.filter((n) => n >= 20).length >= 5 && weeklyConsistency >= 0.75) {
     const recurringPayers = new Set(recurring.map((r) => r.payer));
-    const otherByMonth = sixComplete.map((m) => (incomeIn.get(m.month) ?? []).filter((i) => !recurringPayers.has(i.t.counterparty)));
+    const otherByMonth = sixComplete.map((m) =>
+      (incomeIn.get(m.month) ?? []).filter((i) => !recurringPayers.has(i.t.counterparty)),
+    );
     const monthly = medianBig(otherByMonth.map((other) => sum(other.map((i) => i.income))));
-    recurring.push({ payer: zeroAddress, cadence: "business", payments: otherByMonth.flat().length, medianUnits: monthly, monthlyUnits: monthly });
+    recurring.push({
+      payer: zeroAddress,
+      cadence: "business",
+      payments: otherByMonth.flat().length,
+      medianUnits: monthly,
+      monthlyUnits: monthly,
+    });
   }
   const verifiedMonthlyIncomeUnits = sum(recurring.map((r) => r.monthlyUnits));
 
   const inflow90 = sum(inflows.filter((i) => within(90)(i.t)).map((i) => i.t.value));
   const outflow90 = sum(outflows.filter(within(90)).map((t) => t.value));
-  const spend90 = sum(outflows.filter((t) => within(90)(t) && !selfFunded.has(t.counterparty) && t.counterparty !== facts.address).map((t) => t.value));
-  const net180 = sum(inflows.filter((i) => within(180)(i.t)).map((i) => i.t.value)) - sum(outflows.filter(within(180)).map((t) => t.value));
+  const spend90 = sum(
+    outflows
+      .filter((t) => within(90)(t) && !selfFunded.has(t.counterparty) && t.counterparty !== facts.address)
+      .map((t) => t.value),
+  );
+  const net180 =
+    sum(inflows.filter((i) => within(180)(i.t)).map((i) => i.t.value)) -
+    sum(outflows.filter(within(180)).map((t) => t.value));
 
   const incomeTotal = inflowByKind.income;
   const payerTotals = new Map<Address, bigint>();
-  for (const i of inflows) if (i.income > 0n) payerTotals.set(i.t.counterparty, (payerTotals.get(i.t.counterparty) ?? 0n) + i.income);
+  for (const i of inflows)
+    if (i.income > 0n) payerTotals.set(i.t.counterparty, (payerTotals.get(i.t.counterparty) ?? 0n) + i.income);
   const topPayer = [...payerTotals.values()].reduce((a, b) => (a > b ? a : b), 0n);
 
   // Drain: inflow that leaves within 48 h for an address that appeared with this payment and
@@ -206,9 +232,13 @@ export function deriveSignals(facts: WalletFacts): Signals {
   const nonDustInflow = sum(inflows.filter((i) => i.kind !== "dust" && i.kind !== "self").map((i) => i.t.value));
 
   // History that counts: no dust, no transfers with itself or with wallets it funded itself.
-  const genuine = facts.transfers.filter((t) => t.value >= DUST_FLOOR_UNITS && t.counterparty !== facts.address && !selfFunded.has(t.counterparty));
+  const genuine = facts.transfers.filter(
+    (t) => t.value >= DUST_FLOOR_UNITS && t.counterparty !== facts.address && !selfFunded.has(t.counterparty),
+  );
   const activeMonths = new Set(genuine.map((t) => monthKey(t.at)));
-  const counterpartiesInWindow = new Set(genuine.filter((t) => t.counterparty !== zeroAddress).map((t) => t.counterparty));
+  const counterpartiesInWindow = new Set(
+    genuine.filter((t) => t.counterparty !== zeroAddress).map((t) => t.counterparty),
+  );
   const ratio = (a: bigint, b: bigint) => (b > 0n ? Number((a * 10_000n) / b) / 10_000 : 0);
 
   return {

@@ -20,7 +20,9 @@ export const screenBatchRequestSchema = z.object({
         else ctx.addIssue({ code: "custom", path: [i], message: `the same wallet as wallets.${j}` });
       });
     })
-    .describe(`The borrowers' wallets, 1 to ${MAX_BATCH_WALLETS}, each once (case does not matter); results come back in this order`),
+    .describe(
+      `The borrowers' wallets, 1 to ${MAX_BATCH_WALLETS}, each once (case does not matter); results come back in this order`,
+    ),
   callerAddress: addressSchema.optional().describe("The paying lender's wallet: when given, it must be the payer"),
 });
 
@@ -34,7 +36,9 @@ export const screenBatchResultSchema = z.object({
   status: z.literal("completed"),
   results: z
     .array(z.union([lenderScreenResultSchema, walletErrorSchema]))
-    .describe("One entry per requested wallet, in request order: its LenderScreenResult (x402Billing: this wallet's share), or its error"),
+    .describe(
+      "One entry per requested wallet, in request order: its LenderScreenResult (x402Billing: this wallet's share), or its error",
+    ),
   answered: z.number().int().describe("Wallets with a LenderScreenResult: the units charged"),
   failed: z.number().int().describe("Wallets with an error: not charged"),
   x402Billing: x402BillingSchema.describe("What this call charged in all"),

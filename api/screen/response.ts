@@ -1,9 +1,9 @@
 import type { IndexTarget } from "../../config/target.ts";
-import { formatUsdCents as money, isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
+import { isoFromSeconds as iso, formatUsdCents as money, usdRoundedToCents as usd } from "../money.ts";
+import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
 import type { Assessment } from "../wallet/assess.ts";
 import type { ValidReport } from "../wallet/queries.ts";
 import type { LenderScreenResult } from "./schema.ts";
-import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
 
 export type ScreenContext = {
   target: Pick<IndexTarget, "tokens" | "reporters">;
@@ -33,11 +33,21 @@ export function toLenderScreenResult(a: Assessment, ctx: ScreenContext): LenderS
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
       recurringIncome: s.verifiedMonthlyIncomeUnits > 0n,
-      recurringPayers: s.recurring.map((p) => ({ payer: p.payer, cadence: p.cadence, payments: p.payments, medianUsd: usd(p.medianUnits) })),
+      recurringPayers: s.recurring.map((p) => ({
+        payer: p.payer,
+        cadence: p.cadence,
+        payments: p.payments,
+        medianUsd: usd(p.medianUnits),
+      })),
       threeMonthInflowUsd: usd(s.threeMonth.inflow),
       threeMonthOutflowUsd: usd(s.threeMonth.outflow),
       threeMonthNetFlowUsd: usd(s.threeMonth.net),
-      excludedInflowUsd: { dust: usd(s.inflowByKind.dust), cycled: usd(s.inflowByKind.cycled), returned: usd(s.inflowByKind.returned), self: usd(s.inflowByKind.self) },
+      excludedInflowUsd: {
+        dust: usd(s.inflowByKind.dust),
+        cycled: usd(s.inflowByKind.cycled),
+        returned: usd(s.inflowByKind.returned),
+        self: usd(s.inflowByKind.self),
+      },
     },
     lending: {
       recommendedMinUsd: usd(r.loan.minUnits),
@@ -62,7 +72,12 @@ export function toLenderScreenResult(a: Assessment, ctx: ScreenContext): LenderS
     },
     whatServiceAdds: {
       incomeProof: recurring.length
-        ? recurring.map((p) => `${p.cadence} payments of about ${money(p.medianUnits)} from ${p.payer} (${p.payments} in 6 months)`).join("; ")
+        ? recurring
+            .map(
+              (p) =>
+                `${p.cadence} payments of about ${money(p.medianUnits)} from ${p.payer} (${p.payments} in 6 months)`,
+            )
+            .join("; ")
         : business
           ? `business revenue of about ${money(business.monthlyUnits)}/month from many customers`
           : "no recurring income found",

@@ -1,6 +1,6 @@
 import type { RouteHandler } from "@hono/zod-openapi";
-import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute, jsonBody } from "../http/declare.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { lenderScreenResultSchema, screenRequestSchema } from "./schema.ts";
 import { type ScreenDeps, screenWallets } from "./screen.ts";
@@ -10,7 +10,8 @@ export const screenRoute = declareRoute("screen", {
   path: "/api/lender/screen",
   tags: ["Lender"],
   summary: "Screen a borrower's wallet",
-  description: "The LenderScreenResult of the service interface: trust, scores, income, loan capacity and passport status, from the indexed chain.",
+  description:
+    "The LenderScreenResult of the service interface: trust, scores, income, loan capacity and passport status, from the indexed chain.",
   request: { body: jsonBody(screenRequestSchema, "The borrower's wallet, and the paying lender's when it differs") },
   ok: lenderScreenResultSchema,
   errors: { 404: ["wallet_not_indexed"] },
@@ -21,7 +22,10 @@ export const screenRoute = declareRoute("screen", {
 export function screenHandler(deps: ScreenDeps): RouteHandler<typeof screenRoute, AppEnv> {
   return async (c) => {
     const { walletAddress } = c.req.valid("json");
-    const [result] = await screenWallets(deps, [walletAddress], { baseUrl: new URL(c.req.url).origin, billing: c.var.billing });
+    const [result] = await screenWallets(deps, [walletAddress], {
+      baseUrl: new URL(c.req.url).origin,
+      billing: c.var.billing,
+    });
     return c.json(result!, 200);
   };
 }

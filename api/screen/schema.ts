@@ -27,12 +27,16 @@ export const lenderScreenResultSchema = z
       .loose(),
     income: z
       .object({
-        label: z.string().describe("none | irregular | recurring monthly | recurring biweekly | recurring weekly | business revenue"),
+        label: z
+          .string()
+          .describe("none | irregular | recurring monthly | recurring biweekly | recurring weekly | business revenue"),
         monthlyEstimateUsd: z.number(),
         verifiedMonthlyUsd: z.number(),
         weeklyConsistencyPct: z.number(),
         recurringIncome: z.boolean(),
-        recurringPayers: z.array(z.object({ payer: z.string(), cadence: z.string(), payments: z.number(), medianUsd: z.number() })),
+        recurringPayers: z.array(
+          z.object({ payer: z.string(), cadence: z.string(), payments: z.number(), medianUsd: z.number() }),
+        ),
         threeMonthInflowUsd: z.number(),
         threeMonthOutflowUsd: z.number(),
         threeMonthNetFlowUsd: z.number(),

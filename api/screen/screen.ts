@@ -14,12 +14,18 @@ export type ScreenDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "re
  * batch (each answerable wallet) are this one function. Every read covers all the wallets at once.
  * `baseUrl` prefixes the passport's verify link; `billing` is what each wallet's screen charged.
  */
-export async function screenWallets({ db, target, assessor }: ScreenDeps, wallets: readonly Address[], call: { baseUrl: string; billing: Billing }): Promise<LenderScreenResult[]> {
+export async function screenWallets(
+  { db, target, assessor }: ScreenDeps,
+  wallets: readonly Address[],
+  call: { baseUrl: string; billing: Billing },
+): Promise<LenderScreenResult[]> {
   // The passport lookup does not depend on the assessment: both run at once.
   const [assessments, reports] = await Promise.all([assessor.assessMany(wallets), recentReportsOf(db, wallets)]);
   const billing = x402Billing(call.billing);
   return assessments.map((assessment, i) => {
     const report = validReport(reports.get(wallets[i]!)!, assessment.asOf.timestamp);
-    return lenderScreenResultSchema.parse(toLenderScreenResult(assessment, { target, baseUrl: call.baseUrl, report, billing }));
+    return lenderScreenResultSchema.parse(
+      toLenderScreenResult(assessment, { target, baseUrl: call.baseUrl, report, billing }),
+    );
   });
 }

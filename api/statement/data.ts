@@ -18,7 +18,16 @@ export function periodStart(to: number, period: StatementPeriod): number {
   const d = new Date(to * 1000);
   const month = d.getUTCMonth() - months;
   const lastDay = new Date(Date.UTC(d.getUTCFullYear(), month + 1, 0)).getUTCDate();
-  return Date.UTC(d.getUTCFullYear(), month, Math.min(d.getUTCDate(), lastDay), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()) / 1000;
+  return (
+    Date.UTC(
+      d.getUTCFullYear(),
+      month,
+      Math.min(d.getUTCDate(), lastDay),
+      d.getUTCHours(),
+      d.getUTCMinutes(),
+      d.getUTCSeconds(),
+    ) / 1000
+  );
 }
 
 /** One side of a transfer seen from the wallet (a transfer to itself is two rows, out and in, as in the aggregates). */
@@ -43,7 +52,14 @@ type TokenTotals = {
   transfersOut: number;
 };
 
-type MonthTotals = { month: string; token: TokenInfo; totalIn: bigint; totalOut: bigint; transfersIn: number; transfersOut: number };
+type MonthTotals = {
+  month: string;
+  token: TokenInfo;
+  totalIn: bigint;
+  totalOut: bigint;
+  transfersIn: number;
+  transfersOut: number;
+};
 
 /** Everything a statement shows, in token units (bigint) until it is formatted. */
 export type StatementData = {
@@ -72,13 +88,27 @@ export class IndexNotReady extends Error {}
  * Rows past the indexed block (a flush under way) are left out of the period but counted back out
  * of the balance, so the figures always agree with each other.
  */
-export async function loadStatement(db: IndexDb, target: { schema: string; tokens: readonly TokenInfo[] }, wallet: Address, period: StatementPeriod): Promise<StatementData> {
+export async function loadStatement(
+  db: IndexDb,
+  target: { schema: string; tokens: readonly TokenInfo[] },
+  wallet: Address,
+  period: StatementPeriod,
+): Promise<StatementData> {
   const head = await indexedHead(db, target.schema);
   if (!head) throw new IndexNotReady("nothing is indexed yet");
   const to = Number(head.timestamp);
   const from = periodStart(to, period);
   const s = target.schema;
-  const raw = await queryPrepared<{ kind: "in" | "out" | "balance"; counterparty: Address | null; token: Address; value: string; block: string | null; at: string | null; tx: string | null; log: number | null }>(
+  const raw = await queryPrepared<{
+    kind: "in" | "out" | "balance";
+    counterparty: Address | null;
+    token: Address;
+    value: string;
+    block: string | null;
+    at: string | null;
+    tx: string | null;
+    log: number | null;
+  }>(
     db,
     `statement:${s}`,
     `select 'out' as kind, "to" as counterparty, token, value::text as value, block_number::text as block, timestamp::text as at, transaction_hash as tx, log_index as log
@@ -92,7 +122,12 @@ export async function loadStatement(db: IndexDb, target: { schema: string; token
   );
 
   const byAddress = new Map(target.tokens.map((t) => [t.address.toLowerCase(), t]));
-  const totals = new Map(target.tokens.map((t) => [t.address.toLowerCase(), { token: t, lifetime: 0n, since: 0n, after: 0n, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0 }]));
+  const totals = new Map(
+    target.tokens.map((t) => [
+      t.address.toLowerCase(),
+      { token: t, lifetime: 0n, since: 0n, after: 0n, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0 },
+    ]),
+  );
   const rows: StatementRow[] = [];
   for (const r of raw) {
     const t = totals.get(r.token.toLowerCase());
@@ -116,14 +151,36 @@ export async function loadStatement(db: IndexDb, target: { schema: string; token
       t.totalOut += value;
       t.transfersOut++;
     }
-    rows.push({ timestamp: Number(r.at), blockNumber: block, logIndex: r.log!, transactionHash: r.tx!, direction: r.kind, counterparty: r.counterparty!, token: byAddress.get(r.token.toLowerCase())!, value });
+    rows.push({
+      timestamp: Number(r.at),
+      blockNumber: block,
+      logIndex: r.log!,
+      transactionHash: r.tx!,
+      direction: r.kind,
+      counterparty: r.counterparty!,
+      token: byAddress.get(r.token.toLowerCase())!,
+      value,
+    });
   }
-  rows.sort((a, b) => (a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex || a.direction.localeCompare(b.direction) : a.blockNumber < b.blockNumber ? -1 : 1));
+  rows.sort((a, b) =>
+    a.blockNumber === b.blockNumber
+      ? a.logIndex - b.logIndex || a.direction.localeCompare(b.direction)
+      : a.blockNumber < b.blockNumber
+        ? -1
+        : 1,
+  );
 
   const months = new Map<string, MonthTotals>();
   for (const r of rows) {
     const key = `${monthOf(r.timestamp)}:${target.tokens.indexOf(r.token)}`;
-    const m = months.get(key) ?? { month: monthOf(r.timestamp), token: r.token, totalIn: 0n, totalOut: 0n, transfersIn: 0, transfersOut: 0 };
+    const m = months.get(key) ?? {
+      month: monthOf(r.timestamp),
+      token: r.token,
+      totalIn: 0n,
+      totalOut: 0n,
+      transfersIn: 0,
+      transfersOut: 0,
+    };
     if (r.direction === "in") {
       m.totalIn += r.value;
       m.transfersIn++;

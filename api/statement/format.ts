@@ -17,13 +17,39 @@ export const utcDate = (seconds: number) => new Date(seconds * 1000).toISOString
 export const shortHash = (hash: string) => `${hash.slice(0, 10)}…${hash.slice(-8)}`;
 
 /** The CSV beside the PDF: the same rows, one per line, amounts exact (decimal and integer units). */
-export const CSV_HEADER = ["date_time_utc", "timestamp", "block", "tx_hash", "log_index", "direction", "wallet", "counterparty", "token", "token_address", "amount", "amount_units"];
+export const CSV_HEADER = [
+  "date_time_utc",
+  "timestamp",
+  "block",
+  "tx_hash",
+  "log_index",
+  "direction",
+  "wallet",
+  "counterparty",
+  "token",
+  "token_address",
+  "amount",
+  "amount_units",
+];
 
 export function statementCsv(wallet: string, rows: readonly StatementRow[]): Uint8Array {
   const lines = [CSV_HEADER.join(",")];
   for (const r of rows) {
     lines.push(
-      [utcDateTime(r.timestamp), r.timestamp, r.blockNumber, r.transactionHash, r.logIndex, r.direction, wallet, r.counterparty, r.token.symbol, r.token.address.toLowerCase(), formatUnits(r.value, r.token.decimals), r.value].join(","),
+      [
+        utcDateTime(r.timestamp),
+        r.timestamp,
+        r.blockNumber,
+        r.transactionHash,
+        r.logIndex,
+        r.direction,
+        wallet,
+        r.counterparty,
+        r.token.symbol,
+        r.token.address.toLowerCase(),
+        formatUnits(r.value, r.token.decimals),
+        r.value,
+      ].join(","),
     );
   }
   return new TextEncoder().encode(`${lines.join("\r\n")}\r\n`);

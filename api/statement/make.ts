@@ -43,9 +43,15 @@ export async function renderStatement(data: StatementData, cidOfCsv: (csv: Uint8
  * IPFS node (and on the remote pinning service when one is configured), and records it for the
  * wallet's `statement` signal.
  */
-export async function makeStatement(deps: StatementDeps, wallet: Address, period: StatementPeriod): Promise<MadeStatement> {
+export async function makeStatement(
+  deps: StatementDeps,
+  wallet: Address,
+  period: StatementPeriod,
+): Promise<MadeStatement> {
   const data = await loadStatement(deps.db, deps.target, wallet, period);
-  const { csv, csvCid, pdf } = await renderStatement(data, (bytes) => pinContent(deps.ipfs, deps.store, bytes, "text/csv; charset=utf-8"));
+  const { csv, csvCid, pdf } = await renderStatement(data, (bytes) =>
+    pinContent(deps.ipfs, deps.store, bytes, "text/csv; charset=utf-8"),
+  );
   const cid = await pinContent(deps.ipfs, deps.store, pdf, "application/pdf");
   await recordStatement(deps.store, {
     cid,
@@ -57,10 +63,17 @@ export async function makeStatement(deps: StatementDeps, wallet: Address, period
     block: data.asOf.block.toString(),
     transfers: data.rows.length,
   });
-  const made: MadeStatement = { data, pdf: { cid, size: pdf.length, sha256: sha256(pdf) }, csv: { cid: csvCid, size: csv.length, sha256: sha256(csv) } };
+  const made: MadeStatement = {
+    data,
+    pdf: { cid, size: pdf.length, sha256: sha256(pdf) },
+    csv: { cid: csvCid, size: csv.length, sha256: sha256(csv) },
+  };
   if (deps.remote) {
     const name = `statement-${wallet}-${data.period}-${data.asOf.block}`;
-    const pins = await Promise.all([pinRemotely(deps.remote, cid, `${name}.pdf`), pinRemotely(deps.remote, csvCid, `${name}.csv`)]);
+    const pins = await Promise.all([
+      pinRemotely(deps.remote, cid, `${name}.pdf`),
+      pinRemotely(deps.remote, csvCid, `${name}.csv`),
+    ]);
     made.remote = { service: new URL(deps.remote.url).origin, ok: pins.every((p) => p.status !== "failed"), pins };
   }
   return made;

@@ -5,17 +5,33 @@ import { formatAmount, shortHash, utcDate, utcDateTime } from "./format.ts";
 
 // pdfmake 0.3 in Node (PITFALLS.md): the 14 standard PDF fonts by name (nothing embedded, WinAnsi
 // text only), no URL ever fetched, no local file read except those font names.
-const HELVETICA = { normal: "Helvetica", bold: "Helvetica-Bold", italics: "Helvetica-Oblique", bolditalics: "Helvetica-BoldOblique" };
+const HELVETICA = {
+  normal: "Helvetica",
+  bold: "Helvetica-Bold",
+  italics: "Helvetica-Oblique",
+  bolditalics: "Helvetica-BoldOblique",
+};
 const FONT_NAMES = new Set(Object.values(HELVETICA));
 pdfmake.setFonts({ Helvetica: HELVETICA });
 pdfmake.setUrlAccessPolicy(() => false);
 pdfmake.setLocalAccessPolicy((path) => FONT_NAMES.has(path));
 
-const PERIOD_WORDS: Record<StatementPeriod, string> = { "1M": "1 month", "3M": "3 months", "6M": "6 months", "12M": "12 months" };
+const PERIOD_WORDS: Record<StatementPeriod, string> = {
+  "1M": "1 month",
+  "3M": "3 months",
+  "6M": "6 months",
+  "12M": "12 months",
+};
 
 const grey = "#555555";
 const amount = (units: bigint, decimals: number) => ({ text: formatAmount(units, decimals), alignment: "right" });
-const header = (cells: string[], right: number[] = []) => cells.map((text, i) => ({ text, bold: true, fillColor: "#eeeeee", ...(right.includes(i) ? { alignment: "right" } : {}) }));
+const header = (cells: string[], right: number[] = []) =>
+  cells.map((text, i) => ({
+    text,
+    bold: true,
+    fillColor: "#eeeeee",
+    ...(right.includes(i) ? { alignment: "right" } : {}),
+  }));
 
 /*
  * The listing of every transfer is most of the work for a busy wallet (5,000 rows, ~70 pages):
@@ -39,7 +55,23 @@ const TOKEN_WIDTH = 26;
 // Helvetica's advance widths (1/1000 em) and kerning pairs (pdfkit's Helvetica.afm) for what the
 // merged runs hold: UTC dates and times, "in"/"out", and lowercase hex addresses (as indexed;
 // any other character counts as wide as a digit).
-const WIDTHS: Record<string, number> = { "-": 333, ":": 278, " ": 278, a: 556, b: 556, c: 500, d: 556, e: 556, f: 278, i: 222, n: 556, o: 556, t: 278, u: 556, x: 500 };
+const WIDTHS: Record<string, number> = {
+  "-": 333,
+  ":": 278,
+  " ": 278,
+  a: 556,
+  b: 556,
+  c: 500,
+  d: 556,
+  e: 556,
+  f: 278,
+  i: 222,
+  n: 556,
+  o: 556,
+  t: 278,
+  u: 556,
+  x: 500,
+};
 const KERNING: Record<string, number> = { bb: -10, ex: -30, fa: -30, fe: -30, xe: -30 };
 function widthUnits(text: string): number {
   let units = 0;
@@ -62,7 +94,12 @@ function twoColumnRun(first: string, second: string, at: number) {
   const room = at - (widthUnits(first) * LISTING_SIZE) / 1000;
   const spaces = Math.max(1, Math.floor(room / SPACE));
   const before = first.length + spaces;
-  return { text: `${first}${" ".repeat(spaces)}${second} `, characterSpacing: Math.max(0, room - spaces * SPACE) / before, noWrap: true, lineEnd: true };
+  return {
+    text: `${first}${" ".repeat(spaces)}${second} `,
+    characterSpacing: Math.max(0, room - spaces * SPACE) / before,
+    noWrap: true,
+    lineEnd: true,
+  };
 }
 
 // 'noBorders', but with no padding above or below the rows of transfers: their lines follow each
@@ -71,22 +108,42 @@ const LISTING_LAYOUT = {
   hLineWidth: () => 0,
   vLineWidth: () => 0,
   paddingLeft: (i: number) => (i === 0 ? 0 : COLUMN_GAP / 2),
-  paddingRight: (i: number, node: { table: { widths: unknown[] } }) => (i < node.table.widths.length - 1 ? COLUMN_GAP / 2 : 0),
+  paddingRight: (i: number, node: { table: { widths: unknown[] } }) =>
+    i < node.table.widths.length - 1 ? COLUMN_GAP / 2 : 0,
   paddingTop: (i: number) => (i === 0 ? 2 : 0),
   paddingBottom: (i: number) => (i === 0 ? 2 : 0),
 };
 
-const chunks = <T>(xs: readonly T[], n: number): T[][] => Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n));
+const chunks = <T>(xs: readonly T[], n: number): T[][] =>
+  Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n));
 const lines = (xs: string[]) => xs.join("\n");
 function transferChunk(rows: StatementData["rows"]) {
   return [
-    { text: rows.map((r) => twoColumnRun(utcDateTime(r.timestamp), r.direction, DATE_WIDTH + COLUMN_GAP)), lineHeight: LISTING_LINE },
-    { text: rows.map((r) => twoColumnRun(r.counterparty, r.token.symbol, COUNTERPARTY_WIDTH + COLUMN_GAP)), lineHeight: LISTING_LINE },
-    { text: lines(rows.map((r) => formatAmount(r.value, r.token.decimals))), alignment: "right", lineHeight: LISTING_LINE },
+    {
+      text: rows.map((r) => twoColumnRun(utcDateTime(r.timestamp), r.direction, DATE_WIDTH + COLUMN_GAP)),
+      lineHeight: LISTING_LINE,
+    },
+    {
+      text: rows.map((r) => twoColumnRun(r.counterparty, r.token.symbol, COUNTERPARTY_WIDTH + COLUMN_GAP)),
+      lineHeight: LISTING_LINE,
+    },
+    {
+      text: lines(rows.map((r) => formatAmount(r.value, r.token.decimals))),
+      alignment: "right",
+      lineHeight: LISTING_LINE,
+    },
     { text: lines(rows.map((r) => shortHash(r.transactionHash))), lineHeight: LISTING_LINE },
   ];
 }
-const twoColumnHeader = (first: string, firstWidth: number, second: string) => ({ columns: [{ width: firstWidth, text: first }, { width: "*", text: second }], columnGap: COLUMN_GAP, bold: true, fillColor: "#eeeeee" });
+const twoColumnHeader = (first: string, firstWidth: number, second: string) => ({
+  columns: [
+    { width: firstWidth, text: first },
+    { width: "*", text: second },
+  ],
+  columnGap: COLUMN_GAP,
+  bold: true,
+  fillColor: "#eeeeee",
+});
 
 /**
  * The statement as a PDF: the summary first, then month by month, then every transfer; page
@@ -109,9 +166,15 @@ export async function statementPdf(data: StatementData, csvCid: string): Promise
 
   const summary = [
     ["Wallet", wallet],
-    ["Period", `${PERIOD_WORDS[data.period]} (${data.period}): ${utcDateTime(data.from)} to ${utcDateTime(data.to)} UTC, both included`],
+    [
+      "Period",
+      `${PERIOD_WORDS[data.period]} (${data.period}): ${utcDateTime(data.from)} to ${utcDateTime(data.to)} UTC, both included`,
+    ],
     ["Data as of", `block ${data.asOf.block}, ${utcDateTime(data.asOf.timestamp)} UTC (the latest indexed block)`],
-    ["Transfers", rows.length === 0 ? "0: no transfers in this period" : `${rows.length} (${transfersIn} in, ${transfersOut} out)`],
+    [
+      "Transfers",
+      rows.length === 0 ? "0: no transfers in this period" : `${rows.length} (${transfersIn} in, ${transfersOut} out)`,
+    ],
     ...(sameDecimals
       ? [
           ["Total in", `${formatAmount(totalIn, decimals)} USD`],
@@ -122,7 +185,10 @@ export async function statementPdf(data: StatementData, csvCid: string): Promise
   ].map(([k, v]) => [{ text: k!, bold: true }, { text: v! }]);
 
   const tokenTable = [
-    header(["Token", "Opening balance", "Total in", "Total out", "Net", "Closing balance", "Transfers in", "Transfers out"], [1, 2, 3, 4, 5, 6, 7]),
+    header(
+      ["Token", "Opening balance", "Total in", "Total out", "Net", "Closing balance", "Transfers in", "Transfers out"],
+      [1, 2, 3, 4, 5, 6, 7],
+    ),
     ...data.tokens.map((t) => [
       { text: t.token.symbol, bold: true },
       amount(t.opening, t.token.decimals),
@@ -137,11 +203,17 @@ export async function statementPdf(data: StatementData, csvCid: string): Promise
       ? [
           [
             { text: "All (USD)", bold: true },
-            amount(sum((t) => t.opening), decimals),
+            amount(
+              sum((t) => t.opening),
+              decimals,
+            ),
             amount(totalIn, decimals),
             amount(totalOut, decimals),
             amount(totalIn - totalOut, decimals),
-            amount(sum((t) => t.closing), decimals),
+            amount(
+              sum((t) => t.closing),
+              decimals,
+            ),
             { text: String(transfersIn), alignment: "right" },
             { text: String(transfersOut), alignment: "right" },
           ].map((c) => ({ ...c, bold: true })),
@@ -221,28 +293,67 @@ export async function statementPdf(data: StatementData, csvCid: string): Promise
             `Its rows as CSV: /ipfs/${csvCid}`,
           ],
         },
-        { width: 60, text: `Page ${page} of ${pages}`, alignment: "right", fontSize: 7.5, bold: true, color: "#000000" },
+        {
+          width: 60,
+          text: `Page ${page} of ${pages}`,
+          alignment: "right",
+          fontSize: 7.5,
+          bold: true,
+          color: "#000000",
+        },
       ],
     }),
     content: [
       { text: "Wallet statement", style: "h1" },
-      { text: `${symbols} transfers on Celo, from the service's index of the chain`, color: grey, margin: [0, 0, 0, 10] },
+      {
+        text: `${symbols} transfers on Celo, from the service's index of the chain`,
+        color: grey,
+        margin: [0, 0, 0, 10],
+      },
       { text: "Summary", style: "h2" },
       { table: { widths: [70, "*"], body: summary }, layout: "noBorders" },
       { text: "Balances and totals by token", style: "h2" },
-      { table: { headerRows: 1, widths: [44, "*", "*", "*", "*", "*", 42, 46], body: tokenTable }, layout: "lightHorizontalLines", style: "small" },
+      {
+        table: { headerRows: 1, widths: [44, "*", "*", "*", "*", "*", 42, 46], body: tokenTable },
+        layout: "lightHorizontalLines",
+        style: "small",
+      },
       ...verify,
       { text: "Month by month", style: "h2" },
       rows.length === 0
         ? none("No transfers in this period.")
         : [
-            { text: `Calendar months (UTC). The first and last months are partial: the period starts ${utcDateTime(data.from)} and ends ${utcDateTime(data.to)}.`, color: grey, style: "small", margin: [0, 0, 0, 4] },
-            { table: { headerRows: 1, widths: [40, 34, "*", "*", "*", 50, 54], body: monthTable }, layout: "lightHorizontalLines", style: "small" },
+            {
+              text: `Calendar months (UTC). The first and last months are partial: the period starts ${utcDateTime(data.from)} and ends ${utcDateTime(data.to)}.`,
+              color: grey,
+              style: "small",
+              margin: [0, 0, 0, 4],
+            },
+            {
+              table: { headerRows: 1, widths: [40, 34, "*", "*", "*", 50, 54], body: monthTable },
+              layout: "lightHorizontalLines",
+              style: "small",
+            },
           ],
       { text: `Every transfer (${rows.length})`, style: "h2" },
       rows.length === 0
         ? none("No transfers in this period: the balances above did not change.")
-        : { table: { headerRows: 1, keepWithHeaderRows: 1, dontBreakRows: true, widths: [DATE_WIDTH + COLUMN_GAP + DIRECTION_WIDTH, COUNTERPARTY_WIDTH + COLUMN_GAP + TOKEN_WIDTH, "*", 88], body: transferTable }, layout: LISTING_LAYOUT, fontSize: LISTING_SIZE },
+        : {
+            table: {
+              headerRows: 1,
+              keepWithHeaderRows: 1,
+              dontBreakRows: true,
+              widths: [
+                DATE_WIDTH + COLUMN_GAP + DIRECTION_WIDTH,
+                COUNTERPARTY_WIDTH + COLUMN_GAP + TOKEN_WIDTH,
+                "*",
+                88,
+              ],
+              body: transferTable,
+            },
+            layout: LISTING_LAYOUT,
+            fontSize: LISTING_SIZE,
+          },
     ],
   };
   return new Uint8Array(await pdfmake.createPdf(definition).getBuffer());
@@ -258,7 +369,13 @@ let warming: Promise<void> | undefined;
  */
 export function warmStatementPdf(): Promise<void> {
   warming ??= (async () => {
-    const token = (symbol: "USDT" | "USDC") => ({ symbol, address: zeroAddress, decimals: 6 as const, name: symbol, version: "1" });
+    const token = (symbol: "USDT" | "USDC") => ({
+      symbol,
+      address: zeroAddress,
+      decimals: 6 as const,
+      name: symbol,
+      version: "1",
+    });
     const tokens = [token("USDT"), token("USDC")];
     const to = 1_767_225_600;
     const rows = Array.from({ length: 1_000 }, (_, i) => ({
@@ -271,9 +388,36 @@ export function warmStatementPdf(): Promise<void> {
       token: tokens[i % 2]!,
       value: BigInt(i * 1_234_567),
     }));
-    const totals = tokens.map((t) => ({ token: t, opening: 0n, totalIn: 1n, totalOut: 0n, closing: 1n, transfersIn: 1, transfersOut: 0 }));
-    const months = tokens.map((t) => ({ month: "2026-01", token: t, totalIn: 1n, totalOut: 0n, transfersIn: 1, transfersOut: 0 }));
-    await statementPdf({ wallet: zeroAddress, period: "1M", from: to - 2_592_000, to, asOf: { block: 1n, timestamp: to }, rows: rows.reverse(), tokens: totals, months }, "");
+    const totals = tokens.map((t) => ({
+      token: t,
+      opening: 0n,
+      totalIn: 1n,
+      totalOut: 0n,
+      closing: 1n,
+      transfersIn: 1,
+      transfersOut: 0,
+    }));
+    const months = tokens.map((t) => ({
+      month: "2026-01",
+      token: t,
+      totalIn: 1n,
+      totalOut: 0n,
+      transfersIn: 1,
+      transfersOut: 0,
+    }));
+    await statementPdf(
+      {
+        wallet: zeroAddress,
+        period: "1M",
+        from: to - 2_592_000,
+        to,
+        asOf: { block: 1n, timestamp: to },
+        rows: rows.reverse(),
+        tokens: totals,
+        months,
+      },
+      "",
+    );
   })().catch(() => {});
   return warming;
 }

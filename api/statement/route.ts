@@ -1,10 +1,10 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { readEnv } from "../../config/env.ts";
 import type { IndexTarget } from "../../config/target.ts";
-import type { IndexDb } from "../db.ts";
-import { declareRoute, jsonBody } from "../http/declare.ts";
-import type { AppEnv } from "../http/app-env.ts";
 import { ApiError } from "../../shared/errors.ts";
+import type { IndexDb } from "../db.ts";
+import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute, jsonBody } from "../http/declare.ts";
 import type { IpfsNode } from "../ipfs/node.ts";
 import type { RemotePinning } from "../ipfs/remote-pinning.ts";
 import { exactUsd, isoFromSeconds as iso } from "../money.ts";
@@ -45,15 +45,30 @@ function remotePinningFromEnv(env = readEnv()): RemotePinning | undefined {
   return env.PINNING_SERVICE_URL ? { url: env.PINNING_SERVICE_URL, token: env.PINNING_SERVICE_TOKEN } : undefined;
 }
 
-export function statementHandler({ db, target, ipfs, store, remotePinning }: StatementRouteDeps): RouteHandler<typeof statementRoute, AppEnv> {
+export function statementHandler({
+  db,
+  target,
+  ipfs,
+  store,
+  remotePinning,
+}: StatementRouteDeps): RouteHandler<typeof statementRoute, AppEnv> {
   const remote = remotePinning === undefined ? remotePinningFromEnv() : (remotePinning ?? undefined);
   // Off the request path, once per process: the first statement would otherwise run cold.
   setTimeout(() => void warmStatementPdf(), 1_000).unref();
   return async (c) => {
     const { walletAddress, period } = c.req.valid("json");
     if (!store) throw new Error("the statement route needs the service store");
-    const made = await makeStatement({ db, target, ipfs: await ipfs, store: await store, remote }, walletAddress, period).catch((error) => {
-      if (error instanceof IndexNotReady) throw new ApiError(503, "index_not_ready", "Nothing is indexed yet: a statement needs the latest indexed block to count its period back from.");
+    const made = await makeStatement(
+      { db, target, ipfs: await ipfs, store: await store, remote },
+      walletAddress,
+      period,
+    ).catch((error) => {
+      if (error instanceof IndexNotReady)
+        throw new ApiError(
+          503,
+          "index_not_ready",
+          "Nothing is indexed yet: a statement needs the latest indexed block to count its period back from.",
+        );
       throw error;
     });
     const { data } = made;

@@ -8,7 +8,9 @@ export const statementRequestSchema = z.object({
   period: z
     .enum(STATEMENT_PERIODS)
     .default(DEFAULT_PERIOD)
-    .describe(`Months counted back from the latest indexed block: ${STATEMENT_PERIODS.join(", ")} (default ${DEFAULT_PERIOD})`),
+    .describe(
+      `Months counted back from the latest indexed block: ${STATEMENT_PERIODS.join(", ")} (default ${DEFAULT_PERIOD})`,
+    ),
   callerAddress: addressSchema.optional().describe("The paying wallet, when it is not the statement's wallet"),
 });
 
@@ -54,13 +56,17 @@ export const statementResultSchema = z.object({
       transfersOut: z.number().int(),
     }),
   ),
-  totals: z.object({ openingUsd: usd, closingUsd: usd, inUsd: usd, outUsd: usd, netUsd: usd }).describe("All tokens together (both are 6-decimal USD stablecoins)"),
+  totals: z
+    .object({ openingUsd: usd, closingUsd: usd, inUsd: usd, outUsd: usd, netUsd: usd })
+    .describe("All tokens together (both are 6-decimal USD stablecoins)"),
   pinned: z.object({
     local: z.literal(true).describe("Both files are pinned on the service's own IPFS node"),
     remote: z
       .object({ service: z.string(), ok: z.boolean(), pins: z.array(pin) })
       .optional()
-      .describe("Only when PINNING_SERVICE_URL is set: what the remote pinning service answered for each file (a failure is reported here, not fatal)"),
+      .describe(
+        "Only when PINNING_SERVICE_URL is set: what the remote pinning service answered for each file (a failure is reported here, not fatal)",
+      ),
   }),
   x402Billing: x402BillingSchema,
 });

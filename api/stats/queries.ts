@@ -25,9 +25,17 @@ export async function indexedTotals(db: IndexDb): Promise<IndexedTotals> {
 export type IndexedHead = { blockNumber: bigint; timestamp: bigint };
 
 export async function indexedHead(db: IndexDb, schema: string): Promise<IndexedHead | null> {
-  const [row] = await queryPrepared<{ latest_checkpoint: string }>(db, `head:${schema}`, `select latest_checkpoint from "${schema}"._ponder_checkpoint limit 1`, []);
+  const [row] = await queryPrepared<{ latest_checkpoint: string }>(
+    db,
+    `head:${schema}`,
+    `select latest_checkpoint from "${schema}"._ponder_checkpoint limit 1`,
+    [],
+  );
   return row?.latest_checkpoint ? decodeCheckpoint(row.latest_checkpoint) : null;
 }
 
 /** Ponder's checkpoint: 10 digits of block timestamp, 16 of chain id, 16 of block number, ... */
-export const decodeCheckpoint = (checkpoint: string): IndexedHead => ({ timestamp: BigInt(checkpoint.slice(0, 10)), blockNumber: BigInt(checkpoint.slice(26, 42)) });
+export const decodeCheckpoint = (checkpoint: string): IndexedHead => ({
+  timestamp: BigInt(checkpoint.slice(0, 10)),
+  blockNumber: BigInt(checkpoint.slice(26, 42)),
+});

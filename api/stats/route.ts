@@ -2,8 +2,8 @@ import type { RouteHandler } from "@hono/zod-openapi";
 import type { IndexTarget } from "../../config/target.ts";
 import { SlidingRate } from "../../shared/rate.ts";
 import type { IndexDb } from "../db.ts";
-import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute } from "../http/declare.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import type { ServedTotals } from "../payments/ledger/ledger.ts";
@@ -40,7 +40,10 @@ function reuse<T>(ttlMs: number, load: () => Promise<T>): () => Promise<T> {
   return () => {
     if (!last || (last.done !== null && Date.now() - last.done > ttlMs)) {
       const entry: { done: number | null; value: Promise<T> } = { done: null, value: load() };
-      entry.value.then(() => (entry.done = Date.now()), () => last === entry && (last = undefined));
+      entry.value.then(
+        () => (entry.done = Date.now()),
+        () => last === entry && (last = undefined),
+      );
       last = entry;
     }
     return last.value;
@@ -59,17 +62,29 @@ export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typ
   // The backfill's speed in transfers, from the totals read by the calls of the last minute.
   const transferSpeed = new SlidingRate(60_000);
   const served = (totals: ServedTotals): Stats["served"] => {
-    const calls = (routes: readonly string[]) => totals.rows.filter((r) => routes.includes(r.route)).reduce((n, r) => n + r.calls, 0);
+    const calls = (routes: readonly string[]) =>
+      totals.rows.filter((r) => routes.includes(r.route)).reduce((n, r) => n + r.calls, 0);
     const routes = [...new Set(totals.rows.map((r) => r.route))].sort();
     return {
       screens: calls(ROUTE_GROUPS.screens),
       analyses: calls(ROUTE_GROUPS.analyses),
       reports: calls(ROUTE_GROUPS.reports),
       statements: calls(ROUTE_GROUPS.statements),
-      byRoute: routes.map((route) => ({ route, calls: calls([route]), free: totals.rows.filter((r) => r.route === route && r.status === "waived").reduce((n, r) => n + r.calls, 0) })),
+      byRoute: routes.map((route) => ({
+        route,
+        calls: calls([route]),
+        free: totals.rows.filter((r) => r.route === route && r.status === "waived").reduce((n, r) => n + r.calls, 0),
+      })),
       revenue: target.tokens.map((token) => {
-        const units = totals.rows.filter((r) => r.status === "settled" && r.token === token.address.toLowerCase()).reduce((n, r) => n + r.amount, 0n);
-        return { symbol: token.symbol, address: token.address, units: units.toString(), usd: unitsToUsd(units, token.decimals) };
+        const units = totals.rows
+          .filter((r) => r.status === "settled" && r.token === token.address.toLowerCase())
+          .reduce((n, r) => n + r.amount, 0n);
+        return {
+          symbol: token.symbol,
+          address: token.address,
+          units: units.toString(),
+          usd: unitsToUsd(units, token.decimals),
+        };
       }),
       payers: totals.payers,
     };
@@ -97,11 +112,19 @@ export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typ
       transfers,
       tokens: target.tokens.map((token) => {
         const row = totals.transfers.find((t) => t.token === token.address);
-        return { symbol: token.symbol, address: token.address, transfers: row?.count ?? 0, volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals) };
+        return {
+          symbol: token.symbol,
+          address: token.address,
+          transfers: row?.count ?? 0,
+          volumeUsd: unitsToUsd(row?.volume ?? 0n, token.decimals),
+        };
       }),
       latestIndexedBlock: indexed && { ...indexed, time: iso(indexed.timestamp) },
       chainHead: chainTip && { ...chainTip, time: iso(chainTip.timestamp) },
-      lag: indexed && chainTip ? { blocks: status.lagBlocks!, seconds: Math.max(0, chainTip.timestamp - indexed.timestamp) } : null,
+      lag:
+        indexed && chainTip
+          ? { blocks: status.lagBlocks!, seconds: Math.max(0, chainTip.timestamp - indexed.timestamp) }
+          : null,
       payments,
       served: servedFigures,
       generatedAt: new Date().toISOString(),
@@ -109,7 +132,13 @@ export function statsHandler({ db, target, index }: StatsDeps): RouteHandler<typ
   };
   return async (c) => {
     const ledger = c.var.payments.ledger;
-    ledgerFigures ??= reuse(LEDGER_STATS_TTL_MS, async () => [await ledger.outcomeCounts().catch(() => null), await ledger.servedTotals().then(served).catch(() => null)]);
+    ledgerFigures ??= reuse(LEDGER_STATS_TTL_MS, async () => [
+      await ledger.outcomeCounts().catch(() => null),
+      await ledger
+        .servedTotals()
+        .then(served)
+        .catch(() => null),
+    ]);
     return c.json(await build(), 200);
   };
 }

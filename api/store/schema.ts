@@ -1,5 +1,18 @@
 import { sql } from "drizzle-orm";
-import { boolean, check, customType, index, integer, jsonb, numeric, pgSchema, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  boolean,
+  check,
+  customType,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgSchema,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 
 /**
  * The service store: what the API itself writes (never Ponder's tables, which are read-only to
@@ -24,7 +37,16 @@ const service = pgSchema(SERVICE_SCHEMA);
  * (never charged). used_elsewhere: the nonce was used or cancelled on chain without paying the
  * treasury (not our charge). The moves between them: api/payments/lifecycle.ts.
  */
-export const PAYMENT_STATUSES = ["pending", "queued", "settling", "settled", "failed", "waived", "expired", "used_elsewhere"] as const;
+export const PAYMENT_STATUSES = [
+  "pending",
+  "queued",
+  "settling",
+  "settled",
+  "failed",
+  "waived",
+  "expired",
+  "used_elsewhere",
+] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 /**
@@ -100,8 +122,12 @@ export const payment = service.table(
     // Read on every paid call: the open rows (claimed, not settled; or failed), a payer's and, when
     // deferred, all of them (the exposure caps). Settled rows leave these indexes, so the reads
     // stay as small as what is open, however long the ledger grows.
-    index("payment_open_payer").on(t.payer, t.token).where(sql.raw(`status in (${OPEN_STATUSES})`)),
-    index("payment_open_deferred").on(t.payer).where(sql.raw(`deferred and repaid_by is null and status in (${OPEN_STATUSES})`)),
+    index("payment_open_payer")
+      .on(t.payer, t.token)
+      .where(sql.raw(`status in (${OPEN_STATUSES})`)),
+    index("payment_open_deferred")
+      .on(t.payer)
+      .where(sql.raw(`deferred and repaid_by is null and status in (${OPEN_STATUSES})`)),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],

@@ -1,21 +1,23 @@
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
+import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
+import { migrate as migratePg } from "drizzle-orm/node-postgres/migrator";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
-import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
-import { migrate as migratePg } from "drizzle-orm/node-postgres/migrator";
 import pg from "pg";
 import type { IndexTarget } from "../../config/target.ts";
-import * as schema from "./schema.ts";
 import { log } from "../../shared/log.ts";
+import * as schema from "./schema.ts";
 
 export type ServiceDb = PgDatabase<PgQueryResultHKT, typeof schema>;
 
 export type ServiceStore = { db: ServiceDb; kind: "pglite" | "postgres"; close: () => Promise<void> };
 
-export type ServiceStoreLocation = { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
+export type ServiceStoreLocation =
+  | { kind: "pglite"; directory: string }
+  | { kind: "postgres"; connectionString: string };
 
 /**
  * The migrations drizzle-kit generates from schema.ts (`npm run db:generate`), next to this file
@@ -28,7 +30,11 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL("./migrations", import.me
  * the schema, which is why schema.ts does not export its pgSchema: the first migration would
  * create it a second time).
  */
-const MIGRATIONS = { migrationsFolder: MIGRATIONS_FOLDER, migrationsSchema: schema.SERVICE_SCHEMA, migrationsTable: "__drizzle_migrations" };
+const MIGRATIONS = {
+  migrationsFolder: MIGRATIONS_FOLDER,
+  migrationsSchema: schema.SERVICE_SCHEMA,
+  migrationsTable: "__drizzle_migrations",
+};
 
 /** Serialises replicas that open the same Postgres store at once. */
 const MIGRATION_LOCK = 4202200001;

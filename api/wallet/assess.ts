@@ -1,7 +1,7 @@
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
-import type { IndexDb } from "../db.ts";
 import { ApiError } from "../../shared/errors.ts";
+import type { IndexDb } from "../db.ts";
 import { INDEX_NOT_CURRENT } from "../indexing/gate.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
@@ -42,7 +42,11 @@ export class WalletAssessor {
   /** In tracked-wallets mode, a wallet outside the tracked set has no answer: 404. */
   ensureIndexed(address: Address): void {
     if (!this.isIndexed(address)) {
-      throw new ApiError(404, "wallet_not_indexed", `This service indexes tracked wallets only, and ${address} is not one of them.`);
+      throw new ApiError(
+        404,
+        "wallet_not_indexed",
+        `This service indexes tracked wallets only, and ${address} is not one of them.`,
+      );
     }
   }
 
@@ -64,11 +68,20 @@ export class WalletAssessor {
       const answers = await this.read(addresses);
       const after = await indexedHead(db, target.schema);
       if (before?.blockNumber === after?.blockNumber) {
-        const asOf = { block: Number(after?.blockNumber ?? 0), timestamp: Number(after?.timestamp ?? Math.floor(Date.now() / 1000)) };
-        for (const [address, fresh] of answers.fresh) this.remember(address, fresh.fingerprint, { ...fresh.value, asOf });
+        const asOf = {
+          block: Number(after?.blockNumber ?? 0),
+          timestamp: Number(after?.timestamp ?? Math.floor(Date.now() / 1000)),
+        };
+        for (const [address, fresh] of answers.fresh)
+          this.remember(address, fresh.fingerprint, { ...fresh.value, asOf });
         return addresses.map((a) => ({ ...answers.all.get(a)!, asOf }));
       }
-      if (attempt === READ_ATTEMPTS) throw new ApiError(503, INDEX_NOT_CURRENT, "The index moved on while this answer was read; nothing was charged. Retry.");
+      if (attempt === READ_ATTEMPTS)
+        throw new ApiError(
+          503,
+          INDEX_NOT_CURRENT,
+          "The index moved on while this answer was read; nothing was charged. Retry.",
+        );
     }
   }
 
@@ -95,7 +108,12 @@ export class WalletAssessor {
     if (misses.length) {
       const { wallets } = await loadWalletsFacts(db, target.schema, misses, { positions: known });
       for (const [address, { facts, position }] of wallets) {
-        const value = { facts, result: scoreWallet(facts), asOf: { block: 0, timestamp: facts.asOf }, computedAt: Date.now() };
+        const value = {
+          facts,
+          result: scoreWallet(facts),
+          asOf: { block: 0, timestamp: facts.asOf },
+          computedAt: Date.now(),
+        };
         fresh.set(address, { fingerprint: position.fingerprint, value });
         answers.set(address, { ...value, cached: false });
       }

@@ -24,7 +24,11 @@ export type OutflowReader = (members: Address[]) => Promise<Outflow[]>;
  * for only then), because only money coming back can be cycled. Every payee looked at is reported with its funders among those
  * wallets and the rest of its inflow (funder null), so the model can redo the check from the facts.
  */
-export async function traceFunding(address: Address, outflows: OutflowReader, payers: () => Promise<Address[]>): Promise<WalletFacts["funding"]> {
+export async function traceFunding(
+  address: Address,
+  outflows: OutflowReader,
+  payers: () => Promise<Address[]>,
+): Promise<WalletFacts["funding"]> {
   let unexplained: Set<Address> | null = null;
   const own = new Set<Address>([address]);
   const fromOwn = new Map<Address, bigint>();
@@ -50,6 +54,7 @@ export async function traceFunding(address: Address, outflows: OutflowReader, pa
       unexplained?.delete(w);
     }
   }
-  for (const [wallet, received] of receivedBy) rows.push({ wallet, funder: null, total: received - fromOwn.get(wallet)! });
+  for (const [wallet, received] of receivedBy)
+    rows.push({ wallet, funder: null, total: received - fromOwn.get(wallet)! });
   return rows;
 }

@@ -22,11 +22,18 @@ export type HistoryPoint = {
  * scored on the year of transfers before it. Shared by GET /api/wallet/{address}/history and the
  * passport page's chart.
  */
-export async function scoreHistory(db: IndexDb, target: Pick<IndexTarget, "schema">, current: Assessment): Promise<HistoryPoint[]> {
+export async function scoreHistory(
+  db: IndexDb,
+  target: Pick<IndexTarget, "schema">,
+  current: Assessment,
+): Promise<HistoryPoint[]> {
   // Two years of transfers: each month end is scored on the year before it.
   const { facts } = await loadWalletFacts(db, target.schema, current.facts.address, { windowDays: 2 * WINDOW_DAYS });
   const now = new Date(current.asOf.timestamp * 1000);
-  const months = Array.from({ length: 12 }, (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1);
+  const months = Array.from(
+    { length: 12 },
+    (_, k) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11 + k, 1) / 1000 - 1,
+  );
   return months.map((t) => {
     const r = scoreWallet(factsAt(facts, t));
     return {

@@ -2,9 +2,9 @@ import { desc, inArray } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
-import { type IndexedHead, indexedHead } from "../stats/queries.ts";
-import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../scoring/facts.ts";
+import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
+import { type IndexedHead, indexedHead } from "../stats/queries.ts";
 import { MAX_TRACED_FLOWS, type Outflow, type OutflowReader, traceFunding } from "./funding.ts";
 
 /** A wallet's lifetime position: balance per token and activity across tokens. */
@@ -16,8 +16,20 @@ export type WalletPosition = {
 };
 
 /** The positions of wallets in one statement (a batch's cache check is one round trip, not one per wallet), balances in token order. */
-export async function walletPositions(db: IndexDb, schema: string, addresses: readonly Address[]): Promise<Map<Address, WalletPosition>> {
-  const rows = await queryPrepared<{ address: Address; token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }>(
+export async function walletPositions(
+  db: IndexDb,
+  schema: string,
+  addresses: readonly Address[],
+): Promise<Map<Address, WalletPosition>> {
+  const rows = await queryPrepared<{
+    address: Address;
+    token: Address;
+    balance: string;
+    transfers_in: number;
+    transfers_out: number;
+    first_at: string;
+    last_at: string;
+  }>(
     db,
     `positions:${schema}`,
     `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = any($1::text[]) order by address, token`,
@@ -26,7 +38,16 @@ export async function walletPositions(db: IndexDb, schema: string, addresses: re
   return new Map(addresses.map((address) => [address, positionOf(rows.filter((r) => r.address === address))]));
 }
 
-function positionOf(rows: { token: Address; balance: string; transfers_in: number; transfers_out: number; first_at: string; last_at: string }[]): WalletPosition {
+function positionOf(
+  rows: {
+    token: Address;
+    balance: string;
+    transfers_in: number;
+    transfers_out: number;
+    first_at: string;
+    last_at: string;
+  }[],
+): WalletPosition {
   return {
     balances: rows.map((r) => ({ token: r.token, balance: BigInt(r.balance) })),
     account: rows.length
@@ -37,7 +58,11 @@ function positionOf(rows: { token: Address; balance: string; transfers_in: numbe
           transfersOut: rows.reduce((n, r) => n + r.transfers_out, 0),
         }
       : null,
-    fingerprint: rows.map((r) => `${r.token}:${r.transfers_in}:${r.transfers_out}:${r.last_at}`).sort().join(",") || "none",
+    fingerprint:
+      rows
+        .map((r) => `${r.token}:${r.transfers_in}:${r.transfers_out}:${r.last_at}`)
+        .sort()
+        .join(",") || "none",
   };
 }
 
@@ -49,9 +74,21 @@ const windowStart = (schema: string, days: string) =>
  * Each wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
  * taken from the checkpoint inside the statement, so this read need not wait for the head's.
  */
-async function windowTransfers(db: IndexDb, schema: string, addresses: readonly Address[], windowDays: number): Promise<Map<Address, WalletTransfer[]>> {
+async function windowTransfers(
+  db: IndexDb,
+  schema: string,
+  addresses: readonly Address[],
+  windowDays: number,
+): Promise<Map<Address, WalletTransfer[]>> {
   const since = windowStart(schema, "$2");
-  const rows = await queryPrepared<{ wallet: Address; direction: "in" | "out"; counterparty: Address; token: Address; value: string; at: string }>(
+  const rows = await queryPrepared<{
+    wallet: Address;
+    direction: "in" | "out";
+    counterparty: Address;
+    token: Address;
+    value: string;
+    at: string;
+  }>(
     db,
     `window_transfers:${schema}`,
     // Per wallet, two index-only range scans; all wallets in one round trip.
@@ -64,7 +101,14 @@ async function windowTransfers(db: IndexDb, schema: string, addresses: readonly 
     [addresses, windowDays],
   );
   const byWallet = new Map<Address, WalletTransfer[]>(addresses.map((a) => [a, []]));
-  for (const r of rows) byWallet.get(r.wallet)!.push({ direction: r.direction, counterparty: r.counterparty, token: r.token, value: BigInt(r.value), at: Number(r.at) });
+  for (const r of rows)
+    byWallet.get(r.wallet)!.push({
+      direction: r.direction,
+      counterparty: r.counterparty,
+      token: r.token,
+      value: BigInt(r.value),
+      at: Number(r.at),
+    });
   for (const list of byWallet.values()) list.sort((a, b) => a.at - b.at);
   return byWallet;
 }
@@ -81,7 +125,10 @@ export async function loadWalletFacts(
   address: Address,
   options: { windowDays?: number; position?: WalletPosition } = {},
 ): Promise<{ facts: WalletFacts; head: IndexedHead | null; position: WalletPosition }> {
-  const { head, wallets } = await loadWalletsFacts(db, schema, [address], { windowDays: options.windowDays, positions: options.position && new Map([[address, options.position]]) });
+  const { head, wallets } = await loadWalletsFacts(db, schema, [address], {
+    windowDays: options.windowDays,
+    positions: options.position && new Map([[address, options.position]]),
+  });
   return { head, ...wallets.get(address)! };
 }
 
@@ -105,7 +152,16 @@ export async function loadWalletsFacts(
     indexedHead(db, schema),
     window,
     drainSinksFirstSeen(db, schema, addresses, windowDays),
-    Promise.all(addresses.map((a) => traceFunding(a, outflows, async () => (await window).get(a)!.filter((t) => t.direction === "in").map((t) => t.counterparty)))),
+    Promise.all(
+      addresses.map((a) =>
+        traceFunding(a, outflows, async () =>
+          (await window)
+            .get(a)!
+            .filter((t) => t.direction === "in")
+            .map((t) => t.counterparty),
+        ),
+      ),
+    ),
   ]);
   const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
   const wallets = new Map(
@@ -134,7 +190,12 @@ export async function loadWalletsFacts(
  * entry of the payee's transfer index on either side: two index probes per candidate, however busy
  * it is (a candidate can be an exchange). test/db/drain-rule.test.ts holds the two equal.
  */
-async function drainSinksFirstSeen(db: IndexDb, schema: string, addresses: readonly Address[], windowDays: number): Promise<Map<Address, WalletFacts["firstSeen"]>> {
+async function drainSinksFirstSeen(
+  db: IndexDb,
+  schema: string,
+  addresses: readonly Address[],
+  windowDays: number,
+): Promise<Map<Address, WalletFacts["firstSeen"]>> {
   const since = windowStart(schema, "$2");
   const rows = await queryPrepared<{ wallet: Address; address: Address; first_at: string }>(
     db,
@@ -187,7 +248,13 @@ function coalesced(read: OutflowReader): OutflowReader {
  */
 function outflowsOf(db: IndexDb, schema: string): OutflowReader {
   return async (members) => {
-    const rows = await queryPrepared<{ member: Address; payee: Address; total: string; flows: string; received: string }>(
+    const rows = await queryPrepared<{
+      member: Address;
+      payee: Address;
+      total: string;
+      flows: string;
+      received: string;
+    }>(
       db,
       `outflows:${schema}`,
       `select m.member, p.payee, p.total::text as total, p.flows, coalesce(r.total, 0)::text as received
@@ -203,7 +270,13 @@ function outflowsOf(db: IndexDb, schema: string): OutflowReader {
        left join "${schema}".received r on r.address = p.payee`,
       [members],
     );
-    return rows.map((r) => ({ member: r.member, payee: r.payee, total: BigInt(r.total), flows: Number(r.flows), received: BigInt(r.received) }));
+    return rows.map((r) => ({
+      member: r.member,
+      payee: r.payee,
+      total: BigInt(r.total),
+      flows: Number(r.flows),
+      received: BigInt(r.received),
+    }));
   };
 }
 
@@ -222,7 +295,11 @@ export async function recentReports(db: IndexDb, wallet: Address): Promise<Valid
  * a paid, attested report), so all of theirs are read and each list is cut after.
  */
 export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]): Promise<Map<Address, ValidReport[]>> {
-  const rows = await db.select().from(report).where(inArray(report.wallet, [...wallets])).orderBy(desc(report.publishedAt));
+  const rows = await db
+    .select()
+    .from(report)
+    .where(inArray(report.wallet, [...wallets]))
+    .orderBy(desc(report.publishedAt));
   const byWallet = new Map<Address, ValidReport[]>(wallets.map((w) => [w, []]));
   for (const r of rows) {
     const list = byWallet.get(r.wallet as Address);
@@ -233,5 +310,9 @@ export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]):
 
 /** The latest of `reports` still valid at `asOf`: not revoked, not expired, not superseded. */
 export function validReport(reports: ValidReport[], asOf: number): ValidReport | null {
-  return reports.find((r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf)) ?? null;
+  return (
+    reports.find(
+      (r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf),
+    ) ?? null
+  );
 }

@@ -1,22 +1,29 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { IndexTarget } from "../../config/target.ts";
+import { analyzeRoute } from "../analyze/route.ts";
 import type { IndexDb } from "../db.ts";
-import { declareRoute } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute } from "../http/declare.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
-import { analyzeRoute } from "../analyze/route.ts";
 import { screenRoute } from "../screen/route.ts";
-import type { Assessment, WalletAssessor } from "./assess.ts";
-import { MAX_AGE_MS } from "./max-age.ts";
-import { indexedWallet } from "./indexed.ts";
-import { analysisSchema, historySchema, signalSchema, signalsSchema, walletParams } from "./schema.ts";
-import { resolveSignal, SIGNAL_ALIASES, SIGNAL_NAMES, SIGNAL_READ_NAMES, SIGNALS, type SignalContext } from "./signal-catalog.ts";
-import { walletData } from "./wallet-data.ts";
-import type { ServiceDb } from "../store/store.ts";
 import { latestStatement, statementSignal } from "../statement/record.ts";
+import type { ServiceDb } from "../store/store.ts";
+import type { Assessment, WalletAssessor } from "./assess.ts";
 import { scoreHistory } from "./history.ts";
+import { indexedWallet } from "./indexed.ts";
+import { MAX_AGE_MS } from "./max-age.ts";
+import { analysisSchema, historySchema, signalSchema, signalsSchema, walletParams } from "./schema.ts";
+import {
+  resolveSignal,
+  SIGNAL_ALIASES,
+  SIGNAL_NAMES,
+  SIGNAL_READ_NAMES,
+  SIGNALS,
+  type SignalContext,
+} from "./signal-catalog.ts";
+import { walletData } from "./wallet-data.ts";
 
 const tags = ["Wallet"];
 const walletErrors = { 400: ["invalid_address"], 404: ["wallet_not_indexed"] } as const;
@@ -26,7 +33,8 @@ export const analysisRoute = declareRoute("analysis", {
   path: "/api/wallet/{address}/analysis",
   tags,
   summary: "The wallet's full walletData",
-  description: "Balances, monthly series per token, top counterparties and the income breakdown the scores were computed from (docs/api.md).",
+  description:
+    "Balances, monthly series per token, top counterparties and the income breakdown the scores were computed from (docs/api.md).",
   request: { params: walletParams },
   ok: analysisSchema,
   errors: walletErrors,
@@ -45,7 +53,9 @@ export const signalsRoute = declareRoute("signals", {
   middleware: [indexedWallet],
 });
 
-const aliasList = Object.entries(SIGNAL_ALIASES).map(([alias, name]) => `${alias} (${name})`).join(", ");
+const aliasList = Object.entries(SIGNAL_ALIASES)
+  .map(([alias, name]) => `${alias} (${name})`)
+  .join(", ");
 
 export const signalRoute = declareRoute("signal", {
   method: "get",
@@ -54,7 +64,11 @@ export const signalRoute = declareRoute("signal", {
   summary: "One named signal",
   description: `One signal of the wallet. The original service's names are accepted as aliases: ${aliasList}.`,
   request: {
-    params: walletParams.extend({ signal: z.enum(SIGNAL_READ_NAMES).describe("Signal name (GET /api/wallet/{address}/signals lists them), or an alias") }),
+    params: walletParams.extend({
+      signal: z
+        .enum(SIGNAL_READ_NAMES)
+        .describe("Signal name (GET /api/wallet/{address}/signals lists them), or an alias"),
+    }),
   },
   ok: signalSchema,
   errors: { 400: ["invalid_address"], 404: ["unknown_signal", "wallet_not_indexed"] },
@@ -74,7 +88,12 @@ export const historyRoute = declareRoute("history", {
   middleware: [indexedWallet],
 });
 
-export type WalletRouteDeps = { db: IndexDb; target: Pick<IndexTarget, "tokens" | "schema">; assessor: WalletAssessor; store?: Promise<ServiceDb> };
+export type WalletRouteDeps = {
+  db: IndexDb;
+  target: Pick<IndexTarget, "tokens" | "schema">;
+  assessor: WalletAssessor;
+  store?: Promise<ServiceDb>;
+};
 
 /** What signals read from the service store: the wallet's latest statement. */
 const signalContext = async (store: Promise<ServiceDb> | undefined, wallet: string): Promise<SignalContext> => ({
@@ -94,7 +113,14 @@ export const analysisHandler =
   async (c) => {
     const a = await assessor.assess(c.req.valid("param").address);
     return c.json(
-      { walletAddress: a.facts.address, modelVersion: a.result.modelVersion, dataAsOf: dataAsOf(a), x402Billing: x402Billing(c.var.billing), cached: a.cached, walletData: await walletData(db, target, a) },
+      {
+        walletAddress: a.facts.address,
+        modelVersion: a.result.modelVersion,
+        dataAsOf: dataAsOf(a),
+        x402Billing: x402Billing(c.var.billing),
+        cached: a.cached,
+        walletData: await walletData(db, target, a),
+      },
       200,
     );
   };
@@ -111,7 +137,11 @@ export const signalsHandler =
         dataAsOf: dataAsOf(a),
         x402Billing: x402Billing(c.var.billing),
         cache: cacheStatus(a),
-        signals: SIGNAL_NAMES.map((name) => ({ name, value: SIGNALS[name].read(a, ctx), description: SIGNALS[name].description })),
+        signals: SIGNAL_NAMES.map((name) => ({
+          name,
+          value: SIGNALS[name].read(a, ctx),
+          description: SIGNALS[name].description,
+        })),
         aliases: SIGNAL_ALIASES,
       },
       200,
@@ -124,7 +154,10 @@ export const signalHandler =
     const { address, signal: asked } = c.req.valid("param");
     const name = resolveSignal(asked);
     const signal = SIGNALS[name];
-    const [a, ctx] = await Promise.all([assessor.assess(address), name === "latestStatement" ? signalContext(store, address) : {}]);
+    const [a, ctx] = await Promise.all([
+      assessor.assess(address),
+      name === "latestStatement" ? signalContext(store, address) : {},
+    ]);
     const billing = c.var.billing;
     return c.json(
       {

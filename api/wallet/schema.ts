@@ -3,7 +3,9 @@ import { addressSchema } from "../../config/addresses.ts";
 import { x402BillingSchema } from "../payments/billing.ts";
 
 /** Wallet routes take the wallet from the path. */
-export const walletParams = z.object({ address: addressSchema.describe("Wallet address, 0x followed by 40 hex characters") });
+export const walletParams = z.object({
+  address: addressSchema.describe("Wallet address, 0x followed by 40 hex characters"),
+});
 
 /** The latest indexed block the answer was computed at. */
 export const dataAsOfSchema = z.object({ block: z.number().int(), time: z.iso.datetime() });
@@ -16,14 +18,33 @@ const cacheStatusSchema = z.object({
 });
 
 const usd = z.number().describe("USD, rounded to cents");
-const recurringPayer = z.object({ payer: z.string(), cadence: z.string(), payments: z.number().int(), medianUsd: usd, monthlyUsd: usd });
+const recurringPayer = z.object({
+  payer: z.string(),
+  cadence: z.string(),
+  payments: z.number().int(),
+  medianUsd: usd,
+  monthlyUsd: usd,
+});
 
 /** walletData: everything the scores were computed from (docs/api.md). */
 export const walletDataSchema = z.object({
   account: z
-    .object({ firstActiveAt: z.iso.datetime(), lastActiveAt: z.iso.datetime(), ageDays: z.number(), transfersIn: z.number().int(), transfersOut: z.number().int() })
+    .object({
+      firstActiveAt: z.iso.datetime(),
+      lastActiveAt: z.iso.datetime(),
+      ageDays: z.number(),
+      transfersIn: z.number().int(),
+      transfersOut: z.number().int(),
+    })
     .nullable(),
-  balances: z.array(z.object({ token: z.string(), symbol: z.string(), balanceUnits: z.string().describe("Integer smallest units"), balanceUsd: usd })),
+  balances: z.array(
+    z.object({
+      token: z.string(),
+      symbol: z.string(),
+      balanceUnits: z.string().describe("Integer smallest units"),
+      balanceUsd: usd,
+    }),
+  ),
   monthly: z.array(
     z.object({
       month: z.string().describe("YYYY-MM (UTC)"),
@@ -62,12 +83,24 @@ export const walletDataSchema = z.object({
 });
 
 /** What every paid wallet answer starts with. */
-const walletAnswer = { walletAddress: z.string(), modelVersion: z.string(), dataAsOf: dataAsOfSchema, x402Billing: x402BillingSchema };
+const walletAnswer = {
+  walletAddress: z.string(),
+  modelVersion: z.string(),
+  dataAsOf: dataAsOfSchema,
+  x402Billing: x402BillingSchema,
+};
 
 export const analysisSchema = z.object({ ...walletAnswer, cached: z.boolean(), walletData: walletDataSchema });
 
 /** A signal's value: a number, flag, word, list or object, as its description says. */
-const signalValueSchema = z.union([z.number(), z.boolean(), z.string(), z.null(), z.array(z.record(z.string(), z.unknown())), z.record(z.string(), z.unknown())]);
+const signalValueSchema = z.union([
+  z.number(),
+  z.boolean(),
+  z.string(),
+  z.null(),
+  z.array(z.record(z.string(), z.unknown())),
+  z.record(z.string(), z.unknown()),
+]);
 
 export const signalsSchema = z.object({
   ...walletAnswer,

@@ -13,26 +13,65 @@ export const SIGNALS = {
   recommendation: { description: "approve, review or decline", read: (a) => a.result.recommendation },
   thinFile: { description: "Too little history to judge (not bad behaviour)", read: (a) => a.result.thinFile.thinFile },
   walletAgeDays: { description: "Days since the first indexed transfer", read: (a) => a.result.signals.ageDays },
-  daysSinceLastActivity: { description: "Days since the last indexed transfer", read: (a) => a.result.signals.daysSinceLastActivity },
-  activeMonths: { description: "Months of the last 12 with a genuine transfer", read: (a) => a.result.signals.activeMonths12 },
-  distinctCounterparties: { description: "Genuine counterparties over the last year", read: (a) => a.result.signals.distinctCounterparties },
+  daysSinceLastActivity: {
+    description: "Days since the last indexed transfer",
+    read: (a) => a.result.signals.daysSinceLastActivity,
+  },
+  activeMonths: {
+    description: "Months of the last 12 with a genuine transfer",
+    read: (a) => a.result.signals.activeMonths12,
+  },
+  distinctCounterparties: {
+    description: "Genuine counterparties over the last year",
+    read: (a) => a.result.signals.distinctCounterparties,
+  },
   stablecoinBalanceUsd: { description: "USDT + USDC balance", read: (a) => usd(a.result.signals.balanceUnits) },
-  monthlyIncomeUsd: { description: "Income (excluding dust, returned and cycled money), average of the last 3 complete months", read: (a) => usd(a.result.signals.monthlyIncomeUnits) },
-  verifiedMonthlyIncomeUsd: { description: "Income from recurring payers or steady business revenue, per month", read: (a) => usd(a.result.signals.verifiedMonthlyIncomeUnits) },
+  monthlyIncomeUsd: {
+    description: "Income (excluding dust, returned and cycled money), average of the last 3 complete months",
+    read: (a) => usd(a.result.signals.monthlyIncomeUnits),
+  },
+  verifiedMonthlyIncomeUsd: {
+    description: "Income from recurring payers or steady business revenue, per month",
+    read: (a) => usd(a.result.signals.verifiedMonthlyIncomeUnits),
+  },
   recurringPayers: {
     description: "Payers with a regular cadence and amount",
-    read: (a) => a.result.signals.recurring.map((r) => ({ payer: r.payer, cadence: r.cadence, monthlyUsd: usd(r.monthlyUnits) })),
+    read: (a) =>
+      a.result.signals.recurring.map((r) => ({ payer: r.payer, cadence: r.cadence, monthlyUsd: usd(r.monthlyUnits) })),
   },
-  weeklyConsistencyPct: { description: "Share of the last 13 weeks with income", read: (a) => Math.round(a.result.signals.weeklyConsistency * 100) },
-  threeMonthNetFlowUsd: { description: "Inflow less outflow over the last 90 days", read: (a) => usd(a.result.signals.threeMonth.net) },
-  monthlySpendUsd: { description: "Average monthly spending over 3 months", read: (a) => usd(a.result.signals.monthlySpendUnits) },
-  topPayerSharePct: { description: "Share of income from the largest payer", read: (a) => Math.round(a.result.signals.topPayerShare * 100) },
-  drainSharePct: { description: "Share of inflow sent on to fresh one-time addresses within 48 hours", read: (a) => Math.round(a.result.signals.drainShare * 100) },
-  cycledSharePct: { description: "Share of inflow that is its own money returned through wallets it funded", read: (a) => Math.round(a.result.signals.cycledShare * 100) },
+  weeklyConsistencyPct: {
+    description: "Share of the last 13 weeks with income",
+    read: (a) => Math.round(a.result.signals.weeklyConsistency * 100),
+  },
+  threeMonthNetFlowUsd: {
+    description: "Inflow less outflow over the last 90 days",
+    read: (a) => usd(a.result.signals.threeMonth.net),
+  },
+  monthlySpendUsd: {
+    description: "Average monthly spending over 3 months",
+    read: (a) => usd(a.result.signals.monthlySpendUnits),
+  },
+  topPayerSharePct: {
+    description: "Share of income from the largest payer",
+    read: (a) => Math.round(a.result.signals.topPayerShare * 100),
+  },
+  drainSharePct: {
+    description: "Share of inflow sent on to fresh one-time addresses within 48 hours",
+    read: (a) => Math.round(a.result.signals.drainShare * 100),
+  },
+  cycledSharePct: {
+    description: "Share of inflow that is its own money returned through wallets it funded",
+    read: (a) => Math.round(a.result.signals.cycledShare * 100),
+  },
   dustInflows: { description: "Inflows under $1 ignored as dust", read: (a) => a.result.signals.dustInflows },
   loanCapacity: {
     description: "Suggested loan range in USD with its confidence",
-    read: (a) => ({ minUsd: unitsToUsd(a.result.loan.minUnits), maxUsd: unitsToUsd(a.result.loan.maxUnits), confidence: a.result.loan.confidence, currency: "USD" }),
+    read: (a) => ({
+      minUsd: unitsToUsd(a.result.loan.minUnits),
+      maxUsd: unitsToUsd(a.result.loan.maxUnits),
+      confidence: a.result.loan.confidence,
+      currency: "USD",
+    }),
   },
   assessment: {
     description: "Scores, verdict, income label and loan range together",
@@ -43,11 +82,16 @@ export const SIGNALS = {
       recommendation: a.result.recommendation,
       rationale: a.result.rationale,
       incomeLabel: a.result.incomeLabel,
-      loan: { minUsd: unitsToUsd(a.result.loan.minUnits), maxUsd: unitsToUsd(a.result.loan.maxUnits), confidence: a.result.loan.confidence },
+      loan: {
+        minUsd: unitsToUsd(a.result.loan.minUnits),
+        maxUsd: unitsToUsd(a.result.loan.maxUnits),
+        confidence: a.result.loan.confidence,
+      },
     }),
   },
   latestStatement: {
-    description: "The wallet's latest statement (POST /api/agent/statement): CIDs of its PDF and CSV, period, and when it was made; null when none was made",
+    description:
+      "The wallet's latest statement (POST /api/agent/statement): CIDs of its PDF and CSV, period, and when it was made; null when none was made",
     read: (_a: Assessment, ctx?: SignalContext) => ctx?.latestStatement ?? null,
   },
 } satisfies Record<string, { description: string; read: (a: Assessment, ctx?: SignalContext) => Value }>;
@@ -66,6 +110,10 @@ export const SIGNAL_ALIASES = {
 } as const satisfies Record<string, SignalName>;
 
 /** Every name a signal read accepts: ours, then the aliases. */
-export const SIGNAL_READ_NAMES = [...new Set([...SIGNAL_NAMES, ...Object.keys(SIGNAL_ALIASES)])] as [string, ...string[]];
+export const SIGNAL_READ_NAMES = [...new Set([...SIGNAL_NAMES, ...Object.keys(SIGNAL_ALIASES)])] as [
+  string,
+  ...string[],
+];
 
-export const resolveSignal = (name: string): SignalName => (SIGNAL_ALIASES as Record<string, SignalName>)[name] ?? (name as SignalName);
+export const resolveSignal = (name: string): SignalName =>
+  (SIGNAL_ALIASES as Record<string, SignalName>)[name] ?? (name as SignalName);

@@ -8,13 +8,15 @@ import { isoFromSeconds as iso, usdRoundedToCents as usd } from "../money.ts";
 import { DAY } from "../scoring/facts.ts";
 import type { Assessment } from "./assess.ts";
 
-
 /**
  * walletData: the full picture of one wallet that the scores were computed from (documented in
  * docs/api.md): balances, monthly series per token, top counterparties and the income breakdown.
  */
 export async function walletData(db: IndexDb, target: Pick<IndexTarget, "tokens">, a: Assessment) {
-  const [monthly, topCounterparties] = await Promise.all([walletMonthly(db, target, a), walletTopCounterparties(db, a)]);
+  const [monthly, topCounterparties] = await Promise.all([
+    walletMonthly(db, target, a),
+    walletTopCounterparties(db, a),
+  ]);
   const s = a.result.signals;
   return {
     account: a.facts.account && {
@@ -35,7 +37,13 @@ export async function walletData(db: IndexDb, target: Pick<IndexTarget, "tokens"
       monthlyEstimateUsd: usd(s.monthlyIncomeUnits),
       verifiedMonthlyUsd: usd(s.verifiedMonthlyIncomeUnits),
       weeklyConsistencyPct: Math.round(s.weeklyConsistency * 100),
-      recurringPayers: s.recurring.map((r) => ({ payer: r.payer, cadence: r.cadence, payments: r.payments, medianUsd: usd(r.medianUnits), monthlyUsd: usd(r.monthlyUnits) })),
+      recurringPayers: s.recurring.map((r) => ({
+        payer: r.payer,
+        cadence: r.cadence,
+        payments: r.payments,
+        medianUsd: usd(r.medianUnits),
+        monthlyUsd: usd(r.monthlyUnits),
+      })),
       inflowUsd: Object.fromEntries(Object.entries(s.inflowByKind).map(([kind, units]) => [kind, usd(units)])),
       dustInflows: s.dustInflows,
       selfFundedWallets: s.selfFundedWallets,

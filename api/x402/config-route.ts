@@ -1,11 +1,11 @@
 import type { RouteConfig, RouteHandler } from "@hono/zod-openapi";
+import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
 import { z } from "zod";
-import { declareRoute, routeName } from "../http/declare.ts";
 import type { AppEnv } from "../http/app-env.ts";
+import { declareRoute, routeName } from "../http/declare.ts";
 import { unitsToUsd } from "../money.ts";
 import type { PaymentCore } from "../payments/core.ts";
 import { PRICES, type RouteId } from "../payments/prices.ts";
-import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
 import { PAYMENT_EXTENSIONS } from "../payments/requirements.ts";
 import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "../payments/sign-in.ts";
 
@@ -18,20 +18,33 @@ const priceSchema = z.object({
   amountUnits: z.string().describe("Price in the token's smallest units"),
   usd: z.number(),
   available: z.boolean().describe("false: in the service interface, not served by this build yet"),
-  per: z.string().optional().describe('Set when the price is per unit of the request (e.g. "wallet": amountUnits per wallet answered)'),
+  per: z
+    .string()
+    .optional()
+    .describe('Set when the price is per unit of the request (e.g. "wallet": amountUnits per wallet answered)'),
   freeWhen: z.string().optional(),
   signIn: z.string().optional().describe("Set where sign-in-with-x can make the call free: what it grants"),
 });
 
 const signInSchema = z.object({
-  extension: z.literal(SIGN_IN_WITH_X).describe("The x402 extension (@x402/extensions); 402 answers of these routes carry its challenge in extensions"),
+  extension: z
+    .literal(SIGN_IN_WITH_X)
+    .describe("The x402 extension (@x402/extensions); 402 answers of these routes carry its challenge in extensions"),
   header: z.string().describe("The request header carrying the signed proof (base64 JSON)"),
-  origin: z.string().describe("The origin the CAIP-122 message must name (domain and URI), from configuration: never the request's Host"),
+  origin: z
+    .string()
+    .describe(
+      "The origin the CAIP-122 message must name (domain and URI), from configuration: never the request's Host",
+    ),
   chains: z.array(z.object({ chainId: z.string(), type: z.string() })),
   maxAgeSeconds: z.number().describe("A proof is accepted this long after its issuedAt; each nonce is accepted once"),
-  ownWalletAnalysesPerHour: z.number().describe("Free analyses of the signed-in wallet itself, per wallet per hour; then 429 rate_limited"),
+  ownWalletAnalysesPerHour: z
+    .number()
+    .describe("Free analyses of the signed-in wallet itself, per wallet per hour; then 429 rate_limited"),
   routes: z.array(z.string()),
-  refusals: z.record(z.string(), z.number()).describe("Codes of a refused sign-in, with their status; nothing is charged"),
+  refusals: z
+    .record(z.string(), z.number())
+    .describe("Codes of a refused sign-in, with their status; nothing is charged"),
 });
 
 const configSchema = z.object({
@@ -40,18 +53,41 @@ const configSchema = z.object({
   network: z.string(),
   x402Versions: z.array(z.number()),
   scheme: z.string(),
-  tokens: z.array(z.object({ symbol: z.string(), address: z.string(), decimals: z.number(), eip712: z.object({ name: z.string(), version: z.string() }) })),
+  tokens: z.array(
+    z.object({
+      symbol: z.string(),
+      address: z.string(),
+      decimals: z.number(),
+      eip712: z.object({ name: z.string(), version: z.string() }),
+    }),
+  ),
   prices: z.array(priceSchema),
   settlement: z.object({
     mode: z.enum(["self", "facilitator"]),
     relayer: z.string().optional(),
     url: z.string().optional(),
     description: z.string(),
-    timing: z.enum(["before", "deferred"]).describe("X402_SETTLEMENT: settled before the answer, or answered first and settled by a worker (PAYMENT-RESPONSE extra.settlement = pending)"),
-    deferredMaxPerPayerUnits: z.string().optional().describe("Deferred: most unsettled value per payer (smallest units); past it a call settles first"),
+    timing: z
+      .enum(["before", "deferred"])
+      .describe(
+        "X402_SETTLEMENT: settled before the answer, or answered first and settled by a worker (PAYMENT-RESPONSE extra.settlement = pending)",
+      ),
+    deferredMaxPerPayerUnits: z
+      .string()
+      .optional()
+      .describe("Deferred: most unsettled value per payer (smallest units); past it a call settles first"),
   }),
-  extensions: z.array(z.string()).describe("x402 extensions honoured: payment-identifier (idempotency id in the payment payload's extensions), sign-in-with-x"),
-  limits: z.object({ maxTimeoutSeconds: z.number(), maxAuthorizationLifetimeSeconds: z.number(), maxAmountUnits: z.string(), maxPaymentHeaderBytes: z.number() }),
+  extensions: z
+    .array(z.string())
+    .describe(
+      "x402 extensions honoured: payment-identifier (idempotency id in the payment payload's extensions), sign-in-with-x",
+    ),
+  limits: z.object({
+    maxTimeoutSeconds: z.number(),
+    maxAuthorizationLifetimeSeconds: z.number(),
+    maxAmountUnits: z.string(),
+    maxPaymentHeaderBytes: z.number(),
+  }),
   headers: z.object({ request: z.array(z.string()), response: z.array(z.string()) }),
   signIn: signInSchema,
 });
@@ -61,7 +97,8 @@ export const configRoute = declareRoute("config", {
   path: "/api/x402/config",
   tags: ["Payments"],
   summary: "How to pay",
-  description: "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits, and sign-in-with-x (signIn). Free.",
+  description:
+    "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits, and sign-in-with-x (signIn). Free.",
   ok: configSchema,
   rateLimited: true,
 });
@@ -71,7 +108,16 @@ export type ConfigDeps = { payments: PaymentCore; routes: readonly RouteConfig[]
 /** GET /api/x402/config: everything a client needs to pay, from the settings and the declared routes. */
 export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<typeof configRoute, AppEnv> {
   const { settings, facilitator } = payments;
-  const price = (id: RouteId, route: { method: string; path: string; description?: string; "x-price"?: { freeWhen?: string; per?: string }; "x-sign-in"?: string }) => ({
+  const price = (
+    id: RouteId,
+    route: {
+      method: string;
+      path: string;
+      description?: string;
+      "x-price"?: { freeWhen?: string; per?: string };
+      "x-sign-in"?: string;
+    },
+  ) => ({
     route: routeName(route),
     method: route.method.toUpperCase(),
     path: route.path,
@@ -91,14 +137,29 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
     network: settings.network,
     x402Versions: [1, 2],
     scheme: "exact",
-    tokens: settings.tokens.map((t) => ({ symbol: t.symbol, address: t.address, decimals: t.decimals, eip712: { name: t.name, version: t.version } })),
+    tokens: settings.tokens.map((t) => ({
+      symbol: t.symbol,
+      address: t.address,
+      decimals: t.decimals,
+      eip712: { name: t.name, version: t.version },
+    })),
     prices: routes.map((r) => price(r.operationId as RouteId, r as Parameters<typeof price>[1])),
     settlement: {
       ...(settings.settlement.mode === "self"
-        ? { mode: "self" as const, relayer: facilitator.relayer, description: "The service submits transferWithAuthorization itself; payers need no gas." }
-        : { mode: "facilitator" as const, url: settings.settlement.url, description: "A remote x402 facilitator verifies and settles." }),
+        ? {
+            mode: "self" as const,
+            relayer: facilitator.relayer,
+            description: "The service submits transferWithAuthorization itself; payers need no gas.",
+          }
+        : {
+            mode: "facilitator" as const,
+            url: settings.settlement.url,
+            description: "A remote x402 facilitator verifies and settles.",
+          }),
       timing: settings.timing.mode,
-      ...(settings.timing.mode === "deferred" ? { deferredMaxPerPayerUnits: settings.timing.maxPerPayerMicroUsd.toString() } : {}),
+      ...(settings.timing.mode === "deferred"
+        ? { deferredMaxPerPayerUnits: settings.timing.maxPerPayerMicroUsd.toString() }
+        : {}),
     },
     extensions: [...Object.keys(PAYMENT_EXTENSIONS), SIGN_IN_WITH_X],
     limits: {
@@ -108,7 +169,11 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
       maxPaymentHeaderBytes: settings.maxHeaderBytes,
     },
     headers: {
-      request: ["X-PAYMENT (service JSON or x402 v1 base64)", "PAYMENT-SIGNATURE (x402 v2 base64)", `${SIGN_IN_HEADER} (x402 sign-in-with-x, base64; instead of a payment where signIn says so)`],
+      request: [
+        "X-PAYMENT (service JSON or x402 v1 base64)",
+        "PAYMENT-SIGNATURE (x402 v2 base64)",
+        `${SIGN_IN_HEADER} (x402 sign-in-with-x, base64; instead of a payment where signIn says so)`,
+      ],
       response: ["PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE", "PAYMENT-REQUIRED (on 402)"],
     },
     signIn: {

@@ -6,9 +6,17 @@ import { resolveIndexTarget } from "../../config/target.ts";
 const target = resolveIndexTarget();
 
 export default createConfig({
-  database: target.database.kind === "postgres" ? { kind: "postgres", connectionString: target.database.connectionString } : { kind: "pglite", directory: target.database.directory },
+  database:
+    target.database.kind === "postgres"
+      ? { kind: "postgres", connectionString: target.database.connectionString }
+      : { kind: "pglite", directory: target.database.directory },
   chains: { celo: { id: 42220, rpc: target.rpcUrls, disableCache: true } },
   contracts: {
-    Stablecoin: { chain: "celo", abi: devStablecoinAbi, address: target.tokens.map((t) => t.address), startBlock: target.startBlock },
+    Stablecoin: {
+      chain: "celo",
+      abi: devStablecoinAbi,
+      address: target.tokens.map((t) => t.address),
+      startBlock: target.startBlock,
+    },
   },
 });

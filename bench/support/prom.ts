@@ -29,7 +29,11 @@ function diff(before: Metrics, after: Metrics, prefix: string): Map<string, numb
 }
 
 /** For a histogram: per label set (without `le`), the change in sum and count between two reads. */
-export function histogramDelta(before: Metrics, after: Metrics, name: string): { labels: string; sum: number; count: number }[] {
+export function histogramDelta(
+  before: Metrics,
+  after: Metrics,
+  name: string,
+): { labels: string; sum: number; count: number }[] {
   const sums = diff(before, after, `${name}_sum`);
   const rows: { labels: string; sum: number; count: number }[] = [];
   for (const [key, sum] of sums) {

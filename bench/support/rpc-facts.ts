@@ -1,14 +1,25 @@
-import { BaseError, createPublicClient, http, parseAbiItem, ResponseBodyTooLargeError, type Address as ViemAddress } from "viem";
-import type { Address } from "../../config/addresses.ts";
-import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
+import {
+  BaseError,
+  createPublicClient,
+  http,
+  parseAbiItem,
+  ResponseBodyTooLargeError,
+  type Address as ViemAddress,
+} from "viem";
+import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../../api/scoring/facts.ts";
 import { drainCandidates } from "../../api/scoring/rules.ts";
 import { MAX_TRACED_FLOWS, type Outflow, traceFunding } from "../../api/wallet/funding.ts";
-import { monthOf } from "../../shared/month.ts";
+import type { Address } from "../../config/addresses.ts";
 import { devnetChain } from "../../devnet/chain.ts";
+import { monthOf } from "../../shared/month.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 const balanceOf = parseAbiItem("function balanceOf(address) view returns (uint256)");
-type TransferLog = { address: ViemAddress; blockNumber: bigint | null; args: { from?: ViemAddress; to?: ViemAddress; value?: bigint } };
+type TransferLog = {
+  address: ViemAddress;
+  blockNumber: bigint | null;
+  args: { from?: ViemAddress; to?: ViemAddress; value?: bigint };
+};
 
 /**
  * The same WalletFacts the indexer's tables give, built the way the original service worked: live
@@ -21,17 +32,33 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
   // scans onto the node. The benchmark cuts a screen off itself.
   const client = createPublicClient({
     chain: devnetChain(rpcUrl),
-    transport: http(rpcUrl, { batch: { batchSize: 200 }, maxResponseBodySize: 64 * 1024 * 1024, timeout: 0, retryCount: 0 }),
+    transport: http(rpcUrl, {
+      batch: { batchSize: 200 },
+      maxResponseBodySize: 64 * 1024 * 1024,
+      timeout: 0,
+      retryCount: 0,
+    }),
   });
   const times = new Map<bigint, number>();
 
   // A scan over the whole chain, split in halves while the node's answer is too large for the
   // client (an exchange has received over a million transfers), as any eth_getLogs client must.
   // `signal` ends a scan that has been given up on, so it does not slow the next one.
-  const scan = async (args: { from?: Address; to?: Address }, fromBlock: bigint, toBlock: bigint, signal?: AbortSignal): Promise<TransferLog[]> => {
+  const scan = async (
+    args: { from?: Address; to?: Address },
+    fromBlock: bigint,
+    toBlock: bigint,
+    signal?: AbortSignal,
+  ): Promise<TransferLog[]> => {
     signal?.throwIfAborted();
     try {
-      return await client.getLogs({ address: tokens as ViemAddress[], event: transferEvent, args: args as never, fromBlock, toBlock });
+      return await client.getLogs({
+        address: tokens as ViemAddress[],
+        event: transferEvent,
+        args: args as never,
+        fromBlock,
+        toBlock,
+      });
     } catch (error) {
       const tooLarge = error instanceof BaseError && error.walk((e) => e instanceof ResponseBodyTooLargeError);
       if (!tooLarge || fromBlock === toBlock) throw error;
@@ -42,18 +69,42 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
   const logs = async (args: { from?: Address; to?: Address }, signal?: AbortSignal) => {
     const found = await scan(args, 0n, await client.getBlockNumber(), signal);
     const missing = [...new Set(found.map((l) => l.blockNumber!))].filter((b) => !times.has(b));
-    await Promise.all(missing.map(async (b) => times.set(b, Number((await client.getBlock({ blockNumber: b })).timestamp))));
-    return found.map((l) => ({ token: l.address.toLowerCase() as Address, from: l.args.from!.toLowerCase() as Address, to: l.args.to!.toLowerCase() as Address, value: l.args.value!, at: times.get(l.blockNumber!)! }));
+    await Promise.all(
+      missing.map(async (b) => times.set(b, Number((await client.getBlock({ blockNumber: b })).timestamp))),
+    );
+    return found.map((l) => ({
+      token: l.address.toLowerCase() as Address,
+      from: l.args.from!.toLowerCase() as Address,
+      to: l.args.to!.toLowerCase() as Address,
+      value: l.args.value!,
+      at: times.get(l.blockNumber!)!,
+    }));
   };
 
   /** The wallet's own Transfer logs, both ways, with block times: the least any eth_getLogs screen reads. */
-  const ownTransfers = (address: Address, signal?: AbortSignal) => Promise.all([logs({ from: address }, signal), logs({ to: address }, signal)]);
+  const ownTransfers = (address: Address, signal?: AbortSignal) =>
+    Promise.all([logs({ from: address }, signal), logs({ to: address }, signal)]);
 
   async function facts(address: Address, asOf: number, signal?: AbortSignal): Promise<WalletFacts> {
     const [sent, received] = await ownTransfers(address, signal);
-    const all = [...sent.map((t) => ({ ...t, direction: "out" as const, counterparty: t.to })), ...received.map((t) => ({ ...t, direction: "in" as const, counterparty: t.from }))].sort((a, b) => a.at - b.at);
-    const transfers: WalletTransfer[] = all.filter((t) => t.at > asOf - WINDOW_DAYS * DAY).map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
-    const balances = await Promise.all(tokens.map(async (token) => ({ token, balance: await client.readContract({ address: token as ViemAddress, abi: [balanceOf], functionName: "balanceOf", args: [address as ViemAddress] }) })));
+    const all = [
+      ...sent.map((t) => ({ ...t, direction: "out" as const, counterparty: t.to })),
+      ...received.map((t) => ({ ...t, direction: "in" as const, counterparty: t.from })),
+    ].sort((a, b) => a.at - b.at);
+    const transfers: WalletTransfer[] = all
+      .filter((t) => t.at > asOf - WINDOW_DAYS * DAY)
+      .map(({ direction, counterparty, token, value, at }) => ({ direction, counterparty, token, value, at }));
+    const balances = await Promise.all(
+      tokens.map(async (token) => ({
+        token,
+        balance: await client.readContract({
+          address: token as ViemAddress,
+          abi: [balanceOf],
+          functionName: "balanceOf",
+          args: [address as ViemAddress],
+        }),
+      })),
+    );
 
     // Like the SQL path, only possible drain sinks need their first activity.
     const firstSeen = await Promise.all(
@@ -89,7 +140,9 @@ export function rpcFactsReader(rpcUrl: string, tokens: Address[]) {
     return {
       address,
       asOf,
-      account: all.length ? { firstAt: all[0]!.at, lastAt: all.at(-1)!.at, transfersIn: received.length, transfersOut: sent.length } : null,
+      account: all.length
+        ? { firstAt: all[0]!.at, lastAt: all.at(-1)!.at, transfersIn: received.length, transfersOut: sent.length }
+        : null,
       balances,
       transfers,
       firstSeen,

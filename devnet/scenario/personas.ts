@@ -1,6 +1,6 @@
 import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
-import { DAY, HOUR, dayOf, type Month, randomMoment } from "./calendar.ts";
+import { DAY, dayOf, HOUR, type Month, randomMoment } from "./calendar.ts";
 import type { PersonaTruth, PlannedTransfer, TokenSymbol } from "./plan.ts";
 import { actorAddress, type Random, usd } from "./random.ts";
 
@@ -19,7 +19,10 @@ type PersonaPlan = PersonaTruth & { transfers: PlannedTransfer[] };
  * The named personas with a known ground truth. Each builder returns the wallet, the verdict a
  * good model should reach, the facts seeded on purpose, and its transfers.
  */
-export function planPersonas(ctx: PersonaContext): { personas: Record<string, PersonaTruth>; transfers: PlannedTransfer[] } {
+export function planPersonas(ctx: PersonaContext): {
+  personas: Record<string, PersonaTruth>;
+  transfers: PlannedTransfer[];
+} {
   const plans: Record<string, PersonaPlan> = {
     salaried: salaried(ctx),
     "gig-worker": gigWorker(ctx),
@@ -41,11 +44,31 @@ export function planPersonas(ctx: PersonaContext): { personas: Record<string, Pe
   return { personas, transfers };
 }
 
-const mint = (at: number, token: TokenSymbol, to: Address, amount: bigint): PlannedTransfer => ({ at, token, from: zeroAddress, to, amount });
-const pay = (at: number, token: TokenSymbol, from: Address, to: Address, amount: PlannedTransfer["amount"]): PlannedTransfer => ({ at, token, from, to, amount });
+const mint = (at: number, token: TokenSymbol, to: Address, amount: bigint): PlannedTransfer => ({
+  at,
+  token,
+  from: zeroAddress,
+  to,
+  amount,
+});
+const pay = (
+  at: number,
+  token: TokenSymbol,
+  from: Address,
+  to: Address,
+  amount: PlannedTransfer["amount"],
+): PlannedTransfer => ({ at, token, from, to, amount });
 
 /** `count` card-like payments to shops during the month, after `notBefore`. */
-function spending(ctx: PersonaContext, month: Month, wallet: Address, token: TokenSymbol, count: number, median: number, notBefore = month.start): PlannedTransfer[] {
+function spending(
+  ctx: PersonaContext,
+  month: Month,
+  wallet: Address,
+  token: TokenSymbol,
+  count: number,
+  median: number,
+  notBefore = month.start,
+): PlannedTransfer[] {
   const out: PlannedTransfer[] = [];
   for (let i = 0; i < count; i++) {
     const at = randomMoment(month, () => ctx.rng.next());
@@ -80,7 +103,8 @@ function salaried(ctx: PersonaContext): PersonaPlan {
   return {
     address: wallet,
     expected: "approve",
-    description: "Monthly payroll from one employer on the 25th, rent on the 2nd, regular card-like spending, growing savings.",
+    description:
+      "Monthly payroll from one employer on the 25th, rent on the 2nd, regular card-like spending, growing savings.",
     truth: { employer, payDay: 25, monthlySalaryUsd: 3_400, salaryPayments, token: "USDT" },
     transfers,
   };
@@ -99,7 +123,9 @@ function gigWorker(ctx: PersonaContext): PersonaPlan {
     const jobs = ctx.rng.poisson(14);
     for (let i = 0; i < jobs; i++) {
       const at = randomMoment(month, () => ctx.rng.next());
-      transfers.push(pay(at, "USDC", ctx.rng.pick(clients), wallet, usd(Math.min(400, Math.max(8, ctx.rng.amount(55, 0.7))))));
+      transfers.push(
+        pay(at, "USDC", ctx.rng.pick(clients), wallet, usd(Math.min(400, Math.max(8, ctx.rng.amount(55, 0.7))))),
+      );
       gigPayments++;
     }
     transfers.push(...spending(ctx, month, wallet, "USDC", ctx.rng.poisson(12), 40));
@@ -127,7 +153,9 @@ function merchant(ctx: PersonaContext): PersonaPlan {
     for (let i = 0; i < count; i++) {
       const at = randomMoment(month, () => ctx.rng.next());
       if (at < month.start + HOUR) continue;
-      transfers.push(pay(at, "USDC", ctx.rng.pick(customers), wallet, usd(Math.min(110, Math.max(2, ctx.rng.amount(20, 0.6))))));
+      transfers.push(
+        pay(at, "USDC", ctx.rng.pick(customers), wallet, usd(Math.min(110, Math.max(2, ctx.rng.amount(20, 0.6))))),
+      );
       sales++;
     }
     for (const day of [7, 14, 21, 28]) {
@@ -176,7 +204,9 @@ function dormant(ctx: PersonaContext): PersonaPlan {
     const payday = dayOf(month, 10, 9)!;
     transfers.push(mint(payday - HOUR, "USDT", employer, usd(1_800)));
     transfers.push(pay(payday, "USDT", employer, wallet, usd(1_800)));
-    const spends = spending(ctx, month, wallet, "USDT", 10, 60, payday + HOUR).filter((t) => t.at < month.start + 27 * DAY);
+    const spends = spending(ctx, month, wallet, "USDT", 10, 60, payday + HOUR).filter(
+      (t) => t.at < month.start + 27 * DAY,
+    );
     transfers.push(...spends);
     lastAt = Math.max(lastAt, payday, ...spends.map((t) => t.at));
   }
@@ -272,8 +302,12 @@ function oneOff(ctx: PersonaContext): PersonaPlan {
   const payer = actorAddress(ctx.seed, "one-off-payer");
   const month = ctx.months[Math.min(4, ctx.months.length - 1)]!;
   const at = dayOf(month, 12, 15) ?? month.start + HOUR;
-  const transfers: PlannedTransfer[] = [mint(at - HOUR, "USDT", payer, usd(50_000)), pay(at, "USDT", payer, wallet, usd(50_000))];
-  for (const later of ctx.months.filter((m) => m.index > month.index)) transfers.push(...spending(ctx, later, wallet, "USDT", 3, 120));
+  const transfers: PlannedTransfer[] = [
+    mint(at - HOUR, "USDT", payer, usd(50_000)),
+    pay(at, "USDT", payer, wallet, usd(50_000)),
+  ];
+  for (const later of ctx.months.filter((m) => m.index > month.index))
+    transfers.push(...spending(ctx, later, wallet, "USDT", 3, 120));
   return {
     address: wallet,
     expected: "review",

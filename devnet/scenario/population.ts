@@ -1,6 +1,6 @@
 import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
-import { DAY, HOUR, dayOf, type Month, randomMoment } from "./calendar.ts";
+import { DAY, dayOf, HOUR, type Month, randomMoment } from "./calendar.ts";
 import type { PlannedTransfer, TokenSymbol } from "./plan.ts";
 import { actorAddress, Random, usd } from "./random.ts";
 
@@ -49,7 +49,9 @@ export class Population {
     const { seed, wallets, months } = options;
     this.seed = seed;
     this.rng = new Random(seed ^ 0x5eed);
-    this.activity = options.targetTransfers ? Math.max(0.05, options.targetTransfers / (wallets * months * TRANSFERS_PER_MEMBER_MONTH)) : 1;
+    this.activity = options.targetTransfers
+      ? Math.max(0.05, options.targetTransfers / (wallets * months * TRANSFERS_PER_MEMBER_MONTH))
+      : 1;
     this.exchange = actorAddress(seed, "exchange-hot-wallet");
     this.companies = Array.from({ length: Math.max(2, Math.round(wallets / 40)) }, (_, i) => ({
       address: actorAddress(seed, `company-${i}`),
@@ -67,7 +69,11 @@ export class Population {
 
   private member(seed: number, index: number, kind: Archetype, months: number): Member {
     const rng = this.rng;
-    const base: Member = { address: actorAddress(seed, `wallet-${index}`), kind, token: rng.chance(0.7) ? "USDT" : "USDC" };
+    const base: Member = {
+      address: actorAddress(seed, `wallet-${index}`),
+      kind,
+      token: rng.chance(0.7) ? "USDT" : "USDC",
+    };
     if (kind === "employee" || kind === "churned") {
       const employer = rng.int(0, this.companies.length - 1);
       Object.assign(base, {
@@ -88,7 +94,13 @@ export class Population {
   month(month: Month): PlannedTransfer[] {
     const rng = this.rng;
     const out: PlannedTransfer[] = [];
-    const add = (at: number | null, token: TokenSymbol, from: Address, to: Address, amount: PlannedTransfer["amount"]) => {
+    const add = (
+      at: number | null,
+      token: TokenSymbol,
+      from: Address,
+      to: Address,
+      amount: PlannedTransfer["amount"],
+    ) => {
       if (at !== null && at >= month.start && at < month.end) out.push({ at, token, from, to, amount });
     };
     const spend = (m: Member, count: number, median: number) => {
@@ -100,8 +112,10 @@ export class Population {
 
     // Money enters the economy through companies' revenue and the exchange (mints stand for on-ramps).
     const payroll = new Map<number, number>();
-    for (const m of this.members) if (m.employer !== undefined) payroll.set(m.employer, (payroll.get(m.employer) ?? 0) + m.salary!);
-    for (const [i, c] of this.companies.entries()) add(dayOf(month, 1, 0), c.token, zeroAddress, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000));
+    for (const m of this.members)
+      if (m.employer !== undefined) payroll.set(m.employer, (payroll.get(m.employer) ?? 0) + m.salary!);
+    for (const [i, c] of this.companies.entries())
+      add(dayOf(month, 1, 0), c.token, zeroAddress, c.address, usd((payroll.get(i) ?? 0) * 1.05 + 1_000));
     add(dayOf(month, 1, 0), "USDT", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
     add(dayOf(month, 1, 0), "USDC", zeroAddress, this.exchange, usd(50_000 + 400 * this.members.length));
 
@@ -114,16 +128,36 @@ export class Population {
           const company = this.companies[m.employer!]!;
           const payday = dayOf(month, m.payDay!, 9);
           add(payday, company.token, company.address, m.address, usd(m.salary!));
-          if (rng.chance(0.6)) add(dayOf(month, rng.int(1, 5), 10), m.token, m.address, actorAddress(this.seed, `landlord-${m.employer}`), usd(m.salary! * 0.3));
+          if (rng.chance(0.6))
+            add(
+              dayOf(month, rng.int(1, 5), 10),
+              m.token,
+              m.address,
+              actorAddress(this.seed, `landlord-${m.employer}`),
+              usd(m.salary! * 0.3),
+            );
           spend(m, rng.poisson(12 * this.activity), m.salary! / 60);
-          if (rng.chance(0.3 * this.activity)) add(randomMoment(month, () => rng.next()), m.token, m.address, rng.pick(this.members).address, usd(rng.amount(40)));
+          if (rng.chance(0.3 * this.activity))
+            add(
+              randomMoment(month, () => rng.next()),
+              m.token,
+              m.address,
+              rng.pick(this.members).address,
+              usd(rng.amount(40)),
+            );
           break;
         }
         case "gig": {
           const jobs = rng.poisson(7 * this.activity);
           for (let i = 0; i < jobs; i++) {
             const payer = rng.chance(0.5) ? rng.pick(this.companies) : { address: this.exchange, token: m.token };
-            add(randomMoment(month, () => rng.next()), payer.token, payer.address, m.address, usd(Math.max(5, rng.amount(70, 0.8))));
+            add(
+              randomMoment(month, () => rng.next()),
+              payer.token,
+              payer.address,
+              m.address,
+              usd(Math.max(5, rng.amount(70, 0.8))),
+            );
           }
           spend(m, rng.poisson(7 * this.activity), 45);
           break;
@@ -135,17 +169,39 @@ export class Population {
           }
           break;
         case "saver":
-          if (rng.chance(0.3)) add(randomMoment(month, () => rng.next()), m.token, this.exchange, m.address, usd(rng.between(1_000, 40_000)));
-          if (rng.chance(0.15)) add(randomMoment(month, () => rng.next()), m.token, m.address, this.exchange, { share: 0.2 });
+          if (rng.chance(0.3))
+            add(
+              randomMoment(month, () => rng.next()),
+              m.token,
+              this.exchange,
+              m.address,
+              usd(rng.between(1_000, 40_000)),
+            );
+          if (rng.chance(0.15))
+            add(
+              randomMoment(month, () => rng.next()),
+              m.token,
+              m.address,
+              this.exchange,
+              { share: 0.2 },
+            );
           break;
         case "casual":
-          if (rng.chance(0.5)) add(randomMoment(month, () => rng.next()), m.token, this.exchange, m.address, usd(rng.amount(150)));
+          if (rng.chance(0.5))
+            add(
+              randomMoment(month, () => rng.next()),
+              m.token,
+              this.exchange,
+              m.address,
+              usd(rng.amount(150)),
+            );
           spend(m, rng.poisson(2 * this.activity), 30);
           break;
       }
     }
     // Companies sweep what is left of their revenue to the exchange at month end.
-    for (const c of this.companies) add(month.start + 27 * DAY + 23 * HOUR, c.token, c.address, this.exchange, { share: 0.5 });
+    for (const c of this.companies)
+      add(month.start + 27 * DAY + 23 * HOUR, c.token, c.address, this.exchange, { share: 0.5 });
     return out;
   }
 }

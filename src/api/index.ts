@@ -3,22 +3,22 @@ import schema from "ponder:schema";
 import { graphql } from "ponder";
 import { createApp } from "../../api/app.ts";
 import { storedConversations } from "../../api/chat/conversations.ts";
+import { createDataApp } from "../../api/data/app.ts";
+import { sqlOverHttp } from "../../api/data/sql.ts";
+import { checkPonderVersion, hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
+import { IndexState } from "../../api/indexing/state.ts";
 import { openServiceIpfs } from "../../api/ipfs/open.ts";
 import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
-import { IndexState } from "../../api/indexing/state.ts";
-import { createDataApp } from "../../api/data/app.ts";
-import { sqlOverHttp } from "../../api/data/sql.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
-import { checkPonderVersion, hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
-import { createPayments } from "../../api/payments/payments.ts";
-import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
-import { startReconciler } from "../../api/payments/reconcile.ts";
 import { indexedPayerState } from "../../api/payments/local-verify.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { startReconciler } from "../../api/payments/reconcile.ts";
+import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
-import { resolvePaymentSettings } from "../../config/payments.ts";
 import { readEnv } from "../../config/env.ts";
+import { resolvePaymentSettings } from "../../config/payments.ts";
 import { resolveIndexTarget } from "../../config/target.ts";
 
 // Before anything starts (the store, the worker, the reconciler): the host layer was written for one Ponder version.
@@ -35,11 +35,16 @@ const reporter = createReporter(resolveReporterSettings(target));
 // Deferred settlement (X402_SETTLEMENT=deferred) verifies from the indexed payer state and queues
 // the settlement for the worker, which every replica runs on the shared queue.
 let worker: SettlementWorker | undefined;
-const payments = createPayments(resolvePaymentSettings(target), store.then((s) => s.db), undefined, {
-  onOutcome: revokeUnpaidReports(reporter),
-  payerState: indexedPayerState(db, target),
-  onQueued: () => worker?.kick(),
-});
+const payments = createPayments(
+  resolvePaymentSettings(target),
+  store.then((s) => s.db),
+  undefined,
+  {
+    onOutcome: revokeUnpaidReports(reporter),
+    payerState: indexedPayerState(db, target),
+    onQueued: () => worker?.kick(),
+  },
+);
 worker = new SettlementWorker(payments).start();
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
@@ -56,7 +61,17 @@ const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBloc
 const ipfs = openServiceIpfs(target, store);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node: ${(error as Error).message}`));
 
-const app = createApp({ db, target, chain: publicClients.celo, index, payments, ipfs, reporter, store: store.then((s) => s.db), conversations: storedConversations(store.then((s) => s.db)) });
+const app = createApp({
+  db,
+  target,
+  chain: publicClients.celo,
+  index,
+  payments,
+  ipfs,
+  reporter,
+  store: store.then((s) => s.db),
+  conversations: storedConversations(store.then((s) => s.db)),
+});
 
 // Life under Ponder (api/host/ponder.ts): its version checked, its server hooked (JSON probes and
 // client errors, the data paths hidden), its shutdown taken over, the data listener, the relayer lock.
@@ -71,7 +86,10 @@ hostOnPonder({
       reconciler.stop();
       await worker?.stop();
       const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
-      if (!drained) console.warn(`[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`);
+      if (!drained)
+        console.warn(
+          `[payments] exiting with ${inFlight} paid requests unfinished; their payments are reconciled at the next start`,
+        );
     },
     close: async () => (await store).close(),
   },

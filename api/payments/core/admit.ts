@@ -6,7 +6,14 @@ import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 import { PaymentError } from "../errors.ts";
 import { paidRecently } from "../free-read.ts";
 import { decodePayment, type PaymentAttempt } from "../header.ts";
-import { ABANDONED_AFTER_MS, isAbandoned, isRerunning, type NewPayment, type OpenAmounts, type PaymentKey } from "../ledger/ledger.ts";
+import {
+  ABANDONED_AFTER_MS,
+  isAbandoned,
+  isRerunning,
+  type NewPayment,
+  type OpenAmounts,
+  type PaymentKey,
+} from "../ledger/ledger.ts";
 import { checkFundsLocally, checkSignatureLocally, type PayerState, verifyWithoutRpc } from "../local-verify.ts";
 import { priceInUnits } from "../prices.ts";
 import { chainOutcome, keyOf, reconcileRow } from "../reconcile.ts";
@@ -65,7 +72,11 @@ export async function admitPayment(ctx: CoreContext, route: PricedRoute, request
       continue;
     }
     ({ target } = identified);
-    const decision = decide(identified.row, { fingerprint: attempt.fingerprint, signatureHash: target.signatureHash, lapsed: attempt.lapsed }, round);
+    const decision = decide(
+      identified.row,
+      { fingerprint: attempt.fingerprint, signatureHash: target.signatureHash, lapsed: attempt.lapsed },
+      round,
+    );
     const admitted = await act(ctx, attempt, target, identified.row, decision, read.open);
     if (admitted) return admitted;
   }
@@ -76,12 +87,25 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
   const { settings } = ctx;
   const payment = decodePayment(request.headers, settings.maxHeaderBytes);
   if (!payment) throw paymentRequired(route);
-  const { token, lapsed } = await checkPaymentTerms(payment, route.microUsd, settings, request.caller, Math.floor(Date.now() / 1000));
+  const { token, lapsed } = await checkPaymentTerms(
+    payment,
+    route.microUsd,
+    settings,
+    request.caller,
+    Math.floor(Date.now() / 1000),
+  );
   const { from, nonce } = payment.authorization;
-  const own = { key: { token: token.address, payer: from, nonce }, signatureHash: sha256(payment.signature.toLowerCase()), following: false };
+  const own = {
+    key: { token: token.address, payer: from, nonce },
+    signatureHash: sha256(payment.signature.toLowerCase()),
+    following: false,
+  };
   const fingerprint = sha256(`${route.name}\n${request.path}\n${JSON.stringify(request.input)}`);
   // The indexed payer state is read while the ledger is: no wait of its own on the hot path.
-  const payerState = !lapsed && settings.timing.mode === "deferred" && ctx.deps.payerState ? prefetched(ctx.deps.payerState, token.address, from, nonce) : undefined;
+  const payerState =
+    !lapsed && settings.timing.mode === "deferred" && ctx.deps.payerState
+      ? prefetched(ctx.deps.payerState, token.address, from, nonce)
+      : undefined;
   return { route, request, payment, token, fingerprint, own, lapsed, payerState };
 }
 
@@ -90,14 +114,20 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
  * payment-identifier names. Undefined when the followed payment turned out never charged: the
  * attempt then pays with its own authorization, from a fresh read.
  */
-async function identify(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow | undefined } | undefined> {
+async function identify(
+  ctx: CoreContext,
+  attempt: Attempt,
+  target: Target,
+  row: PaymentRow | undefined,
+): Promise<{ target: Target; row: PaymentRow | undefined } | undefined> {
   const identified = target.following ? { target, row } : await follow(ctx, attempt, row);
   if (!identified) return { target, row };
   if (identified.row && FOLLOWED.has(identified.row.status) && !isAbandoned(identified.row)) return identified;
   // Never charged: failed, lapsed, gone, or claimed by a request that died (a pending claim sent
   // nothing). Its claim is released, so that the identifier passes on to this attempt's own
   // authorization: this attempt's authorization never pays under the earlier payment's key.
-  if (identified.row && isAbandoned(identified.row)) await ctx.ledger.failed(identified.target.key, ABANDONED_FOR_RETRY);
+  if (identified.row && isAbandoned(identified.row))
+    await ctx.ledger.failed(identified.target.key, ABANDONED_FOR_RETRY);
   return undefined;
 }
 
@@ -105,21 +135,34 @@ async function identify(ctx: CoreContext, attempt: Attempt, target: Target, row:
  * The earlier payment sent under this attempt's payment-identifier, when its own row is not there
  * yet and that one may be charged. A lapsed authorization follows none: a retry signed anew is live.
  */
-async function follow(ctx: CoreContext, attempt: Attempt, row: PaymentRow | undefined): Promise<{ target: Target; row: PaymentRow } | undefined> {
+async function follow(
+  ctx: CoreContext,
+  attempt: Attempt,
+  row: PaymentRow | undefined,
+): Promise<{ target: Target; row: PaymentRow } | undefined> {
   const { paymentId } = attempt.payment;
   if (row || !paymentId || attempt.lapsed) return undefined;
   const earlier = await ctx.ledger.findByPaymentId(attempt.own.key.payer, paymentId);
   if (!earlier || !FOLLOWED.has(earlier.status)) return undefined;
   if (earlier.fingerprint !== attempt.fingerprint) throw paymentIdReused(paymentId);
   // Only the payer may collect what its identifier bought: the signature must be the payer's.
-  if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer) await verifyPayment(attempt.payment, attempt.token, ctx.deps);
+  if ((await signerOf(attempt.payment, attempt.token, ctx.settings)) !== attempt.own.key.payer)
+    await verifyPayment(attempt.payment, attempt.token, ctx.deps);
   return { target: { key: keyOf(earlier), signatureHash: earlier.signatureHash, following: true }, row: earlier };
 }
 
-const ABANDONED_FOR_RETRY = "claim abandoned by its request; a retry signed anew under the same payment-identifier pays instead; nothing charged";
+const ABANDONED_FOR_RETRY =
+  "claim abandoned by its request; a retry signed anew under the same payment-identifier pays instead; nothing charged";
 
 /** Carries out a decision: the admission, or undefined for another round. */
-async function act(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow | undefined, decision: RowDecision, open: OpenAmounts | undefined): Promise<Admission | undefined> {
+async function act(
+  ctx: CoreContext,
+  attempt: Attempt,
+  target: Target,
+  row: PaymentRow | undefined,
+  decision: RowDecision,
+  open: OpenAmounts | undefined,
+): Promise<Admission | undefined> {
   switch (decision.next) {
     case "refuse":
       throw decision.error;
@@ -144,7 +187,12 @@ async function act(ctx: CoreContext, attempt: Attempt, target: Target, row: Paym
  * Charged, but the answer was never stored (a crash between settlement and record): the handler
  * runs again and nothing is settled. One request at a time: concurrent retries wait for its answer.
  */
-async function rerun(ctx: CoreContext, attempt: Attempt, target: Target, row: PaymentRow): Promise<Admission | undefined> {
+async function rerun(
+  ctx: CoreContext,
+  attempt: Attempt,
+  target: Target,
+  row: PaymentRow,
+): Promise<Admission | undefined> {
   const { key } = target;
   if (isRerunning(row) || !(await ctx.ledger.claimRerun(key))) {
     await waitWhileRerunning(ctx.ledger, key);
@@ -162,7 +210,8 @@ async function rerun(ctx: CoreContext, attempt: Attempt, target: Target, row: Pa
 async function paidAfterAll(ctx: CoreContext, row: PaymentRow, lapsed: PaymentError): Promise<undefined> {
   const deps = reconcileDeps(ctx);
   const outcome = await chainOutcome(row, deps).catch(() => "pending" as const);
-  if (outcome === "pending" || outcome.status !== "settled" || (await reconcileRow(row, deps)) === "pending") throw lapsed;
+  if (outcome === "pending" || outcome.status !== "settled" || (await reconcileRow(row, deps)) === "pending")
+    throw lapsed;
   return undefined;
 }
 
@@ -170,7 +219,12 @@ async function paidAfterAll(ctx: CoreContext, row: PaymentRow, lapsed: PaymentEr
  * The payment is open: verify it, price it (the payer's debts, a free read), claim it. Undefined
  * when another request claimed it first, or when its nonce turned out spent by one of ours.
  */
-async function pay(ctx: CoreContext, attempt: Attempt, target: Target, known: OpenAmounts | undefined): Promise<Admission | undefined> {
+async function pay(
+  ctx: CoreContext,
+  attempt: Attempt,
+  target: Target,
+  known: OpenAmounts | undefined,
+): Promise<Admission | undefined> {
   const { ledger } = ctx;
   const { route, request, token, payment } = attempt;
   if (ctx.draining()) throw shuttingDown();
@@ -184,13 +238,19 @@ async function pay(ctx: CoreContext, attempt: Attempt, target: Target, known: Op
   }
   // A payer whose deferred settlement failed pays that amount again with this call, settled first.
   const { owed } = open;
-  if (owed > 0n && verified.amount < priceInUnits(route.microUsd, token.decimals) + owed) throw unsettledPayment(route, owed);
-  const waived = owed === 0n && request.subject !== undefined && (await paidRecently(ledger, route, verified.payer, request.subject));
+  if (owed > 0n && verified.amount < priceInUnits(route.microUsd, token.decimals) + owed)
+    throw unsettledPayment(route, owed);
+  const waived =
+    owed === 0n &&
+    request.subject !== undefined &&
+    (await paidRecently(ledger, route, verified.payer, request.subject));
   // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
   if (ctx.draining()) throw shuttingDown();
   const entry = newPayment(attempt, target, verified.amount);
   const deferred = !waived && owed === 0n && deferrable(ctx, route);
-  const claimed = deferred ? await ledger.claimDeferred(entry, { signature: payment.signature, validAfter: payment.authorization.validAfter }) : await ledger.claim(entry);
+  const claimed = deferred
+    ? await ledger.claimDeferred(entry, { signature: payment.signature, validAfter: payment.authorization.validAfter })
+    : await ledger.claim(entry);
   if (!claimed) return undefined;
   const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
   return { claim: { key: target.key, verified, waived, billing, deferred, repays: owed > 0n } };
@@ -202,7 +262,10 @@ async function pay(ctx: CoreContext, attempt: Attempt, target: Target, known: Op
  * meanwhile). Then the chain says by whom, and the caller reads the row again.
  */
 async function spentByUs(ctx: CoreContext, attempt: Attempt, target: Target, error: unknown): Promise<void> {
-  const row = error instanceof PaymentError && error.code === "nonce_already_used" ? await ctx.ledger.find(target.key) : undefined;
+  const row =
+    error instanceof PaymentError && error.code === "nonce_already_used"
+      ? await ctx.ledger.find(target.key)
+      : undefined;
   if (!row || row.fingerprint !== attempt.fingerprint || row.signatureHash !== target.signatureHash) throw error;
   if (row.status === "failed" || row.status === "pending") {
     const outcome = await reconcileRow(row, reconcileDeps(ctx));
@@ -217,7 +280,11 @@ async function spentByUs(ctx: CoreContext, attempt: Attempt, target: Target, err
  */
 async function verify(ctx: CoreContext, attempt: Attempt, unsettled: bigint): Promise<VerifiedPayment> {
   if (attempt.payerState) {
-    const local = await verifyWithoutRpc(attempt.payment, attempt.token, { settings: ctx.settings, state: attempt.payerState, unsettled });
+    const local = await verifyWithoutRpc(attempt.payment, attempt.token, {
+      settings: ctx.settings,
+      state: attempt.payerState,
+      unsettled,
+    });
     if (local !== "needs_rpc") return local;
   }
   return verifyPayment(attempt.payment, attempt.token, ctx.deps);
@@ -236,13 +303,27 @@ async function claimAtFirstSight(ctx: CoreContext, attempt: Attempt): Promise<{ 
   if ((await checkSignatureLocally(payment, token, ctx.settings)) === "needs_rpc") return undefined;
   if (ctx.draining()) throw shuttingDown();
   const entry = newPayment(attempt, own, payment.authorization.value);
-  const open = await ctx.ledger.claimFirst(entry, { signature: payment.signature, validAfter: payment.authorization.validAfter });
+  const open = await ctx.ledger.claimFirst(entry, {
+    signature: payment.signature,
+    validAfter: payment.authorization.validAfter,
+  });
   if (!open) return undefined;
   const takeBack = () =>
-    ctx.ledger.unclaim(entry, entry.signatureHash).catch((error: Error) => log.error(`[payments] a refused claim could not be taken back (it lapses after ${ABANDONED_AFTER_MS} ms): ${error.message}`));
+    ctx.ledger
+      .unclaim(entry, entry.signatureHash)
+      .catch((error: Error) =>
+        log.error(
+          `[payments] a refused claim could not be taken back (it lapses after ${ABANDONED_AFTER_MS} ms): ${error.message}`,
+        ),
+      );
   let verified: VerifiedPayment | "needs_rpc" = "needs_rpc";
   try {
-    if (open.owed === 0n) verified = await checkFundsLocally(payment, token, { settings: ctx.settings, facts: payerState.read(token.address, entry.payer, entry.nonce as Hex), unsettled: open.unsettled });
+    if (open.owed === 0n)
+      verified = await checkFundsLocally(payment, token, {
+        settings: ctx.settings,
+        facts: payerState.read(token.address, entry.payer, entry.nonce as Hex),
+        unsettled: open.unsettled,
+      });
   } catch (error) {
     await takeBack();
     throw error;
@@ -269,10 +350,17 @@ const newPayment = (attempt: Attempt, target: Target, amount: bigint): NewPaymen
 });
 
 /** `state` with this attempt's facts already being read: the read starts now, and answers this attempt from then on. */
-function prefetched(state: PayerState, token: TokenInfo["address"], payer: PaymentKey["payer"], nonce: Hex): PayerState {
+function prefetched(
+  state: PayerState,
+  token: TokenInfo["address"],
+  payer: PaymentKey["payer"],
+  nonce: Hex,
+): PayerState {
   const facts = state.read(token, payer, nonce);
   facts.catch(() => undefined); // a refusal that never asks leaves it unobserved, not unhandled
-  return { read: (t, wallet, n) => (t === token && wallet === payer && n === nonce ? facts : state.read(t, wallet, n)) };
+  return {
+    read: (t, wallet, n) => (t === token && wallet === payer && n === nonce ? facts : state.read(t, wallet, n)),
+  };
 }
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");

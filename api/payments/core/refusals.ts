@@ -8,21 +8,38 @@ import type { PricedRoute } from "./types.ts";
 
 /** No payment header: the 402 that asks for one. */
 export const paymentRequired = (route: PricedRoute) =>
-  new PaymentError("payment_required", `${route.name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`);
+  new PaymentError(
+    "payment_required",
+    `${route.name} costs ${unitsToUsd(route.microUsd)} USD per call: pay with an x402 payment (EIP-3009 authorization in USDT or USDC on Celo).`,
+  );
 
 /** The admission failed on something else than the payment (the service store down, most likely): nothing can have been charged. */
 export const ledgerDown = () =>
-  new PaymentError("settlement_unavailable", "The payment could not be taken right now (the service's ledger did not answer); nothing was charged. Retry with the same payment.");
+  new PaymentError(
+    "settlement_unavailable",
+    "The payment could not be taken right now (the service's ledger did not answer); nothing was charged. Retry with the same payment.",
+  );
 
 /** A payment-identifier retry whose request is not the one the identifier first named. */
 export const paymentIdReused = (paymentId: string) =>
-  new PaymentError("payment_id_reused", `Payment identifier ${paymentId} already named another request; use a new identifier for a new request.`);
+  new PaymentError(
+    "payment_id_reused",
+    `Payment identifier ${paymentId} already named another request; use a new identifier for a new request.`,
+  );
 
 /** The authorization was presented before with another request (or another signature). */
-export const paymentReused = () => new PaymentError("payment_reused", "This payment authorization was already presented with another request; sign a new one for this request.");
+export const paymentReused = () =>
+  new PaymentError(
+    "payment_reused",
+    "This payment authorization was already presented with another request; sign a new one for this request.",
+  );
 
 /** The stored payment expired unused (a deferred one the worker could not send in time). */
-export const expiredUnused = () => new PaymentError("authorization_expired", "This authorization expired without being used: it was never charged. Sign a new one.");
+export const expiredUnused = () =>
+  new PaymentError(
+    "authorization_expired",
+    "This authorization expired without being used: it was never charged. Sign a new one.",
+  );
 
 /** The stored payment's nonce was spent on chain by a transaction that did not pay us. */
 export const usedElsewhere = (failure: string | null) =>
@@ -32,7 +49,8 @@ export const usedElsewhere = (failure: string | null) =>
   );
 
 /** The same payment failed to settle in every round of this request. */
-export const roundsExhausted = (failure: string | null | undefined) => new PaymentError("settlement_failed", `The payment could not be settled: ${failure ?? "unknown failure"}.`);
+export const roundsExhausted = (failure: string | null | undefined) =>
+  new PaymentError("settlement_failed", `The payment could not be settled: ${failure ?? "unknown failure"}.`);
 
 /** The outcome of this payment's settlement is not known yet: the client's way back is a retry with the same payment. */
 export const settlementPending = () =>
@@ -50,14 +68,25 @@ export const unsettledPayment = (route: PricedRoute, owedUnits: bigint) =>
     route.microUsd + owedUnits,
   );
 
-export const shuttingDown = () => new PaymentError("settlement_unavailable", "The service is shutting down; nothing was charged. Retry with the same payment.");
+export const shuttingDown = () =>
+  new PaymentError(
+    "settlement_unavailable",
+    "The service is shutting down; nothing was charged. Retry with the same payment.",
+  );
 
 /** The settlement could not be sent (the chain did not answer, or the ledger could not record it first). */
 export const chainUnavailable = () =>
-  new PaymentError("settlement_unavailable", "The payment could not be settled right now (the chain did not answer); nothing was charged and no data is returned. Retry with the same payment.");
+  new PaymentError(
+    "settlement_unavailable",
+    "The payment could not be settled right now (the chain did not answer); nothing was charged and no data is returned. Retry with the same payment.",
+  );
 
 export const settlementFailed = (reason: string, transaction?: string) =>
-  new PaymentError("settlement_failed", `The payment was verified but its settlement failed (${reason}); nothing was charged and no data is returned.`, {
-    reason,
-    transaction: transaction ?? null,
-  });
+  new PaymentError(
+    "settlement_failed",
+    `The payment was verified but its settlement failed (${reason}); nothing was charged and no data is returned.`,
+    {
+      reason,
+      transaction: transaction ?? null,
+    },
+  );

@@ -19,9 +19,19 @@ const jsonReply = (status: number, body: unknown, headers: Record<string, string
 /** The refusal for `error`: a 402 with the payment requirements, or the error body with its status. */
 export function refusalReply(settings: PaymentSettings, route: PricedRoute, url: string, error: PaymentError): Reply {
   // 503s also name their code at the top level, where 402 answers have it: a client reads both alike.
-  if (error.status === 503) return jsonReply(503, { ...errorBody(error.code, error.message, error.details), code: error.code }, { "Retry-After": String(RETRY_AFTER_SECONDS) });
+  if (error.status === 503)
+    return jsonReply(
+      503,
+      { ...errorBody(error.code, error.message, error.details), code: error.code },
+      { "Retry-After": String(RETRY_AFTER_SECONDS) },
+    );
   if (error.status !== 402) return jsonReply(error.status, errorBody(error.code, error.message, error.details));
-  const answer = paymentRequiredAnswer(settings, error.price === undefined ? route : { ...route, microUsd: error.price }, url, error);
+  const answer = paymentRequiredAnswer(
+    settings,
+    error.price === undefined ? route : { ...route, microUsd: error.price },
+    url,
+    error,
+  );
   return jsonReply(402, answer.body, answer.headers);
 }
 
@@ -30,15 +40,30 @@ export function refusalReply(settings: PaymentSettings, route: PricedRoute, url:
  * (transaction null) has no transaction yet: `extra.settlement` is "pending", and the payment is
  * settled by the worker before its validBefore.
  */
-export function receiptHeaders(transaction: string | null, network: PaymentSettings["network"], payer: string): Record<string, string> {
+export function receiptHeaders(
+  transaction: string | null,
+  network: PaymentSettings["network"],
+  payer: string,
+): Record<string, string> {
   const settlement = transaction === null ? { transaction: "", extra: { settlement: "pending" } } : { transaction };
   const encoded = encodePaymentResponseHeader({ success: true, ...settlement, network, payer });
-  return { "PAYMENT-RESPONSE": encoded, "X-PAYMENT-RESPONSE": encoded, "Access-Control-Expose-Headers": "PAYMENT-RESPONSE, X-PAYMENT-RESPONSE" };
+  return {
+    "PAYMENT-RESPONSE": encoded,
+    "X-PAYMENT-RESPONSE": encoded,
+    "Access-Control-Expose-Headers": "PAYMENT-RESPONSE, X-PAYMENT-RESPONSE",
+  };
 }
 
 /** The answer a settled (or waived, or queued) payment bought, again: same body, same status, one charge. */
 export function replayReply(row: PaymentRow, network: PaymentSettings["network"]): Reply {
-  const headers: Record<string, string> = { "content-type": row.responseType ?? "application/json", "x-payment-replayed": "true" };
-  if (row.transaction || row.status === "queued") Object.assign(headers, receiptHeaders(row.status === "queued" ? null : row.transaction, network, row.payer as Address));
+  const headers: Record<string, string> = {
+    "content-type": row.responseType ?? "application/json",
+    "x-payment-replayed": "true",
+  };
+  if (row.transaction || row.status === "queued")
+    Object.assign(
+      headers,
+      receiptHeaders(row.status === "queued" ? null : row.transaction, network, row.payer as Address),
+    );
   return { status: row.responseStatus ?? 200, headers, body: row.responseBody ?? "" };
 }

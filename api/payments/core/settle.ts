@@ -22,7 +22,11 @@ type Settled = { transaction: string } | { refused: PaymentError };
  * handler releases the claim; a free read records its answer; a deferred one joins the queue if
  * the caps have room; any other is settled before its answer leaves.
  */
-export async function concludeClaim(ctx: CoreContext, claim: Claim, outcome: HandlerOutcome): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
+export async function concludeClaim(
+  ctx: CoreContext,
+  claim: Claim,
+  outcome: HandlerOutcome,
+): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
   const { ledger, settings } = ctx;
   const { key } = claim;
   if (claim.paid) {
@@ -44,15 +48,29 @@ export async function concludeClaim(ctx: CoreContext, claim: Claim, outcome: Han
   }
   const verified = claim.verified!;
   const { timing } = settings;
-  if (claim.deferred && timing.mode === "deferred" && (await ledger.queuedWithinCaps(key, outcome.answer, { perPayer: timing.maxPerPayerMicroUsd, total: timing.maxTotalMicroUsd }))) {
+  if (
+    claim.deferred &&
+    timing.mode === "deferred" &&
+    (await ledger.queuedWithinCaps(key, outcome.answer, {
+      perPayer: timing.maxPerPayerMicroUsd,
+      total: timing.maxTotalMicroUsd,
+    }))
+  ) {
     ctx.deps.onQueued?.();
     return { headers: receiptHeaders(null, settings.network, verified.payer) };
   }
   // Not deferrable, or past a cap: settled before the answer.
   const { settler } = ctx.facilitator;
-  const settled = settler ? await settleSelf(ctx, settler, key, verified, outcome.answer) : await settleRemote(ctx, key, verified, outcome.answer);
+  const settled = settler
+    ? await settleSelf(ctx, settler, key, verified, outcome.answer)
+    : await settleRemote(ctx, key, verified, outcome.answer);
   if ("refused" in settled) return settled;
-  if (claim.repays) await ledger.repay(verified.payer, key).catch((error: Error) => log.error(`[payments] debts repaid in ${settled.transaction} but not recorded: ${error.message}`));
+  if (claim.repays)
+    await ledger
+      .repay(verified.payer, key)
+      .catch((error: Error) =>
+        log.error(`[payments] debts repaid in ${settled.transaction} but not recorded: ${error.message}`),
+      );
   return { headers: receiptHeaders(settled.transaction, settings.network, verified.payer) };
 }
 
@@ -60,7 +78,13 @@ export async function concludeClaim(ctx: CoreContext, claim: Claim, outcome: Han
  * Self-settlement: the signed transaction's hash (with the answer) is recorded, then it is sent,
  * then its receipt is awaited. No receipt in time leaves the row `settling`: the chain decides later.
  */
-async function settleSelf(ctx: CoreContext, settler: Settler, key: PaymentKey, verified: VerifiedPayment, answer: StoredAnswer): Promise<Settled> {
+async function settleSelf(
+  ctx: CoreContext,
+  settler: Settler,
+  key: PaymentKey,
+  verified: VerifiedPayment,
+  answer: StoredAnswer,
+): Promise<Settled> {
   const { ledger } = ctx;
   let submitted: SubmitResult;
   try {
@@ -87,7 +111,12 @@ async function settleSelf(ctx: CoreContext, settler: Settler, key: PaymentKey, v
 }
 
 /** A remote facilitator settles in one call; if it fails without a verdict, the chain decides. */
-async function settleRemote(ctx: CoreContext, key: PaymentKey, verified: VerifiedPayment, answer: StoredAnswer): Promise<Settled> {
+async function settleRemote(
+  ctx: CoreContext,
+  key: PaymentKey,
+  verified: VerifiedPayment,
+  answer: StoredAnswer,
+): Promise<Settled> {
   const { ledger, facilitator } = ctx;
   if (!(await ledger.settling(key, answer))) return { refused: settlementPending() };
   let settlement: SettleResponse;
@@ -107,7 +136,11 @@ async function settleRemote(ctx: CoreContext, key: PaymentKey, verified: Verifie
 
 /** The money moved: recorded, and if the record fails the chain still says so (the reconciler writes it later). */
 const recordSettled = (ctx: CoreContext, key: PaymentKey, transaction: string) =>
-  ctx.ledger.settled(key, transaction).catch((error: Error) => log.error(`[payments] settled in ${transaction} but the ledger update failed: ${error.message}`));
+  ctx.ledger
+    .settled(key, transaction)
+    .catch((error: Error) =>
+      log.error(`[payments] settled in ${transaction} but the ledger update failed: ${error.message}`),
+    );
 
 /**
  * The outcome of a settlement that did not end in a receipt of success, from the chain's state.

@@ -10,10 +10,10 @@ import type { PayerState } from "../local-verify.ts";
 import type { ReconcileChain } from "../reconcile.ts";
 import type { VerifiedPayment } from "../verify.ts";
 
-export type { Ledger };
-
 // Defined beside the modules below the core that need them (requirements, free reads), which must not import the core.
 export type { PricedRoute, Reply } from "../priced-route.ts";
+export type { Ledger };
+
 import type { Reply } from "../priced-route.ts";
 
 /** One paid request, as any HTTP adapter hands it over: already validated. */

@@ -23,7 +23,11 @@ export async function waitWhileRerunning(ledger: Pick<Ledger, "find">, key: Paym
   await waitWhile(ledger, key, (row) => isRerunning(row));
 }
 
-async function waitWhile(ledger: Pick<Ledger, "find">, key: PaymentKey, busy: (row: PaymentRow) => boolean): Promise<void> {
+async function waitWhile(
+  ledger: Pick<Ledger, "find">,
+  key: PaymentKey,
+  busy: (row: PaymentRow) => boolean,
+): Promise<void> {
   const deadline = Date.now() + IN_FLIGHT_WAIT_MS;
   while (Date.now() < deadline) {
     await sleep(POLL_MS);
