@@ -10,7 +10,8 @@ module.exports = {
   forbidden: [
     {
       name: "no-circular",
-      comment: "An import cycle, type-only ones included: the modules of a cycle cannot be read, tested or loaded one without the other.",
+      comment:
+        "An import cycle, type-only ones included: the modules of a cycle cannot be read, tested or loaded one without the other.",
       severity: "error",
       from: {},
       to: { circular: true },
@@ -34,7 +35,10 @@ module.exports = {
       comment: "shared/ (logger, error shape, async helpers) is imported by every layer, so it imports none of them.",
       severity: "error",
       from: { path: "^shared/" },
-      to: { pathNot: ["^shared/", "^node_modules/"], dependencyTypes: ["local", "aliased-subpath-import", "aliased-tsconfig", "aliased"] },
+      to: {
+        pathNot: ["^shared/", "^node_modules/"],
+        dependencyTypes: ["local", "aliased-subpath-import", "aliased-tsconfig", "aliased"],
+      },
     },
     {
       name: "lifecycle-is-pure",
@@ -45,11 +49,18 @@ module.exports = {
     },
     {
       name: "no-orphans",
-      comment: "A module nothing imports is dead code (entry points excepted: Ponder's src/, scripts, harness, bench, devnet, tests).",
+      comment:
+        "A module nothing imports is dead code (entry points excepted: Ponder's src/, scripts, harness, bench, devnet, tests).",
       severity: "error",
       from: {
         orphan: true,
-        pathNot: ["(^|/)[.][^/]+[.](?:c|m)?js$", "[.]d[.]ts$", "^(src|scripts|harness|bench|devnet|test|contracts)/", "^[^/]+[.]ts$", "drizzle[.]config[.]ts$"],
+        pathNot: [
+          "(^|/)[.][^/]+[.](?:c|m)?js$",
+          "[.]d[.]ts$",
+          "^(src|scripts|harness|bench|devnet|test|contracts)/",
+          "^[^/]+[.]ts$",
+          "drizzle[.]config[.]ts$",
+        ],
       },
       to: {},
     },
@@ -60,6 +71,9 @@ module.exports = {
     // Type-only imports count for cycles and for the adapter rule (they still couple the files).
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
-    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "require", "node", "default", "types"] },
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["import", "require", "node", "default", "types"],
+    },
   },
 };

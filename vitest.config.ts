@@ -16,7 +16,9 @@ const env = { FREE_RATE_LIMIT_PER_MINUTE: "1000000", ENV_FILES: "ignore", ...bla
 
 function blankPonderDotenv(): Record<string, string> {
   if (!existsSync(".env.local")) return {};
-  const keys = Object.keys(parseEnv(readFileSync(".env.local", "utf8"))).filter((key) => key in envSchema.shape && process.env[key] === undefined);
+  const keys = Object.keys(parseEnv(readFileSync(".env.local", "utf8"))).filter(
+    (key) => key in envSchema.shape && process.env[key] === undefined,
+  );
   return Object.fromEntries(keys.map((key) => [key, ""]));
 }
 
@@ -37,6 +39,16 @@ const postgresOnly = [
   // The indexer's report rows equal the reporter's logs. PGlite: passports.test.ts verifies published,
   // superseded, revoked and expired passports from those rows on both databases.
   "test/db/reports.test.ts",
+  // The payment path end to end against a real chain (relayer, receipts, RPC outages, a frozen chain,
+  // the report's reference, sign-in). What the database adds to it is the ledger's SQL, which
+  // test/db/ledger-contract.test.ts holds to one contract on both databases; the core's decisions are
+  // unit-tested on the in-memory ledger (test/payments/). PGlite still pays end to end in x402,
+  // deferred-settlement, ledger-restart and docs (the README's first paid call).
+  "test/db/payments.test.ts",
+  "test/db/settlement-recovery.test.ts",
+  "test/db/chain-freeze.test.ts",
+  "test/db/report-reference.test.ts",
+  "test/db/sign-in.test.ts",
   // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
   "test/db/replicas.test.ts",
   "test/db/deferred-replicas.test.ts",
@@ -61,7 +73,15 @@ export default defineConfig({
           ...timeouts,
         },
       },
-      { test: { name: "postgres", include: ["test/db/**/*.test.ts"], exclude: pgliteOnly, env: { ...env, TEST_DATABASE: "postgres" }, ...timeouts } },
+      {
+        test: {
+          name: "postgres",
+          include: ["test/db/**/*.test.ts"],
+          exclude: pgliteOnly,
+          env: { ...env, TEST_DATABASE: "postgres" },
+          ...timeouts,
+        },
+      },
     ],
   },
 });

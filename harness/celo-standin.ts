@@ -1,4 +1,12 @@
-import { type Address, createPublicClient, createTestClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
+import {
+  type Address,
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  type Hex,
+  http,
+  zeroAddress,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { CELO_CHAIN_ID, CELO_TOKENS, MULTICALL3 } from "../config/celo.ts";
 import { multicall3Artifact } from "../contracts/artifacts.ts";
@@ -99,24 +107,53 @@ export async function startCeloStandin(options: CeloStandinOptions = {}): Promis
 
     for (const token of Object.values(CELO_TOKENS)) await placeDevStablecoin(clients, token);
     // Celo has Multicall3 (the service settles batches through it): deploy it anywhere, move its code there.
-    const multicall = await clients.publicClient.waitForTransactionReceipt({ hash: await clients.walletClient.deployContract(multicall3Artifact) });
-    await clients.testClient.setCode({ address: MULTICALL3, bytecode: (await clients.publicClient.getCode({ address: multicall.contractAddress! }))! });
-    log(`anvil on ${anvil.rpcUrl} (chain ${CELO_CHAIN_ID}): dev token at USDT ${CELO_TOKENS.USDT.address} and USDC ${CELO_TOKENS.USDC.address}`);
-
-    const population = new Population({ seed, wallets: options.wallets ?? 30, months: monthsCount, targetTransfers: options.transfers ?? 1_500 });
-    const { personas, transfers: personaTransfers } = planPersonas({ rng: new Random(seed), seed, months, now, shops: population.shops });
-    const seeder = new HistorySeeder(anvil.rpcUrl, deployer.address, { USDT: CELO_TOKENS.USDT.address, USDC: CELO_TOKENS.USDC.address }, {
-      slotSeconds: (options.slotHours ?? 24) * 3600,
-      perTransaction: 400,
+    const multicall = await clients.publicClient.waitForTransactionReceipt({
+      hash: await clients.walletClient.deployContract(multicall3Artifact),
     });
+    await clients.testClient.setCode({
+      address: MULTICALL3,
+      bytecode: (await clients.publicClient.getCode({ address: multicall.contractAddress! }))!,
+    });
+    log(
+      `anvil on ${anvil.rpcUrl} (chain ${CELO_CHAIN_ID}): dev token at USDT ${CELO_TOKENS.USDT.address} and USDC ${CELO_TOKENS.USDC.address}`,
+    );
+
+    const population = new Population({
+      seed,
+      wallets: options.wallets ?? 30,
+      months: monthsCount,
+      targetTransfers: options.transfers ?? 1_500,
+    });
+    const { personas, transfers: personaTransfers } = planPersonas({
+      rng: new Random(seed),
+      seed,
+      months,
+      now,
+      shops: population.shops,
+    });
+    const seeder = new HistorySeeder(
+      anvil.rpcUrl,
+      deployer.address,
+      { USDT: CELO_TOKENS.USDT.address, USDC: CELO_TOKENS.USDC.address },
+      {
+        slotSeconds: (options.slotHours ?? 24) * 3600,
+        perTransaction: 400,
+      },
+    );
     await seeder.begin();
     const startBlock = Number(await clients.publicClient.getBlockNumber()) + 1;
     for (const month of months) {
-      await seeder.seed([...population.month(month), ...personaTransfers.filter((t) => t.at >= month.start && t.at < month.end)]);
+      await seeder.seed([
+        ...population.month(month),
+        ...personaTransfers.filter((t) => t.at >= month.start && t.at < month.end),
+      ]);
     }
     // Lenders get both stablecoins just before the present, so they can pay for calls.
     const funding = lenders.flatMap((l) =>
-      (["USDT", "USDC"] as const).map((token) => ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer),
+      (["USDT", "USDC"] as const).map(
+        (token) =>
+          ({ at: now - 60, token, from: zeroAddress, to: l.address, amount: usd(25_000) }) satisfies PlannedTransfer,
+      ),
     );
     await seeder.seed(funding);
     const headBlock = await seeder.end(now);

@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
-import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
 import { drizzle as pgDrizzle } from "drizzle-orm/node-postgres";
+import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
 import pg from "pg";
 import type { IndexDb } from "../api/db.ts";
 import { IndexState, type IndexStateDeps } from "../api/indexing/state.ts";
@@ -13,13 +13,22 @@ import type { DatabaseSlot } from "./indexer.ts";
  * drizzle client with the slot's schema on the search path. PGlite admits one process at a time:
  * stop the indexer first.
  */
-export async function openIndexDb(slot: Pick<DatabaseSlot, "kind" | "env" | "schema">): Promise<{ db: IndexDb; close: () => Promise<void> }> {
+export async function openIndexDb(
+  slot: Pick<DatabaseSlot, "kind" | "env" | "schema">,
+): Promise<{ db: IndexDb; close: () => Promise<void> }> {
   if (slot.kind === "pglite") {
     const client = new PGlite(slot.env.PGLITE_DIR!);
     await client.exec(`set search_path to "${slot.schema}"`);
-    return { db: pgliteDrizzle(client, { schema, casing: "snake_case" }) as unknown as IndexDb, close: () => client.close() };
+    return {
+      db: pgliteDrizzle(client, { schema, casing: "snake_case" }) as unknown as IndexDb,
+      close: () => client.close(),
+    };
   }
-  const pool = new pg.Pool({ connectionString: devnetDatabaseUrl(slot.env.DATABASE_URL!), max: 4, options: `-c search_path="${slot.schema}"` });
+  const pool = new pg.Pool({
+    connectionString: devnetDatabaseUrl(slot.env.DATABASE_URL!),
+    max: 4,
+    options: `-c search_path="${slot.schema}"`,
+  });
   pool.on("error", () => {});
   return { db: pgDrizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb, close: () => pool.end() };
 }
@@ -28,9 +37,21 @@ export async function openIndexDb(slot: Pick<DatabaseSlot, "kind" | "env" | "sch
  * The readiness gate of a benchmark that stops the indexer before it times paid calls: its reads
  * (the checkpoint, the chain head) are made and timed as in production, but no lag refuses a call.
  */
-export const stoppedIndexerState = (deps: Omit<IndexStateDeps, "maxLagBlocks">) => new IndexState({ ...deps, maxLagBlocks: Number.MAX_SAFE_INTEGER });
+export const stoppedIndexerState = (deps: Omit<IndexStateDeps, "maxLagBlocks">) =>
+  new IndexState({ ...deps, maxLagBlocks: Number.MAX_SAFE_INTEGER });
 
 /** A readiness gate that lets every call through: for apps with no index behind them, or a benchmark of what lies behind the gate. */
 export const alwaysCurrent = {
-  status: async () => ({ ready: true, current: true, startBlock: 0, indexedBlock: null, headBlock: null, lagBlocks: 0, maxLagBlocks: 0, percent: 100, blocksPerSecond: null, etaSeconds: 0 }),
+  status: async () => ({
+    ready: true,
+    current: true,
+    startBlock: 0,
+    indexedBlock: null,
+    headBlock: null,
+    lagBlocks: 0,
+    maxLagBlocks: 0,
+    percent: 100,
+    blocksPerSecond: null,
+    etaSeconds: 0,
+  }),
 } as unknown as IndexState;

@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
-import { serviceStoreLocation, type ServiceStoreLocation } from "../api/store/store.ts";
+import { type ServiceStoreLocation, serviceStoreLocation } from "../api/store/store.ts";
 import { devnetDatabaseUrl } from "../config/target.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
@@ -87,7 +87,11 @@ export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = PO
         await client.query(`set search_path to "${schema}"`);
         return fn(async (sql) => (await client.query(sql)).rows);
       }),
-    drop: () => withClient(null, async (client) => void (await client.query(`drop database if exists "${devnetDb}" with (force)`))),
+    drop: () =>
+      withClient(
+        null,
+        async (client) => void (await client.query(`drop database if exists "${devnetDb}" with (force)`)),
+      ),
     store: serviceStoreLocation({ kind: "postgres", connectionString: devnetDatabaseUrl(base.toString()) }),
   };
 }
@@ -105,12 +109,22 @@ export type Indexer = {
  * Starts `ponder start` (indexer + API), or with `serve` an API replica over the tables an indexer
  * writes (Postgres only), in its own process group; stop() kills the group.
  */
-export async function startIndexer(env: Record<string, string>, options: { root?: string; command?: "start" | "serve" } = {}): Promise<Indexer> {
+export async function startIndexer(
+  env: Record<string, string>,
+  options: { root?: string; command?: "start" | "serve" } = {},
+): Promise<Indexer> {
   const port = await freePort();
   const dataPort = env.DATA_PORT ? Number(env.DATA_PORT) : await freePort();
   const root = options.root ? ["--root", options.root] : [];
   const child = spawn("ponder", [options.command ?? "start", ...root, "--port", String(port), "--log-format", "json"], {
-    env: { ...process.env, POLLING_INTERVAL_MS: "200", PONDER_LOG_LEVEL: "warn", DATA_HOST: "127.0.0.1", ...env, DATA_PORT: String(dataPort) },
+    env: {
+      ...process.env,
+      POLLING_INTERVAL_MS: "200",
+      PONDER_LOG_LEVEL: "warn",
+      DATA_HOST: "127.0.0.1",
+      ...env,
+      DATA_PORT: String(dataPort),
+    },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -138,11 +152,19 @@ export function serving(child: ChildProcess, port: number, dataPort: number): In
 }
 
 /** Polls `probe` until it returns a value (not undefined), failing with the indexer's output. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, indexer?: Indexer, timeoutMs = 120_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  indexer?: Indexer,
+  timeoutMs = 120_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
-    if (indexer && indexer.child.exitCode !== null) throw new Error(`indexer exited (${indexer.child.exitCode}) while waiting for ${what}:\n${indexer.output().slice(-3000)}`);
+    if (indexer && indexer.child.exitCode !== null)
+      throw new Error(
+        `indexer exited (${indexer.child.exitCode}) while waiting for ${what}:\n${indexer.output().slice(-3000)}`,
+      );
     try {
       const value = await probe();
       if (value !== undefined) return value;
@@ -151,7 +173,9 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     }
     await sleep(200);
   }
-  throw new Error(`timed out waiting for ${what} (${String(lastError ?? "no error")})\n${indexer?.output().slice(-3000) ?? ""}`);
+  throw new Error(
+    `timed out waiting for ${what} (${String(lastError ?? "no error")})\n${indexer?.output().slice(-3000) ?? ""}`,
+  );
 }
 
 type StatsLike = { latestIndexedBlock: { number: number } | null; transfers: number };
@@ -169,10 +193,15 @@ export async function stats(indexer: Indexer): Promise<StatsLike> {
  * should not depend on how many times.
  */
 async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<void> {
-  await waitFor("an index at the head", async () => {
-    const res = await fetch(`${indexer.url}/ready`);
-    return res.ok && ((await res.json()) as { lagBlocks: number | null }).lagBlocks === 0 ? true : undefined;
-  }, indexer, timeoutMs);
+  await waitFor(
+    "an index at the head",
+    async () => {
+      const res = await fetch(`${indexer.url}/ready`);
+      return res.ok && ((await res.json()) as { lagBlocks: number | null }).lagBlocks === 0 ? true : undefined;
+    },
+    indexer,
+    timeoutMs,
+  );
 }
 
 /**
@@ -182,12 +211,17 @@ async function waitForCurrent(indexer: Indexer, timeoutMs?: number): Promise<voi
  * /api/stats once.
  */
 export async function waitForBlock(indexer: Indexer, block: number, timeoutMs?: number) {
-  await waitFor(`block ${block}`, async () => {
-    const res = await fetch(`${indexer.url}/status`);
-    if (!res.ok) return undefined;
-    const status = (await res.json()) as Record<string, { block?: { number: number } | null }>;
-    return (status.celo?.block?.number ?? 0) >= block ? true : undefined;
-  }, indexer, timeoutMs);
+  await waitFor(
+    `block ${block}`,
+    async () => {
+      const res = await fetch(`${indexer.url}/status`);
+      if (!res.ok) return undefined;
+      const status = (await res.json()) as Record<string, { block?: { number: number } | null }>;
+      return (status.celo?.block?.number ?? 0) >= block ? true : undefined;
+    },
+    indexer,
+    timeoutMs,
+  );
   await waitForCurrent(indexer, timeoutMs);
   return stats(indexer);
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import { authorizationTypes, ExactEvmScheme } from "@x402/evm";
+import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import { createPublicClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
@@ -18,7 +18,13 @@ import { resolveIndexTarget } from "../config/target.ts";
 export function x402Fetch(privateKey: Hex, tokens: { address: Hex }[], maxUnitsPerPayment = 100_000n) {
   return wrapFetchWithPaymentFromConfig(fetch, {
     schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(privateKey)) }],
-    spendControls: { allowedAssets: tokens.map((t) => ({ network: "eip155:42220" as const, asset: t.address, maxAmountPerPayment: String(maxUnitsPerPayment) })) },
+    spendControls: {
+      allowedAssets: tokens.map((t) => ({
+        network: "eip155:42220" as const,
+        asset: t.address,
+        maxAmountPerPayment: String(maxUnitsPerPayment),
+      })),
+    },
   });
 }
 
@@ -37,7 +43,12 @@ export const randomNonce = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 export const nowSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 
 /** An EIP-3009 TransferWithAuthorization signed by hand with viem, as the service interface describes. */
-export async function signAuthorization(privateKey: Hex, token: Pick<Token, "address" | "name" | "version">, fields: Partial<AuthorizationFields> & { to: Hex }, chainId = 42220) {
+export async function signAuthorization(
+  privateKey: Hex,
+  token: Pick<Token, "address" | "name" | "version">,
+  fields: Partial<AuthorizationFields> & { to: Hex },
+  chainId = 42220,
+) {
   const account = privateKeyToAccount(privateKey);
   const authorization: AuthorizationFields = {
     from: account.address.toLowerCase() as Hex,
@@ -63,14 +74,38 @@ export function specHeader(signed: { authorization: AuthorizationFields; signatu
 
 /** x402 v1: X-PAYMENT base64(JSON {x402Version:1, scheme, network, payload}). */
 export function v1Header(signed: { authorization: AuthorizationFields; signature: Hex }, network = "celo") {
-  const json = { x402Version: 1, scheme: "exact", network, payload: { signature: signed.signature, authorization: wire(signed.authorization) } };
+  const json = {
+    x402Version: 1,
+    scheme: "exact",
+    network,
+    payload: { signature: signed.signature, authorization: wire(signed.authorization) },
+  };
   return Buffer.from(JSON.stringify(json)).toString("base64");
 }
 
 /** x402 v2: PAYMENT-SIGNATURE base64(JSON {x402Version:2, accepted, payload}). */
-export function v2Header(signed: { authorization: AuthorizationFields; signature: Hex }, token: Token, payTo: Hex, network = "eip155:42220") {
-  const accepted = { scheme: "exact", network, asset: token.address, amount: signed.authorization.value.toString(), payTo, maxTimeoutSeconds: 300, extra: { name: token.name, version: token.version } };
-  return Buffer.from(JSON.stringify({ x402Version: 2, accepted, payload: { signature: signed.signature, authorization: wire(signed.authorization) } })).toString("base64");
+export function v2Header(
+  signed: { authorization: AuthorizationFields; signature: Hex },
+  token: Token,
+  payTo: Hex,
+  network = "eip155:42220",
+) {
+  const accepted = {
+    scheme: "exact",
+    network,
+    asset: token.address,
+    amount: signed.authorization.value.toString(),
+    payTo,
+    maxTimeoutSeconds: 300,
+    extra: { name: token.name, version: token.version },
+  };
+  return Buffer.from(
+    JSON.stringify({
+      x402Version: 2,
+      accepted,
+      payload: { signature: signed.signature, authorization: wire(signed.authorization) },
+    }),
+  ).toString("base64");
 }
 
 export async function tokenBalance(rpcUrl: string, token: Hex, holder: Hex): Promise<bigint> {

@@ -1,4 +1,13 @@
-import { type Address, domainSeparator, getAddress, type Hex, numberToHex, type PublicClient, type TestClient, type WalletClient } from "viem";
+import {
+  type Address,
+  domainSeparator,
+  getAddress,
+  type Hex,
+  numberToHex,
+  type PublicClient,
+  type TestClient,
+  type WalletClient,
+} from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { TokenInfo } from "../config/celo.ts";
 import { devStablecoinArtifact } from "../contracts/artifacts.ts";
@@ -22,7 +31,10 @@ type Clients = { publicClient: PublicClient; walletClient: WalletClient; testCli
  * deployed on. That one 32-byte word is replaced by the separator of Celo's domain at the real
  * address; the other immutables (hashed name and version, the chain id) are the same there.
  */
-export async function placeDevStablecoin({ publicClient, walletClient, testClient }: Clients, token: TokenInfo): Promise<void> {
+export async function placeDevStablecoin(
+  { publicClient, walletClient, testClient }: Clients,
+  token: TokenInfo,
+): Promise<void> {
   const hash = await walletClient.deployContract({
     ...devStablecoinArtifact,
     args: [token.name, token.symbol, token.version],
@@ -30,16 +42,27 @@ export async function placeDevStablecoin({ publicClient, walletClient, testClien
     chain: walletClient.chain,
   });
   const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
-  if (receipt.status !== "success" || !receipt.contractAddress) throw new Error(`template ${token.symbol} deployment ${hash} failed`);
+  if (receipt.status !== "success" || !receipt.contractAddress)
+    throw new Error(`template ${token.symbol} deployment ${hash} failed`);
   const template = receipt.contractAddress;
   const target = getAddress(token.address);
 
-  const templateSeparator = await publicClient.readContract({ address: template, abi: devStablecoinAbi, functionName: "DOMAIN_SEPARATOR" });
+  const templateSeparator = await publicClient.readContract({
+    address: template,
+    abi: devStablecoinAbi,
+    functionName: "DOMAIN_SEPARATOR",
+  });
   const celoSeparator = celoDomainSeparator(token);
   const code = (await publicClient.getCode({ address: template }))!.toLowerCase();
   const found = code.split(templateSeparator.slice(2).toLowerCase()).length - 1;
-  if (found !== 1) throw new Error(`${token.symbol}: the cached domain separator occurs ${found} times in the template's code, expected once`);
-  await testClient.setCode({ address: target, bytecode: code.replace(templateSeparator.slice(2).toLowerCase(), celoSeparator.slice(2)) as Hex });
+  if (found !== 1)
+    throw new Error(
+      `${token.symbol}: the cached domain separator occurs ${found} times in the template's code, expected once`,
+    );
+  await testClient.setCode({
+    address: target,
+    bytecode: code.replace(templateSeparator.slice(2).toLowerCase(), celoSeparator.slice(2)) as Hex,
+  });
 
   for (let slot = 0; slot < STATE_SLOTS; slot++) {
     const index = numberToHex(slot, { size: 32 });
@@ -51,7 +74,9 @@ export async function placeDevStablecoin({ publicClient, walletClient, testClien
 
 /** The EIP-712 domain separator of `token` on Celo: its name and version, chain 42220, its own address. */
 export function celoDomainSeparator(token: TokenInfo): Hex {
-  return domainSeparator({ domain: { name: token.name, version: token.version, chainId: 42220, verifyingContract: getAddress(token.address) } });
+  return domainSeparator({
+    domain: { name: token.name, version: token.version, chainId: 42220, verifyingContract: getAddress(token.address) },
+  });
 }
 
 /** The clone answers as the template does, except for a domain that is now Celo's. */
@@ -66,7 +91,15 @@ async function checkPlaced(publicClient: PublicClient, token: TokenInfo, templat
       publicClient.readContract({ address: at, abi: devStablecoinAbi, functionName: "owner" }),
     ]);
   const [placed, original] = [await state(address), await state(template)];
-  if (placed.join() !== original.join()) throw new Error(`${token.symbol} at ${address}: name, symbol, version, decimals, owner are ${placed.join()}, the template's ${original.join()}`);
-  const separator = await publicClient.readContract({ address, abi: devStablecoinAbi, functionName: "DOMAIN_SEPARATOR" });
-  if (separator !== celoDomainSeparator(token)) throw new Error(`${token.symbol} at ${address}: DOMAIN_SEPARATOR() is not Celo's`);
+  if (placed.join() !== original.join())
+    throw new Error(
+      `${token.symbol} at ${address}: name, symbol, version, decimals, owner are ${placed.join()}, the template's ${original.join()}`,
+    );
+  const separator = await publicClient.readContract({
+    address,
+    abi: devStablecoinAbi,
+    functionName: "DOMAIN_SEPARATOR",
+  });
+  if (separator !== celoDomainSeparator(token))
+    throw new Error(`${token.symbol} at ${address}: DOMAIN_SEPARATOR() is not Celo's`);
 }

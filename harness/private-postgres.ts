@@ -1,8 +1,8 @@
 import { execFile, execFileSync } from "node:child_process";
-import { promisify } from "node:util";
 import { chownSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { freePort } from "../devnet/ports.ts";
 
 export type PrivatePostgres = {
@@ -16,7 +16,9 @@ export type PrivatePostgres = {
 
 /** The newest installed server's binaries (Debian: /usr/lib/postgresql/<major>/bin). */
 function postgresBin(): string {
-  const majors = readdirSync("/usr/lib/postgresql").filter((d) => /^\d+$/.test(d)).sort((a, b) => Number(b) - Number(a));
+  const majors = readdirSync("/usr/lib/postgresql")
+    .filter((d) => /^\d+$/.test(d))
+    .sort((a, b) => Number(b) - Number(a));
   if (!majors[0]) throw new Error("no Postgres server installed under /usr/lib/postgresql");
   return `/usr/lib/postgresql/${majors[0]}/bin`;
 }
@@ -35,8 +37,13 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"]).toString());
     chownSync(dir, id("-u"), id("-g"));
   }
-  const command = (tool: string, args: string[]) => [asRoot ? "runuser" : `${bin}/${tool}`, asRoot ? ["-u", "postgres", "--", `${bin}/${tool}`, ...args] : args] as const;
-  const run = (tool: string, args: string[]) => execFileSync(...command(tool, args), { stdio: "pipe", timeout: 60_000 });
+  const command = (tool: string, args: string[]) =>
+    [
+      asRoot ? "runuser" : `${bin}/${tool}`,
+      asRoot ? ["-u", "postgres", "--", `${bin}/${tool}`, ...args] : args,
+    ] as const;
+  const run = (tool: string, args: string[]) =>
+    execFileSync(...command(tool, args), { stdio: "pipe", timeout: 60_000 });
   const port = await freePort();
   const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off -c max_connections=200`;
   const ctlArgs = (args: string[]) => ["-D", data, "-l", join(dir, "log"), "-w", "-t", "60", ...args];
@@ -66,7 +73,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
     // Asynchronous, so that the test's own requests keep going while the server restarts.
-    restart: async () => void (await promisify(execFile)(...command("pg_ctl", ctlArgs(["-m", "fast", "-o", options, "restart"])), { timeout: 60_000 })),
+    restart: async () =>
+      void (await promisify(execFile)(...command("pg_ctl", ctlArgs(["-m", "fast", "-o", options, "restart"])), {
+        timeout: 60_000,
+      })),
     stop,
   };
 }

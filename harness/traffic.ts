@@ -10,8 +10,10 @@ import { signAuthorization, specHeader } from "./payments.ts";
 // What the load benchmarks (bench/realtime.ts, bench/soak.ts) share: API replicas, per-route
 // latency figures, resident memory of a process group, and how far the indexer is behind.
 
-export const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN);
+export const pct = (xs: number[], p: number) =>
+  xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : Number.NaN;
 export const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+
 import { firstLine, sleep } from "../shared/async.ts";
 
 export { sleep };
@@ -74,7 +76,10 @@ export class Recorder {
   }
 
   table(title: string): string {
-    const lines = [title, `${"route".padEnd(40)} ${"n".padStart(7)} ${"errors".padStart(7)} ${"p50".padStart(10)} ${"p99".padStart(10)} ${"max".padStart(10)}`];
+    const lines = [
+      title,
+      `${"route".padEnd(40)} ${"n".padStart(7)} ${"errors".padStart(7)} ${"p50".padStart(10)} ${"p99".padStart(10)} ${"max".padStart(10)}`,
+    ];
     const routes = new Set([...this.times.keys(), ...this.errors.keys()]);
     for (const route of [...routes].sort()) {
       const xs = this.times.get(route) ?? [];
@@ -125,7 +130,13 @@ export async function startReplica(env: Record<string, string>, schema: string):
   child.stdout?.on("data", (d: Buffer) => (output = (output + d.toString()).slice(-200_000)));
   child.stderr?.on("data", (d: Buffer) => (output = (output + d.toString()).slice(-200_000)));
   const url = `http://127.0.0.1:${port}`;
-  const replica: Replica = { url, dataUrl: `http://127.0.0.1:${dataPort}`, pid: child.pid!, output: () => output, stop: () => stopProcessGroup(child, 25_000) };
+  const replica: Replica = {
+    url,
+    dataUrl: `http://127.0.0.1:${dataPort}`,
+    pid: child.pid!,
+    output: () => output,
+    stop: () => stopProcessGroup(child, 25_000),
+  };
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`replica exited (${child.exitCode}):\n${output.slice(-3000)}`);
@@ -184,7 +195,9 @@ export function sampleLag(rpcUrl: string, apiUrl: string, everyMs = 250) {
 export async function paidHeader(manifest: Manifest, i: number): Promise<{ header: string; payer: Hex }> {
   const lender = manifest.lenders[i % manifest.lenders.length]!;
   const token = manifest.tokens.USDT;
-  const signed = await signAuthorization(lender.privateKey as Hex, token, { to: manifest.service.treasury.address as Hex });
+  const signed = await signAuthorization(lender.privateKey as Hex, token, {
+    to: manifest.service.treasury.address as Hex,
+  });
   return { header: specHeader(signed, token.address as Hex), payer: lender.address as Hex };
 }
 

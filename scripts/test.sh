@@ -16,9 +16,9 @@ cd "$(dirname "$0")/.."
 
 say() { printf 'npm test: %s\n' "$*" >&2; }
 
-# Off until the repository passes all four (issue 23: the final format pass); then the default is
-# "on when no arguments are given".
-static_checks_default=off
+# The static checks (types, format and lint, unused code, layers) run first when no arguments are
+# given, as CI runs it; `npm test -- <args>` skips them, STATIC_CHECKS=on|off decides either way.
+static_checks_default=on
 if [ "${STATIC_CHECKS:-$([ $# -eq 0 ] && echo "$static_checks_default" || echo off)}" = on ]; then
   for check in typecheck lint knip deps; do
     say "npm run $check"

@@ -3,7 +3,18 @@ import { decodePaymentSignatureHeader, encodePaymentRequiredHeader } from "@x402
 import type { PaymentRequired, PaymentRequirements } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm";
 import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
-import { type Address, createPublicClient, createTestClient, createWalletClient, getAddress, type Hex, http, parseAbiItem, toHex, zeroHash } from "viem";
+import {
+  type Address,
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  getAddress,
+  type Hex,
+  http,
+  parseAbiItem,
+  toHex,
+  zeroHash,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
@@ -22,7 +33,11 @@ let publicClient: ReturnType<typeof createPublicClient>;
 
 beforeAll(async () => {
   standin = await startCeloStandin();
-  publicClient = createPublicClient({ chain: devnetChain(standin.rpcUrl), transport: http(standin.rpcUrl), pollingInterval: 100 });
+  publicClient = createPublicClient({
+    chain: devnetChain(standin.rpcUrl),
+    transport: http(standin.rpcUrl),
+    pollingInterval: 100,
+  });
 });
 
 afterAll(async () => {
@@ -30,11 +45,25 @@ afterAll(async () => {
 });
 
 const tokens = () => [standin.tokens.USDT, standin.tokens.USDC];
-const balanceOf = (token: TokenInfo, holder: Address) => publicClient.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "balanceOf", args: [holder] });
+const balanceOf = (token: TokenInfo, holder: Address) =>
+  publicClient.readContract({
+    address: token.address,
+    abi: devStablecoinAbi,
+    functionName: "balanceOf",
+    args: [holder],
+  });
 
 /** transferWithAuthorization sent by the relayer, as the service settles a payment; waits for its block. */
-async function settle(token: TokenInfo, a: { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex }, signature: Hex) {
-  const relayer = createWalletClient({ chain: devnetChain(standin.rpcUrl), transport: http(standin.rpcUrl), account: privateKeyToAccount(standin.accounts.relayer.privateKey) });
+async function settle(
+  token: TokenInfo,
+  a: { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex },
+  signature: Hex,
+) {
+  const relayer = createWalletClient({
+    chain: devnetChain(standin.rpcUrl),
+    transport: http(standin.rpcUrl),
+    account: privateKeyToAccount(standin.accounts.relayer.privateKey),
+  });
   const hash = await relayer.writeContract({
     address: token.address,
     abi: devStablecoinAbi,
@@ -50,20 +79,36 @@ describe("Celo stand-in", () => {
     expect(await publicClient.getChainId()).toBe(42220);
     expect(standin.tokens.USDT.address).toBe("0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e");
     expect(standin.tokens.USDC.address).toBe("0xceba9300f2b948710d2653dd7b07f33a8b32118c");
-    for (const token of tokens()) expect((await publicClient.getCode({ address: token.address }))?.length).toBeGreaterThan(2);
+    for (const token of tokens())
+      expect((await publicClient.getCode({ address: token.address }))?.length).toBeGreaterThan(2);
   });
 
   it("answers name, symbol, decimals and version as Celo's tokens", async () => {
     for (const token of tokens()) {
-      const read = <F extends "name" | "symbol" | "decimals" | "version">(functionName: F) => publicClient.readContract({ address: token.address, abi: devStablecoinAbi, functionName });
-      expect([await read("name"), await read("symbol"), await read("decimals"), await read("version")]).toEqual([token.name, token.symbol, 6, token.version]);
+      const read = <F extends "name" | "symbol" | "decimals" | "version">(functionName: F) =>
+        publicClient.readContract({ address: token.address, abi: devStablecoinAbi, functionName });
+      expect([await read("name"), await read("symbol"), await read("decimals"), await read("version")]).toEqual([
+        token.name,
+        token.symbol,
+        6,
+        token.version,
+      ]);
     }
-    expect([standin.tokens.USDT.name, standin.tokens.USDT.version, standin.tokens.USDC.name, standin.tokens.USDC.version]).toEqual(["Tether USD", "1", "USDC", "2"]);
+    expect([
+      standin.tokens.USDT.name,
+      standin.tokens.USDT.version,
+      standin.tokens.USDC.name,
+      standin.tokens.USDC.version,
+    ]).toEqual(["Tether USD", "1", "USDC", "2"]);
   });
 
   it("has Celo's EIP-712 domain at each real address", async () => {
     for (const token of tokens()) {
-      const [fields, name, version, chainId, verifyingContract, salt, extensions] = await publicClient.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "eip712Domain" });
+      const [fields, name, version, chainId, verifyingContract, salt, extensions] = await publicClient.readContract({
+        address: token.address,
+        abi: devStablecoinAbi,
+        functionName: "eip712Domain",
+      });
       expect({ fields, name, version, chainId, verifyingContract, salt, extensions }).toEqual({
         fields: "0x0f",
         name: token.name,
@@ -74,20 +119,34 @@ describe("Celo stand-in", () => {
         extensions: [],
       });
       // The separator signatures are checked against (cached in the code), not only the one eip712Domain() describes.
-      expect(await publicClient.readContract({ address: token.address, abi: devStablecoinAbi, functionName: "DOMAIN_SEPARATOR" })).toBe(celoDomainSeparator(token));
+      expect(
+        await publicClient.readContract({
+          address: token.address,
+          abi: devStablecoinAbi,
+          functionName: "DOMAIN_SEPARATOR",
+        }),
+      ).toBe(celoDomainSeparator(token));
     }
   });
 
   it("holds the seeded history: as many Transfer logs as the seeder reports, none before its start block", async () => {
     const { startBlock, headBlock, transfers } = standin.history;
     const address = tokens().map((t) => t.address);
-    const logs = await publicClient.getLogs({ address, event: transferEvent, fromBlock: BigInt(startBlock), toBlock: BigInt(headBlock) });
+    const logs = await publicClient.getLogs({
+      address,
+      event: transferEvent,
+      fromBlock: BigInt(startBlock),
+      toBlock: BigInt(headBlock),
+    });
     expect(transfers).toBeGreaterThan(1_000);
     expect(logs.length).toBe(transfers);
-    expect(await publicClient.getLogs({ address, event: transferEvent, fromBlock: 0n, toBlock: BigInt(startBlock - 1) })).toEqual([]);
+    expect(
+      await publicClient.getLogs({ address, event: transferEvent, fromBlock: 0n, toBlock: BigInt(startBlock - 1) }),
+    ).toEqual([]);
     expect(new Set(logs.map((l) => l.blockNumber)).size).toBeGreaterThan(100);
     const wallets = new Set(logs.flatMap((l) => [l.args.from!.toLowerCase(), l.args.to!.toLowerCase()]));
-    for (const [name, persona] of Object.entries(standin.personas)) expect(wallets.has(persona.address), name).toBe(true);
+    for (const [name, persona] of Object.entries(standin.personas))
+      expect(wallets.has(persona.address), name).toBe(true);
   });
 
   it("funds the lenders with 25,000 USDT and 25,000 USDC each", async () => {
@@ -107,9 +166,21 @@ describe("Celo stand-in", () => {
     const treasury = standin.accounts.treasury.address;
     for (const token of tokens()) {
       const [payerBefore, treasuryBefore] = [await balanceOf(token, lender.address), await balanceOf(token, treasury)];
-      const authorization = { from: lender.address, to: getAddress(treasury), value: 12_345n, validAfter: 0n, validBefore: BigInt(Math.floor(Date.now() / 1000) + 600), nonce: toHex(randomBytes(32)) };
+      const authorization = {
+        from: lender.address,
+        to: getAddress(treasury),
+        value: 12_345n,
+        validAfter: 0n,
+        validBefore: BigInt(Math.floor(Date.now() / 1000) + 600),
+        nonce: toHex(randomBytes(32)),
+      };
       const signature = await lender.signTypedData({
-        domain: { name: token.name, version: token.version, chainId: 42220, verifyingContract: getAddress(token.address) },
+        domain: {
+          name: token.name,
+          version: token.version,
+          chainId: 42220,
+          verifyingContract: getAddress(token.address),
+        },
         types: {
           TransferWithAuthorization: [
             { name: "from", type: "address" },
@@ -145,27 +216,53 @@ describe("Celo stand-in", () => {
     const server = (accepts: PaymentRequirements[]) => async (request: Request) => {
       const header = request.headers.get("PAYMENT-SIGNATURE");
       if (!header) {
-        const required: PaymentRequired = { x402Version: 2, error: "payment required", resource: { url: request.url }, accepts };
-        return new Response("{}", { status: 402, headers: { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(required) } });
+        const required: PaymentRequired = {
+          x402Version: 2,
+          error: "payment required",
+          resource: { url: request.url },
+          accepts,
+        };
+        return new Response("{}", {
+          status: 402,
+          headers: { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(required) },
+        });
       }
       const payment = decodePaymentSignatureHeader(header);
       const a = payment.payload.authorization as Record<string, string>;
       const token = tokens().find((t) => getAddress(t.address) === payment.accepted.asset)!;
-      await settle(token, { from: a.from as Address, to: a.to as Address, value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce as Hex }, payment.payload.signature as Hex);
+      await settle(
+        token,
+        {
+          from: a.from as Address,
+          to: a.to as Address,
+          value: BigInt(a.value!),
+          validAfter: BigInt(a.validAfter!),
+          validBefore: BigInt(a.validBefore!),
+          nonce: a.nonce as Hex,
+        },
+        payment.payload.signature as Hex,
+      );
       return new Response(JSON.stringify({ paid: token.symbol }), { status: 200 });
     };
     const stockClient = (fetchImpl: (request: Request) => Promise<Response>) =>
-      wrapFetchWithPaymentFromConfig(fetchImpl as typeof fetch, { schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(lender.privateKey)) }] });
+      wrapFetchWithPaymentFromConfig(fetchImpl as typeof fetch, {
+        schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(lender.privateKey)) }],
+      });
 
     for (const token of tokens()) {
       const [payerBefore, treasuryBefore] = [await balanceOf(token, lender.address), await balanceOf(token, treasury)];
-      const res = await stockClient(server([offer(token.address, { name: token.name, version: token.version })]))("http://service.invalid/api/lender/screen", { method: "POST" });
+      const res = await stockClient(server([offer(token.address, { name: token.name, version: token.version })]))(
+        "http://service.invalid/api/lender/screen",
+        { method: "POST" },
+      );
       expect(await res.json()).toEqual({ paid: token.symbol });
       expect(await balanceOf(token, lender.address)).toBe(payerBefore - 10_000n);
       expect(await balanceOf(token, treasury)).toBe(treasuryBefore + 10_000n);
     }
     // The same client refuses a token it does not know (as the devnet's): the stand-in's are known by address.
     const unknown = offer("0x5fbdb2315678afecb367f032d93f642f64180aa3", { name: "Tether USD", version: "1" });
-    await expect(stockClient(server([unknown]))("http://service.invalid/api/lender/screen", { method: "POST" })).rejects.toThrow(/spendControls/);
+    await expect(
+      stockClient(server([unknown]))("http://service.invalid/api/lender/screen", { method: "POST" }),
+    ).rejects.toThrow(/spendControls/);
   });
 });

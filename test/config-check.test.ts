@@ -30,7 +30,11 @@ type Run = { code: number | null; stdout: string; stderr: string };
 /** Runs a script of this repository with tsx, in `cwd`, with `env` over the suite's environment (ENV_FILES=ignore included). */
 function runScript(script: string, args: string[], env: Record<string, string>, cwd = process.cwd()): Promise<Run> {
   return new Promise((done) => {
-    const child = spawn("tsx", [resolve(script), ...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("tsx", [resolve(script), ...args], {
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -45,7 +49,26 @@ function runScript(script: string, args: string[], env: Record<string, string>, 
 
 // Every variable the check reads, set blank (unset) unless a case sets it: nothing of the suite's environment leaks in.
 const blank = Object.fromEntries(
-  ["PONDER_RPC_URL_42220", "DATABASE_URL", "X402_PAY_TO", "X402_RELAYER_PRIVATE_KEY", "X402_FACILITATOR_URL", "SIGN_IN_ORIGIN", "REPORTER_ADDRESS", "REPORTER_START_BLOCK", "REPORTER_PRIVATE_KEY", "REPORTER_DEPLOYER_PRIVATE_KEY", "ONCHAIN_REPORTER_ADDRESS", "CELO_START_BLOCK", "INDEX_MODE", "TRACKED_WALLETS", "TRACKED_WALLETS_FILE", "DATABASE_SCHEMA", "PGLITE_DIR", "HOST"].map((k) => [k, ""]),
+  [
+    "PONDER_RPC_URL_42220",
+    "DATABASE_URL",
+    "X402_PAY_TO",
+    "X402_RELAYER_PRIVATE_KEY",
+    "X402_FACILITATOR_URL",
+    "SIGN_IN_ORIGIN",
+    "REPORTER_ADDRESS",
+    "REPORTER_START_BLOCK",
+    "REPORTER_PRIVATE_KEY",
+    "REPORTER_DEPLOYER_PRIVATE_KEY",
+    "ONCHAIN_REPORTER_ADDRESS",
+    "CELO_START_BLOCK",
+    "INDEX_MODE",
+    "TRACKED_WALLETS",
+    "TRACKED_WALLETS_FILE",
+    "DATABASE_SCHEMA",
+    "PGLITE_DIR",
+    "HOST",
+  ].map((k) => [k, ""]),
 );
 
 describe("npm run check:config: every problem of a configuration in one run", () => {
@@ -95,13 +118,25 @@ describe("npm run check:config: every problem of a configuration in one run", ()
   });
 
   const check = (env: Record<string, string>) => checkConfig({ source: env, devnet: "running" });
-  const at = (findings: Finding[], level: Finding["level"]) => findings.filter((f) => f.level === level).map((f) => f.message);
+  const at = (findings: Finding[], level: Finding["level"]) =>
+    findings.filter((f) => f.level === level).map((f) => f.message);
 
   it("a good configuration: every check ok, nothing to warn about", async () => {
     const { findings, target } = await check(good);
     expect(at(findings, "error")).toEqual([]);
     expect(at(findings, "warn")).toEqual([]);
-    expect(findings.map((f) => f.check)).toEqual(expect.arrayContaining(["environment", "network", "postgres", "rpc", "tokens", "reporter", "treasury", "relayer"]));
+    expect(findings.map((f) => f.check)).toEqual(
+      expect.arrayContaining([
+        "environment",
+        "network",
+        "postgres",
+        "rpc",
+        "tokens",
+        "reporter",
+        "treasury",
+        "relayer",
+      ]),
+    );
     expect(at(findings, "ok").join("\n")).toContain(`${reporterKey.address} holds the reporter role on ${ours}`);
     expect(target?.reporterStartBlock).toBe(0); // CELO_START_BLOCK 0 is earlier than the deployment
   });
@@ -109,21 +144,98 @@ describe("npm run check:config: every problem of a configuration in one run", ()
   // Each broken setting alone: the level and the message it gets.
   const cases: [string, () => Record<string, string>, Finding["level"], RegExp][] = [
     ["no treasury", () => ({ X402_PAY_TO: "" }), "error", /^Set X402_PAY_TO to the treasury address/],
-    ["the zero address as treasury", () => ({ X402_PAY_TO: "0x0000000000000000000000000000000000000000" }), "error", /^X402_PAY_TO is the zero address/],
-    ["a treasury that is not an address", () => ({ X402_PAY_TO: "treasury" }), "error", /^X402_PAY_TO is invalid: must be 0x followed by 40 hex characters$/],
-    ["no relayer key nor facilitator", () => ({ X402_RELAYER_PRIVATE_KEY: "" }), "error", /^Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY .* or X402_FACILITATOR_URL/],
-    ["no public origin for sign-ins", () => ({ SIGN_IN_ORIGIN: "" }), "error", /^Set SIGN_IN_ORIGIN to the public origin/],
-    ["an RPC of another chain among the URLs", () => ({ PONDER_RPC_URL_42220: `${celo.rpcUrl},${otherChain.rpcUrl}` }), "error", /^RPC http:\/\/127\.0\.0\.1:\d+ serves chain id 31337, expected 42220 \(Celo\)\.$/],
-    ["an RPC that does not answer", () => ({ PONDER_RPC_URL_42220: `http://127.0.0.1:${closedPort}/key-in-the-path` }), "error", /^RPC http:\/\/127\.0\.0\.1:\d+\/… does not answer \(ECONNREFUSED\)\.$/],
-    ["an unreachable Postgres", () => ({ DATABASE_URL: `postgresql://postgres:secret@127.0.0.1:${closedPort}/test` }), "error", /^Cannot connect to Postgres at postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test \(.*ECONNREFUSED.*\)\.$/],
-    ["a relayer with no gas", () => ({ X402_RELAYER_PRIVATE_KEY: emptyKey }), "warn", /^the relayer key's address 0x[0-9a-f]{40} holds 0 CELO, below 0\.1 CELO: settlements fail until it is funded$/],
-    ["a reporter key without the reporter role", () => ({ REPORTER_PRIVATE_KEY: notAReporter.privateKey }), "error", new RegExp(`^The reporter key.s address ${notAReporter.address} does not hold the reporter role on 0x[0-9a-f]{40}: grant it`)],
-    ["a reporter address with no contract", () => ({ REPORTER_ADDRESS: treasury.address }), "error", /^No contract at REPORTER_ADDRESS 0x[0-9a-f]{40} on http:\/\/127\.0\.0\.1:\d+: deploy ours/],
-    ["a reporter address that is not a reporter", () => ({ REPORTER_ADDRESS: CELO_TOKENS.USDT.address }), "error", /does not answer isReporter\(\): is REPORTER_ADDRESS our ReputationReporter/],
-    ["no reporter at all", () => ({ REPORTER_ADDRESS: "", REPORTER_START_BLOCK: "", REPORTER_PRIVATE_KEY: "" }), "warn", /^REPORTER_ADDRESS and REPORTER_PRIVATE_KEY unset: passports cannot be published/],
-    ["our reporter's start block unset", () => ({ REPORTER_START_BLOCK: "" }), "warn", /^REPORTER_START_BLOCK unset: our reporter is indexed from CELO_START_BLOCK only/],
-    ["a start block past the head", () => ({ CELO_START_BLOCK: "99999999" }), "warn", /^CELO_START_BLOCK 99999999 is past the chain head/],
-    ["a tracked wallet that is not an address", () => ({ INDEX_MODE: "tracked", TRACKED_WALLETS: `${treasury.address},0x12` }), "error", /^Tracked wallet "0x12" is not an address/],
+    [
+      "the zero address as treasury",
+      () => ({ X402_PAY_TO: "0x0000000000000000000000000000000000000000" }),
+      "error",
+      /^X402_PAY_TO is the zero address/,
+    ],
+    [
+      "a treasury that is not an address",
+      () => ({ X402_PAY_TO: "treasury" }),
+      "error",
+      /^X402_PAY_TO is invalid: must be 0x followed by 40 hex characters$/,
+    ],
+    [
+      "no relayer key nor facilitator",
+      () => ({ X402_RELAYER_PRIVATE_KEY: "" }),
+      "error",
+      /^Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY .* or X402_FACILITATOR_URL/,
+    ],
+    [
+      "no public origin for sign-ins",
+      () => ({ SIGN_IN_ORIGIN: "" }),
+      "error",
+      /^Set SIGN_IN_ORIGIN to the public origin/,
+    ],
+    [
+      "an RPC of another chain among the URLs",
+      () => ({ PONDER_RPC_URL_42220: `${celo.rpcUrl},${otherChain.rpcUrl}` }),
+      "error",
+      /^RPC http:\/\/127\.0\.0\.1:\d+ serves chain id 31337, expected 42220 \(Celo\)\.$/,
+    ],
+    [
+      "an RPC that does not answer",
+      () => ({ PONDER_RPC_URL_42220: `http://127.0.0.1:${closedPort}/key-in-the-path` }),
+      "error",
+      /^RPC http:\/\/127\.0\.0\.1:\d+\/… does not answer \(ECONNREFUSED\)\.$/,
+    ],
+    [
+      "an unreachable Postgres",
+      () => ({ DATABASE_URL: `postgresql://postgres:secret@127.0.0.1:${closedPort}/test` }),
+      "error",
+      /^Cannot connect to Postgres at postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test \(.*ECONNREFUSED.*\)\.$/,
+    ],
+    [
+      "a relayer with no gas",
+      () => ({ X402_RELAYER_PRIVATE_KEY: emptyKey }),
+      "warn",
+      /^the relayer key's address 0x[0-9a-f]{40} holds 0 CELO, below 0\.1 CELO: settlements fail until it is funded$/,
+    ],
+    [
+      "a reporter key without the reporter role",
+      () => ({ REPORTER_PRIVATE_KEY: notAReporter.privateKey }),
+      "error",
+      new RegExp(
+        `^The reporter key.s address ${notAReporter.address} does not hold the reporter role on 0x[0-9a-f]{40}: grant it`,
+      ),
+    ],
+    [
+      "a reporter address with no contract",
+      () => ({ REPORTER_ADDRESS: treasury.address }),
+      "error",
+      /^No contract at REPORTER_ADDRESS 0x[0-9a-f]{40} on http:\/\/127\.0\.0\.1:\d+: deploy ours/,
+    ],
+    [
+      "a reporter address that is not a reporter",
+      () => ({ REPORTER_ADDRESS: CELO_TOKENS.USDT.address }),
+      "error",
+      /does not answer isReporter\(\): is REPORTER_ADDRESS our ReputationReporter/,
+    ],
+    [
+      "no reporter at all",
+      () => ({ REPORTER_ADDRESS: "", REPORTER_START_BLOCK: "", REPORTER_PRIVATE_KEY: "" }),
+      "warn",
+      /^REPORTER_ADDRESS and REPORTER_PRIVATE_KEY unset: passports cannot be published/,
+    ],
+    [
+      "our reporter's start block unset",
+      () => ({ REPORTER_START_BLOCK: "" }),
+      "warn",
+      /^REPORTER_START_BLOCK unset: our reporter is indexed from CELO_START_BLOCK only/,
+    ],
+    [
+      "a start block past the head",
+      () => ({ CELO_START_BLOCK: "99999999" }),
+      "warn",
+      /^CELO_START_BLOCK 99999999 is past the chain head/,
+    ],
+    [
+      "a tracked wallet that is not an address",
+      () => ({ INDEX_MODE: "tracked", TRACKED_WALLETS: `${treasury.address},0x12` }),
+      "error",
+      /^Tracked wallet "0x12" is not an address/,
+    ],
   ];
 
   it.each(cases)("%s", async (_, broken, level, message) => {
@@ -161,21 +273,33 @@ describe("npm run check:config: every problem of a configuration in one run", ()
   it("all of them at once: one run lists every one", async () => {
     const { findings } = await check(allBroken());
     const problems = findings.filter((f) => f.level !== "ok");
-    expect(problems.map((p) => `${p.level} ${p.message}`), JSON.stringify(problems, null, 1)).toHaveLength(allReported.length);
-    for (const [level, message] of allReported) expect(problems.some((p) => p.level === level && message.test(p.message)), String(message)).toBe(true);
+    expect(
+      problems.map((p) => `${p.level} ${p.message}`),
+      JSON.stringify(problems, null, 1),
+    ).toHaveLength(allReported.length);
+    for (const [level, message] of allReported)
+      expect(
+        problems.some((p) => p.level === level && message.test(p.message)),
+        String(message),
+      ).toBe(true);
   });
 
   it("the command prints each check, what npm start would run, exits 1, and never a key or a password", async () => {
     const run = await runScript("scripts/check-config.ts", [], allBroken());
     expect(run.code, run.stderr).toBe(1);
     const lines = run.stdout.split("\n");
-    for (const [level, message] of allReported) expect(lines.some((l) => l.trimStart().startsWith(level) && message.test(l.replace(/^\s*\w+\s+[\w-]+: /, ""))), String(message)).toBe(true);
-    expect(run.stdout).toMatch(/^  ok +rpc: http:\/\/127\.0\.0\.1:\d+ answers: chain 42220$/m);
+    for (const [level, message] of allReported)
+      expect(
+        lines.some((l) => l.trimStart().startsWith(level) && message.test(l.replace(/^\s*\w+\s+[\w-]+: /, ""))),
+        String(message),
+      ).toBe(true);
+    expect(run.stdout).toMatch(/^ {2}ok +rpc: http:\/\/127\.0\.0\.1:\d+ answers: chain 42220$/m);
     expect(run.stdout).toMatch(/What `npm start` would run/);
-    expect(run.stdout).toMatch(/^  database +Postgres postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test$/m);
-    expect(run.stdout).toMatch(/^  command +ponder start --schema reputation --port 42069$/m);
+    expect(run.stdout).toMatch(/^ {2}database +Postgres postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test$/m);
+    expect(run.stdout).toMatch(/^ {2}command +ponder start --schema reputation --port 42069$/m);
     expect(run.stdout).toMatch(/^7 errors, 1 warning: `npm start` would stop\.$/m);
-    for (const secret of [emptyKey, notAReporter.privateKey, "secret"]) expect(run.stdout + run.stderr).not.toContain(secret);
+    for (const secret of [emptyKey, notAReporter.privateKey, "secret"])
+      expect(run.stdout + run.stderr).not.toContain(secret);
     expect(run.stdout + run.stderr).not.toContain(emptyKey.slice(2));
   });
 
@@ -200,11 +324,19 @@ describe("npm run reporter:deploy", () => {
     for (const stop of stops.reverse()) await stop().catch(() => {});
   });
 
-  const live = () => ({ ...blank, PONDER_RPC_URL_42220: celo.rpcUrl, REPORTER_DEPLOYER_PRIVATE_KEY: deployer.privateKey, REPORTER_PRIVATE_KEY: deployedReporter.privateKey });
+  const live = () => ({
+    ...blank,
+    PONDER_RPC_URL_42220: celo.rpcUrl,
+    REPORTER_DEPLOYER_PRIVATE_KEY: deployer.privateKey,
+    REPORTER_PRIVATE_KEY: deployedReporter.privateKey,
+  });
 
   it("deploys on chain 42220, grants the reporter role, prints the address and the deployment block, and writes them into .env", async () => {
     const dir = mkdtempSync(join(tmpdir(), "reporter-deploy-"));
-    writeFileSync(join(dir, ".env"), "# the operator's file\nPONDER_RPC_URL_42220=https://celo.example\n# REPORTER_ADDRESS=\nSIGN_IN_ORIGIN=https://api.example.com\n");
+    writeFileSync(
+      join(dir, ".env"),
+      "# the operator's file\nPONDER_RPC_URL_42220=https://celo.example\n# REPORTER_ADDRESS=\nSIGN_IN_ORIGIN=https://api.example.com\n",
+    );
     const run = await runScript("scripts/reporter-deploy.ts", ["--write-env"], live(), dir);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const address = /^REPORTER_ADDRESS=(0x[0-9a-f]{40})$/m.exec(run.stdout)?.[1] as `0x${string}`;
@@ -212,7 +344,8 @@ describe("npm run reporter:deploy", () => {
 
     // The chain agrees: the contract is there from that block on, its admin is the deployer, the reporter key holds the role.
     const client = createPublicClient({ chain: celoChain(celo.rpcUrl), transport: http(celo.rpcUrl) });
-    const read = <F extends "isReporter" | "admin">(functionName: F, args?: readonly [Hex]) => client.readContract({ address, abi: reputationReporterAbi, functionName, args } as never);
+    const read = <F extends "isReporter" | "admin">(functionName: F, args?: readonly [Hex]) =>
+      client.readContract({ address, abi: reputationReporterAbi, functionName, args } as never);
     expect(await read("isReporter", [deployedReporter.address])).toBe(true);
     expect(await read("isReporter", [deployer.address])).toBe(false);
     expect(String(await read("admin")).toLowerCase()).toBe(deployer.address);
@@ -227,9 +360,16 @@ describe("npm run reporter:deploy", () => {
   });
 
   it("names every missing setting at once, and never deploys a second reporter over REPORTER_ADDRESS", async () => {
-    const run = await runScript("scripts/reporter-deploy.ts", [], { ...live(), REPORTER_DEPLOYER_PRIVATE_KEY: "", REPORTER_PRIVATE_KEY: "", REPORTER_ADDRESS: treasury.address });
+    const run = await runScript("scripts/reporter-deploy.ts", [], {
+      ...live(),
+      REPORTER_DEPLOYER_PRIVATE_KEY: "",
+      REPORTER_PRIVATE_KEY: "",
+      REPORTER_ADDRESS: treasury.address,
+    });
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/^3 problems:\n  - Set REPORTER_DEPLOYER_PRIVATE_KEY.*\n  - Set REPORTER_PRIVATE_KEY.*\n  - REPORTER_ADDRESS is set already/);
+    expect(run.stderr).toMatch(
+      /^3 problems:\n {2}- Set REPORTER_DEPLOYER_PRIVATE_KEY.*\n {2}- Set REPORTER_PRIVATE_KEY.*\n {2}- REPORTER_ADDRESS is set already/,
+    );
     expect(run.stderr).not.toMatch(/\n\s+at /);
   });
 
@@ -238,6 +378,8 @@ describe("npm run reporter:deploy", () => {
     stops.push(other.stop);
     const run = await runScript("scripts/reporter-deploy.ts", [], { ...live(), PONDER_RPC_URL_42220: other.rpcUrl });
     expect(run.code).toBe(1);
-    expect(run.stderr.trim()).toMatch(/^RPC http:\/\/127\.0\.0\.1:\d+ serves chain id 31337, expected 42220 \(Celo\): nothing deployed\.$/);
+    expect(run.stderr.trim()).toMatch(
+      /^RPC http:\/\/127\.0\.0\.1:\d+ serves chain id 31337, expected 42220 \(Celo\): nothing deployed\.$/,
+    );
   });
 });

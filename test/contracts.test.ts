@@ -1,26 +1,26 @@
 import { readFile } from "node:fs/promises";
-import { authorizationTypes } from "@x402/evm";
 import { join } from "node:path";
+import { authorizationTypes } from "@x402/evm";
 import {
   type Account,
   type Address,
-  type Hex,
-  type PublicClient,
-  type TransactionReceipt,
-  type WalletClient,
   createPublicClient,
   createWalletClient,
   defineChain,
   getAddress,
+  type Hex,
   hashDomain,
   http,
   keccak256,
+  type PublicClient,
   pad,
   parseEventLogs,
   parseSignature,
   serializeSignature,
   slice,
+  type TransactionReceipt,
   toHex,
+  type WalletClient,
   zeroAddress,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -127,7 +127,14 @@ describe("DevStablecoin", () => {
   const usdtDomain = () => ({ name: "Tether USD", version: "1", chainId: 42220, verifyingContract: usdt }) as const;
 
   const AUTHORIZATION_FIELDS = authorizationTypes.TransferWithAuthorization;
-  type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
+  type Authorization = {
+    from: Address;
+    to: Address;
+    value: bigint;
+    validAfter: bigint;
+    validBefore: bigint;
+    nonce: Hex;
+  };
 
   async function authorization(overrides: Partial<Authorization> = {}): Promise<Authorization> {
     return {
@@ -148,8 +155,18 @@ describe("DevStablecoin", () => {
   ): Promise<Hex> {
     const domain = usdtDomain();
     return primaryType === "TransferWithAuthorization"
-      ? signer.signTypedData({ domain, types: { TransferWithAuthorization: AUTHORIZATION_FIELDS }, primaryType, message })
-      : signer.signTypedData({ domain, types: { ReceiveWithAuthorization: AUTHORIZATION_FIELDS }, primaryType, message });
+      ? signer.signTypedData({
+          domain,
+          types: { TransferWithAuthorization: AUTHORIZATION_FIELDS },
+          primaryType,
+          message,
+        })
+      : signer.signTypedData({
+          domain,
+          types: { ReceiveWithAuthorization: AUTHORIZATION_FIELDS },
+          primaryType,
+          message,
+        });
   }
 
   /** transferWithAuthorization via the (bytes signature) overload. */
@@ -185,24 +202,41 @@ describe("DevStablecoin", () => {
     expect(await read("symbol")).toBe("USDT");
     expect(await read("decimals")).toBe(6);
     expect(await read("version")).toBe("1");
-    expect(await read("DOMAIN_SEPARATOR")).toBe(hashDomain({ domain: { ...usdtDomain(), chainId: 42220n }, types: { EIP712Domain: [
-      { name: "name", type: "string" },
-      { name: "version", type: "string" },
-      { name: "chainId", type: "uint256" },
-      { name: "verifyingContract", type: "address" },
-    ] } }));
+    expect(await read("DOMAIN_SEPARATOR")).toBe(
+      hashDomain({
+        domain: { ...usdtDomain(), chainId: 42220n },
+        types: {
+          EIP712Domain: [
+            { name: "name", type: "string" },
+            { name: "version", type: "string" },
+            { name: "chainId", type: "uint256" },
+            { name: "verifyingContract", type: "address" },
+          ],
+        },
+      }),
+    );
     const [fields, name, version, chainId, verifyingContract] = await pub.readContract({
-      address: usdt, abi: devStablecoinAbi, functionName: "eip712Domain",
+      address: usdt,
+      abi: devStablecoinAbi,
+      functionName: "eip712Domain",
     });
     expect([fields, name, version, chainId, verifyingContract]).toEqual(["0x0f", "Tether USD", "1", 42220n, usdt]);
 
     const typehashes = [
-      ["TRANSFER_WITH_AUTHORIZATION_TYPEHASH", "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"],
-      ["RECEIVE_WITH_AUTHORIZATION_TYPEHASH", "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"],
+      [
+        "TRANSFER_WITH_AUTHORIZATION_TYPEHASH",
+        "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)",
+      ],
+      [
+        "RECEIVE_WITH_AUTHORIZATION_TYPEHASH",
+        "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)",
+      ],
       ["CANCEL_AUTHORIZATION_TYPEHASH", "CancelAuthorization(address authorizer,bytes32 nonce)"],
     ] as const;
     for (const [functionName, typeString] of typehashes) {
-      expect(await pub.readContract({ address: usdt, abi: devStablecoinAbi, functionName })).toBe(keccak256(toHex(typeString)));
+      expect(await pub.readContract({ address: usdt, abi: devStablecoinAbi, functionName })).toBe(
+        keccak256(toHex(typeString)),
+      );
     }
   });
 
@@ -212,12 +246,14 @@ describe("DevStablecoin", () => {
     const first = await authorization();
     const { r, s, v } = parseSignature(await sign(alice, "TransferWithAuthorization", first));
     // Anyone may relay a transfer authorization: the owner (facilitator) submits it here.
-    const receipt = await mined(owner.writeContract({
-      address: usdt,
-      abi: devStablecoinAbi,
-      functionName: "transferWithAuthorization",
-      args: [first.from, first.to, first.value, first.validAfter, first.validBefore, first.nonce, Number(v), r, s],
-    }));
+    const receipt = await mined(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "transferWithAuthorization",
+        args: [first.from, first.to, first.value, first.validAfter, first.validBefore, first.nonce, Number(v), r, s],
+      }),
+    );
     const used = parseEventLogs({ abi: devStablecoinAbi, logs: receipt.logs, eventName: "AuthorizationUsed" });
     expect(used.map((l) => l.args)).toEqual([{ authorizer: alice.account.address, nonce: first.nonce }]);
 
@@ -231,19 +267,24 @@ describe("DevStablecoin", () => {
     const a = await authorization();
     const signature = await sign(alice, "TransferWithAuthorization", a);
     await mined(transferWithBytes(owner, a, signature));
-    await expect(transferWithBytes(owner, a, signature)).rejects.toThrow("FiatTokenV2: authorization is used or canceled");
+    await expect(transferWithBytes(owner, a, signature)).rejects.toThrow(
+      "FiatTokenV2: authorization is used or canceled",
+    );
 
     const expired = await authorization({ validBefore: await now() });
-    await expect(transferWithBytes(owner, expired, await sign(alice, "TransferWithAuthorization", expired)))
-      .rejects.toThrow("FiatTokenV2: authorization is expired");
+    await expect(
+      transferWithBytes(owner, expired, await sign(alice, "TransferWithAuthorization", expired)),
+    ).rejects.toThrow("FiatTokenV2: authorization is expired");
 
     const early = await authorization({ validAfter: (await now()) + 3600n, validBefore: (await now()) + 7200n });
-    await expect(transferWithBytes(owner, early, await sign(alice, "TransferWithAuthorization", early)))
-      .rejects.toThrow("FiatTokenV2: authorization is not yet valid");
+    await expect(
+      transferWithBytes(owner, early, await sign(alice, "TransferWithAuthorization", early)),
+    ).rejects.toThrow("FiatTokenV2: authorization is not yet valid");
 
     const forged = await authorization();
-    await expect(transferWithBytes(owner, forged, await sign(bob, "TransferWithAuthorization", forged)))
-      .rejects.toThrow("FiatTokenV2: invalid signature");
+    await expect(
+      transferWithBytes(owner, forged, await sign(bob, "TransferWithAuthorization", forged)),
+    ).rejects.toThrow("FiatTokenV2: invalid signature");
 
     // The malleable twin (n - s, flipped v) recovers the same signer but must be refused.
     const twin = await authorization();
@@ -255,49 +296,79 @@ describe("DevStablecoin", () => {
 
   it("cancels an authorization and flips authorizationState", async () => {
     const a = await authorization();
-    const state = () => pub.readContract({
-      address: usdt, abi: devStablecoinAbi, functionName: "authorizationState", args: [a.from, a.nonce],
-    });
+    const state = () =>
+      pub.readContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "authorizationState",
+        args: [a.from, a.nonce],
+      });
     expect(await state()).toBe(false);
 
     const cancelSignature = await alice.signTypedData({
       domain: usdtDomain(),
-      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+      types: {
+        CancelAuthorization: [
+          { name: "authorizer", type: "address" },
+          { name: "nonce", type: "bytes32" },
+        ],
+      },
       primaryType: "CancelAuthorization",
       message: { authorizer: a.from, nonce: a.nonce },
     });
-    const receipt = await mined(owner.writeContract({
-      address: usdt, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [a.from, a.nonce, cancelSignature],
-    }));
-    expect(parseEventLogs({ abi: devStablecoinAbi, logs: receipt.logs, eventName: "AuthorizationCanceled" })).toHaveLength(1);
+    const receipt = await mined(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "cancelAuthorization",
+        args: [a.from, a.nonce, cancelSignature],
+      }),
+    );
+    expect(
+      parseEventLogs({ abi: devStablecoinAbi, logs: receipt.logs, eventName: "AuthorizationCanceled" }),
+    ).toHaveLength(1);
     expect(await state()).toBe(true);
 
-    await expect(transferWithBytes(owner, a, await sign(alice, "TransferWithAuthorization", a)))
-      .rejects.toThrow("FiatTokenV2: authorization is used or canceled");
+    await expect(transferWithBytes(owner, a, await sign(alice, "TransferWithAuthorization", a))).rejects.toThrow(
+      "FiatTokenV2: authorization is used or canceled",
+    );
 
     // v,r,s overload of cancel, on a nonce that was used already.
     const used = await authorization();
     await mined(transferWithBytes(owner, used, await sign(alice, "TransferWithAuthorization", used)));
-    const { r, s, v } = parseSignature(await alice.signTypedData({
-      domain: usdtDomain(),
-      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
-      primaryType: "CancelAuthorization",
-      message: { authorizer: used.from, nonce: used.nonce },
-    }));
-    await expect(owner.writeContract({
-      address: usdt, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [used.from, used.nonce, Number(v), r, s],
-    })).rejects.toThrow("FiatTokenV2: authorization is used or canceled");
+    const { r, s, v } = parseSignature(
+      await alice.signTypedData({
+        domain: usdtDomain(),
+        types: {
+          CancelAuthorization: [
+            { name: "authorizer", type: "address" },
+            { name: "nonce", type: "bytes32" },
+          ],
+        },
+        primaryType: "CancelAuthorization",
+        message: { authorizer: used.from, nonce: used.nonce },
+      }),
+    );
+    await expect(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "cancelAuthorization",
+        args: [used.from, used.nonce, Number(v), r, s],
+      }),
+    ).rejects.toThrow("FiatTokenV2: authorization is used or canceled");
   });
 
   it("lets only the payee submit receiveWithAuthorization", async () => {
     const a = await authorization();
     const signature = await sign(alice, "ReceiveWithAuthorization", a);
-    const submit = (sender: typeof owner) => sender.writeContract({
-      address: usdt,
-      abi: devStablecoinAbi,
-      functionName: "receiveWithAuthorization",
-      args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature],
-    });
+    const submit = (sender: typeof owner) =>
+      sender.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "receiveWithAuthorization",
+        args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature],
+      });
     await expect(submit(owner)).rejects.toThrow("FiatTokenV2: caller must be the payee");
 
     const before = await balance(bob.account.address);
@@ -306,20 +377,27 @@ describe("DevStablecoin", () => {
 
     // A receive signature is not a transfer signature: different typehash.
     const b = await authorization();
-    await expect(transferWithBytes(bob, b, await sign(alice, "ReceiveWithAuthorization", b)))
-      .rejects.toThrow("FiatTokenV2: invalid signature");
+    await expect(transferWithBytes(bob, b, await sign(alice, "ReceiveWithAuthorization", b))).rejects.toThrow(
+      "FiatTokenV2: invalid signature",
+    );
   });
 
   it("seedTransfers mints from zero, moves balances and emits one Transfer per entry", async () => {
     const [h0, h1, h2] = [holder(0), holder(1), holder(2)];
     const zero: Address = zeroAddress;
     const supplyBefore = await pub.readContract({ address: usdt, abi: devStablecoinAbi, functionName: "totalSupply" });
-    const receipt = await mined(owner.writeContract({
-      address: usdt,
-      abi: devStablecoinAbi,
-      functionName: "seedTransfers",
-      args: [[zero, zero, h0, h1], [h0, h1, h2, h2], [100n, 50n, 30n, 50n]],
-    }));
+    const receipt = await mined(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "seedTransfers",
+        args: [
+          [zero, zero, h0, h1],
+          [h0, h1, h2, h2],
+          [100n, 50n, 30n, 50n],
+        ],
+      }),
+    );
     const transfers = parseEventLogs({ abi: devStablecoinAbi, logs: receipt.logs, eventName: "Transfer" });
     expect(transfers.map((l) => l.args)).toEqual([
       { from: zero, to: h0, value: 100n },
@@ -329,11 +407,17 @@ describe("DevStablecoin", () => {
     ]);
     expect(receipt.logs).toHaveLength(4);
     expect([await balance(h0), await balance(h1), await balance(h2)]).toEqual([70n, 0n, 80n]);
-    expect(await pub.readContract({ address: usdt, abi: devStablecoinAbi, functionName: "totalSupply" }))
-      .toBe(supplyBefore + 150n);
+    expect(await pub.readContract({ address: usdt, abi: devStablecoinAbi, functionName: "totalSupply" })).toBe(
+      supplyBefore + 150n,
+    );
 
     const seed = (sender: typeof owner, from: Address[], to: Address[], value: bigint[]) =>
-      sender.writeContract({ address: usdt, abi: devStablecoinAbi, functionName: "seedTransfers", args: [from, to, value] });
+      sender.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "seedTransfers",
+        args: [from, to, value],
+      });
     await expect(seed(owner, [h1], [h0], [1n])).rejects.toThrow("ERC20: transfer amount exceeds balance");
     await expect(seed(owner, [h0], [zero], [1n])).rejects.toThrow("ERC20: transfer to the zero address");
     await expect(seed(owner, [h0, h0], [h1], [1n])).rejects.toThrow("length mismatch");
@@ -344,23 +428,27 @@ describe("DevStablecoin", () => {
     const count = 500;
     const zero: Address = zeroAddress;
     const holders = Array.from({ length: 2 * count }, (_, i) => holder(1000 + i));
-    await mined(owner.writeContract({
-      address: usdt,
-      abi: devStablecoinAbi,
-      functionName: "seedTransfers",
-      args: [holders.map(() => zero), holders, holders.map(() => 1_000_000n)],
-      gas: 60_000_000n,
-    }));
+    await mined(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "seedTransfers",
+        args: [holders.map(() => zero), holders, holders.map(() => 1_000_000n)],
+        gas: 60_000_000n,
+      }),
+    );
 
     // Distinct, already-funded senders and receivers: every balance slot is cold and non-zero.
     const from = holders.slice(0, count);
     const to = holders.slice(count);
-    const receipt = await mined(owner.writeContract({
-      address: usdt,
-      abi: devStablecoinAbi,
-      functionName: "seedTransfers",
-      args: [from, to, from.map((_, i) => BigInt(1 + i))],
-    }));
+    const receipt = await mined(
+      owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "seedTransfers",
+        args: [from, to, from.map((_, i) => BigInt(1 + i))],
+      }),
+    );
     expect(receipt.logs).toHaveLength(count);
     console.info(`seedTransfers: ${count} transfers between existing holders used ${receipt.gasUsed} gas`);
     expect(receipt.gasUsed).toBeLessThan(10_000_000n);
@@ -368,7 +456,11 @@ describe("DevStablecoin", () => {
 
   it("deploys as USDC with EIP-712 version 2", async () => {
     const usdc = await deployStablecoin("USDC", "USDC", "2");
-    const [, name, version] = await pub.readContract({ address: usdc, abi: devStablecoinAbi, functionName: "eip712Domain" });
+    const [, name, version] = await pub.readContract({
+      address: usdc,
+      abi: devStablecoinAbi,
+      functionName: "eip712Domain",
+    });
     expect([name, version]).toEqual(["USDC", "2"]);
   });
 });
@@ -405,12 +497,27 @@ describe("ReputationReporter", () => {
       address: reporter,
       abi: reputationReporterAbi,
       functionName: "publishFinancialReportV2",
-      args: [args.wallet ?? wallet, buyer, 80, 70, "8000 USDC", args.id, args.hash, args.expiresAt ?? 0n, args.supersedes ?? ""],
+      args: [
+        args.wallet ?? wallet,
+        buyer,
+        80,
+        70,
+        "8000 USDC",
+        args.id,
+        args.hash,
+        args.expiresAt ?? 0n,
+        args.supersedes ?? "",
+      ],
     });
   }
 
   function status(reportId: string) {
-    return pub.readContract({ address: reporter, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+    return pub.readContract({
+      address: reporter,
+      abi: reputationReporterAbi,
+      functionName: "reportStatus",
+      args: [reportId],
+    });
   }
 
   beforeAll(async () => {
@@ -429,7 +536,11 @@ describe("ReputationReporter", () => {
       pad(wallet.toLowerCase() as Hex),
       pad(buyer.toLowerCase() as Hex),
     ]);
-    const [event] = parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs, eventName: "FinancialReportPublished" });
+    const [event] = parseEventLogs({
+      abi: reputationReporterAbi,
+      logs: receipt.logs,
+      eventName: "FinancialReportPublished",
+    });
     const { timestamp, ...args } = event!.args;
     expect(args).toEqual({
       reportIdHash: keccak256(toHex(id)),
@@ -445,7 +556,15 @@ describe("ReputationReporter", () => {
   });
 
   it("enforces the report id format, uniqueness and score range", async () => {
-    for (const badId of ["rep-ABCDEFGHIJ", "REP-abcdefghij", "REP-ABCDEFGHI", "REP-ABCDEFGHIJK", "RPT-ABCDEFGHIJ", "REP_ABCDEFGHIJ", "REP-ABCDE-GHIJ"]) {
+    for (const badId of [
+      "rep-ABCDEFGHIJ",
+      "REP-abcdefghij",
+      "REP-ABCDEFGHI",
+      "REP-ABCDEFGHIJK",
+      "RPT-ABCDEFGHIJ",
+      "REP_ABCDEFGHIJ",
+      "REP-ABCDE-GHIJ",
+    ]) {
       await expect(publish(alice, { id: badId, hash: nextReport().hash }), badId).rejects.toThrow("invalid report id");
     }
     const first = nextReport();
@@ -454,8 +573,7 @@ describe("ReputationReporter", () => {
     await expect(publish(alice, { id: nextReport().id, hash: first.hash })).rejects.toThrow("report hash exists");
     await expect(publish(alice, { ...nextReport(), hash: "" })).rejects.toThrow("empty report hash");
     await expect(publish(alice, { ...nextReport(), score: 101 })).rejects.toThrow("score out of range");
-    await expect(publish(alice, { ...nextReport(), wallet: zeroAddress }))
-      .rejects.toThrow("zero wallet");
+    await expect(publish(alice, { ...nextReport(), wallet: zeroAddress })).rejects.toThrow("zero wallet");
   });
 
   it("separates the admin and reporter roles", async () => {
@@ -464,33 +582,62 @@ describe("ReputationReporter", () => {
     expect(await read(owner.account.address)).toBe(false);
     await expect(publish(owner, nextReport())).rejects.toThrow("not reporter");
     await expect(publish(bob, nextReport())).rejects.toThrow("not reporter");
-    await expect(alice.writeContract({
-      address: reporter, abi: reputationReporterAbi, functionName: "setReporter", args: [bob.account.address, true],
-    })).rejects.toThrow("not admin");
+    await expect(
+      alice.writeContract({
+        address: reporter,
+        abi: reputationReporterAbi,
+        functionName: "setReporter",
+        args: [bob.account.address, true],
+      }),
+    ).rejects.toThrow("not admin");
 
-    const grant = await mined(owner.writeContract({
-      address: reporter, abi: reputationReporterAbi, functionName: "setReporter", args: [owner.account.address, true],
-    }));
-    expect(parseEventLogs({ abi: reputationReporterAbi, logs: grant.logs, eventName: "ReporterUpdated" })[0]!.args)
-      .toEqual({ account: owner.account.address, allowed: true });
+    const grant = await mined(
+      owner.writeContract({
+        address: reporter,
+        abi: reputationReporterAbi,
+        functionName: "setReporter",
+        args: [owner.account.address, true],
+      }),
+    );
+    expect(
+      parseEventLogs({ abi: reputationReporterAbi, logs: grant.logs, eventName: "ReporterUpdated" })[0]!.args,
+    ).toEqual({ account: owner.account.address, allowed: true });
     await mined(publish(owner, nextReport()));
-    await mined(owner.writeContract({
-      address: reporter, abi: reputationReporterAbi, functionName: "setReporter", args: [owner.account.address, false],
-    }));
+    await mined(
+      owner.writeContract({
+        address: reporter,
+        abi: reputationReporterAbi,
+        functionName: "setReporter",
+        args: [owner.account.address, false],
+      }),
+    );
     await expect(publish(owner, nextReport())).rejects.toThrow("not reporter");
   });
 
   it("transfers admin", async () => {
     const other = await deployReporter(owner.account.address);
-    const receipt = await mined(owner.writeContract({
-      address: other, abi: reputationReporterAbi, functionName: "transferAdmin", args: [bob.account.address],
-    }));
-    expect(parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs, eventName: "AdminTransferred" })[0]!.args)
-      .toEqual({ previousAdmin: owner.account.address, newAdmin: bob.account.address });
-    expect(await pub.readContract({ address: other, abi: reputationReporterAbi, functionName: "admin" })).toBe(bob.account.address);
-    await expect(owner.writeContract({
-      address: other, abi: reputationReporterAbi, functionName: "setReporter", args: [owner.account.address, false],
-    })).rejects.toThrow("not admin");
+    const receipt = await mined(
+      owner.writeContract({
+        address: other,
+        abi: reputationReporterAbi,
+        functionName: "transferAdmin",
+        args: [bob.account.address],
+      }),
+    );
+    expect(
+      parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs, eventName: "AdminTransferred" })[0]!.args,
+    ).toEqual({ previousAdmin: owner.account.address, newAdmin: bob.account.address });
+    expect(await pub.readContract({ address: other, abi: reputationReporterAbi, functionName: "admin" })).toBe(
+      bob.account.address,
+    );
+    await expect(
+      owner.writeContract({
+        address: other,
+        abi: reputationReporterAbi,
+        functionName: "setReporter",
+        args: [owner.account.address, false],
+      }),
+    ).rejects.toThrow("not admin");
   });
 
   it("publishes V2 reports with expiry and superseding", async () => {
@@ -500,11 +647,22 @@ describe("ReputationReporter", () => {
     const expiresAt = (await now()) + 30n * 86_400n;
     const replacement = nextReport();
     const receipt = await mined(publishV2(alice, { ...replacement, expiresAt, supersedes: original.id }));
-    expect(parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs }).map((l) => l.eventName))
-      .toEqual(["FinancialReportPublished", "ReportExpirySet", "ReportSuperseded"]);
+    expect(parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs }).map((l) => l.eventName)).toEqual([
+      "FinancialReportPublished",
+      "ReportExpirySet",
+      "ReportSuperseded",
+    ]);
     const [expiry] = parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs, eventName: "ReportExpirySet" });
-    expect(expiry!.args).toEqual({ reportIdHash: keccak256(toHex(replacement.id)), reportId: replacement.id, expiresAt });
-    const [superseded] = parseEventLogs({ abi: reputationReporterAbi, logs: receipt.logs, eventName: "ReportSuperseded" });
+    expect(expiry!.args).toEqual({
+      reportIdHash: keccak256(toHex(replacement.id)),
+      reportId: replacement.id,
+      expiresAt,
+    });
+    const [superseded] = parseEventLogs({
+      abi: reputationReporterAbi,
+      logs: receipt.logs,
+      eventName: "ReportSuperseded",
+    });
     expect(superseded!.args).toEqual({
       oldReportIdHash: keccak256(toHex(original.id)),
       newReportIdHash: keccak256(toHex(replacement.id)),
@@ -515,10 +673,15 @@ describe("ReputationReporter", () => {
     expect(await status(original.id)).toEqual([true, false, 0n, replacement.id, ""]);
     expect(await status(replacement.id)).toEqual([true, false, expiresAt, "", ""]);
 
-    await expect(publishV2(alice, { ...nextReport(), supersedes: original.id })).rejects.toThrow("report already superseded");
-    await expect(publishV2(alice, { ...nextReport(), wallet: otherWallet, supersedes: replacement.id }))
-      .rejects.toThrow("superseded report of another wallet");
-    await expect(publishV2(alice, { ...nextReport(), supersedes: "REP-NOSUCHREPT" })).rejects.toThrow("superseded report unknown");
+    await expect(publishV2(alice, { ...nextReport(), supersedes: original.id })).rejects.toThrow(
+      "report already superseded",
+    );
+    await expect(
+      publishV2(alice, { ...nextReport(), wallet: otherWallet, supersedes: replacement.id }),
+    ).rejects.toThrow("superseded report of another wallet");
+    await expect(publishV2(alice, { ...nextReport(), supersedes: "REP-NOSUCHREPT" })).rejects.toThrow(
+      "superseded report unknown",
+    );
     const self = nextReport();
     await expect(publishV2(alice, { ...self, supersedes: self.id })).rejects.toThrow("superseded report unknown");
     await expect(publishV2(alice, { ...nextReport(), expiresAt: await now() })).rejects.toThrow("expiry in past");
@@ -527,9 +690,13 @@ describe("ReputationReporter", () => {
   it("revokes a report once, with a reason", async () => {
     const report = nextReport();
     await mined(publish(alice, report));
-    const revoke = (sender: typeof owner, reportId: string, reason: string) => sender.writeContract({
-      address: reporter, abi: reputationReporterAbi, functionName: "revokeReport", args: [reportId, reason],
-    });
+    const revoke = (sender: typeof owner, reportId: string, reason: string) =>
+      sender.writeContract({
+        address: reporter,
+        abi: reputationReporterAbi,
+        functionName: "revokeReport",
+        args: [reportId, reason],
+      });
 
     await expect(revoke(bob, report.id, "fraud")).rejects.toThrow("not reporter");
     await expect(revoke(alice, report.id, "")).rejects.toThrow("empty reason");
@@ -558,31 +725,49 @@ describe("ReputationReporter", () => {
     const read: typeof pub.readContract = (args) => pub.readContract(args);
 
     const [exists, attestation] = await read({
-      address: reporter, abi: reputationReporterAbi, functionName: "verifyReport", args: [second.id],
+      address: reporter,
+      abi: reputationReporterAbi,
+      functionName: "verifyReport",
+      args: [second.id],
     });
     expect(exists).toBe(true);
     expect(attestation).toEqual({
-      wallet: fresh, buyer, reputationScore: 90, financialHealthScore: 64, loanCapacity: "5000 USDC", reportHash: second.hash, publishedAt,
+      wallet: fresh,
+      buyer,
+      reputationScore: 90,
+      financialHealthScore: 64,
+      loanCapacity: "5000 USDC",
+      reportHash: second.hash,
+      publishedAt,
     });
 
     const [byHashExists, reportId, byHash] = await read({
-      address: reporter, abi: reputationReporterAbi, functionName: "verifyReportByHash", args: [first.hash],
+      address: reporter,
+      abi: reputationReporterAbi,
+      functionName: "verifyReportByHash",
+      args: [first.hash],
     });
     expect([byHashExists, reportId, byHash.reputationScore]).toEqual([true, first.id, 55]);
     const [missing] = await read({
-      address: reporter, abi: reputationReporterAbi, functionName: "verifyReportByHash", args: ["sha256:none"],
+      address: reporter,
+      abi: reputationReporterAbi,
+      functionName: "verifyReportByHash",
+      args: ["sha256:none"],
     });
     expect(missing).toBe(false);
 
-    expect(await read({ address: reporter, abi: reputationReporterAbi, functionName: "getProfile", args: [fresh] })).toEqual({
+    expect(
+      await read({ address: reporter, abi: reputationReporterAbi, functionName: "getProfile", args: [fresh] }),
+    ).toEqual({
       reportCount: 2n,
       latestReportId: second.id,
       latestReputationScore: 90,
       latestFinancialHealthScore: 64,
       lastPublishedAt: publishedAt,
     });
-    expect(await read({ address: reporter, abi: reputationReporterAbi, functionName: "getWalletReportIds", args: [fresh] }))
-      .toEqual([first.id, second.id]);
+    expect(
+      await read({ address: reporter, abi: reputationReporterAbi, functionName: "getWalletReportIds", args: [fresh] }),
+    ).toEqual([first.id, second.id]);
 
     const count = await read({ address: reporter, abi: reputationReporterAbi, functionName: "reportCount" });
     await mined(publish(alice, nextReport()));

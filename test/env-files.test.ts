@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadEnvFiles } from "../config/env-files.ts";
 import { updateEnvFile } from "../config/env-file-update.ts";
+import { loadEnvFiles } from "../config/env-files.ts";
 
 const dirWith = (files: Record<string, string>) => {
   const dir = mkdtempSync(join(tmpdir(), "env-files-"));
@@ -43,9 +43,14 @@ describe(".env and .env.local", () => {
 
 describe("writing settings into .env", () => {
   it("replaces a variable's line where it stands (its commented default too), appends the others, keeps every other line", () => {
-    const dir = dirWith({ ".env": "# the operator's notes\nFOO=bar\n# REPORTER_ADDRESS=\n\nexport REPORTER_START_BLOCK=5\nOTHER=1\nREPORTER_START_BLOCK=6\n" });
+    const dir = dirWith({
+      ".env":
+        "# the operator's notes\nFOO=bar\n# REPORTER_ADDRESS=\n\nexport REPORTER_START_BLOCK=5\nOTHER=1\nREPORTER_START_BLOCK=6\n",
+    });
     updateEnvFile(join(dir, ".env"), { REPORTER_ADDRESS: "0xabc", REPORTER_START_BLOCK: "42", NEW_ONE: "x" });
-    expect(readFileSync(join(dir, ".env"), "utf8")).toBe("# the operator's notes\nFOO=bar\nREPORTER_ADDRESS=0xabc\n\nREPORTER_START_BLOCK=42\nOTHER=1\nNEW_ONE=x\n");
+    expect(readFileSync(join(dir, ".env"), "utf8")).toBe(
+      "# the operator's notes\nFOO=bar\nREPORTER_ADDRESS=0xabc\n\nREPORTER_START_BLOCK=42\nOTHER=1\nNEW_ONE=x\n",
+    );
   });
 
   it("creates the file, readable by its owner only", () => {

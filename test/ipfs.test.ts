@@ -59,7 +59,9 @@ describe("IPFS node", () => {
       expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
       expect((await node.get(large))!.length).toBe(1.5 * 1024 * 1024);
 
-      const files = readdirSync(join(dir, "blocks"), { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => join(f.parentPath, f.name));
+      const files = readdirSync(join(dir, "blocks"), { recursive: true, withFileTypes: true })
+        .filter((f) => f.isFile())
+        .map((f) => join(f.parentPath, f.name));
       const forge = (file: string, change: (bytes: Buffer) => Buffer) => {
         const before = readFileSync(file);
         const { mtimeNs } = statSync(file, { bigint: true });
@@ -67,19 +69,28 @@ describe("IPFS node", () => {
         expect(forged.length).toBe(before.length);
         writeFileSync(file, forged);
         // Size and mtime as they were, to the nanosecond (utimes would round it): only the bytes, and the ctime, tell.
-        execFileSync("touch", ["-m", "-d", `@${mtimeNs / 1_000_000_000n}.${String(mtimeNs % 1_000_000_000n).padStart(9, "0")}`, file]);
+        execFileSync("touch", [
+          "-m",
+          "-d",
+          `@${mtimeNs / 1_000_000_000n}.${String(mtimeNs % 1_000_000_000n).padStart(9, "0")}`,
+          file,
+        ]);
         expect(statSync(file, { bigint: true }).mtimeNs).toBe(mtimeNs);
         return () => writeFileSync(file, before);
       };
       const smallFile = files.find((f) => readFileSync(f).toString() === original)!;
-      const restoreSmall = forge(smallFile, (b) => Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')));
+      const restoreSmall = forge(smallFile, (b) =>
+        Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')),
+      );
       await expect(node.get(small)).rejects.toThrow(/does not match its CID/);
       restoreSmall();
       expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
       // Unchanged for a while, its verified bytes are kept and served from memory; a write still shows (its ctime moves).
       await new Promise((r) => setTimeout(r, 2_100));
       expect(Buffer.from((await node.get(small))!).toString()).toBe(original);
-      const restoreAgain = forge(smallFile, (b) => Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')));
+      const restoreAgain = forge(smallFile, (b) =>
+        Buffer.from(b.toString().replace('"reputation":71', '"reputation":17')),
+      );
       await expect(node.get(small)).rejects.toThrow(/does not match its CID/);
       restoreAgain();
 

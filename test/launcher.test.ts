@@ -3,14 +3,22 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Anvil, chainIdAt, portIsFree, PortTakenError, startAnvil } from "../devnet/anvil.ts";
+import { type Anvil, chainIdAt, PortTakenError, portIsFree, startAnvil } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { startTestDevnet, type TestDevnet } from "./support/devnet.ts";
 import type { Indexer } from "./support/indexer.ts";
 import { startLauncher } from "./support/launcher.ts";
 
 const rpc = async (url: string, method: string, params: unknown[] = []) =>
-  ((await (await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) })).json()) as { result: string }).result;
+  (
+    (await (
+      await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+      })
+    ).json()) as { result: string }
+  ).result;
 
 // `npm start` with someone else's node on the preferred port: never adopted, never written to.
 describe("the launcher uses only a node it started itself", () => {
@@ -24,7 +32,10 @@ describe("the launcher uses only a node it started itself", () => {
     cleanup.push(foreign.stop);
     await rpc(foreign.rpcUrl, "evm_mine");
     const blockBefore = await rpc(foreign.rpcUrl, "eth_blockNumber");
-    const nonceBefore = await rpc(foreign.rpcUrl, "eth_getTransactionCount", ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"]);
+    const nonceBefore = await rpc(foreign.rpcUrl, "eth_getTransactionCount", [
+      "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+      "latest",
+    ]);
 
     const devnet: TestDevnet = await startTestDevnet({ port: foreign.port, wallets: 2, months: 12 });
     cleanup.push(devnet.stop);
@@ -36,7 +47,9 @@ describe("the launcher uses only a node it started itself", () => {
     // The foreign chain: same chain id, same head, nothing deployed or sent from the deployer.
     expect(await chainIdAt(foreign.rpcUrl)).toBe(31337);
     expect(await rpc(foreign.rpcUrl, "eth_blockNumber")).toBe(blockBefore);
-    expect(await rpc(foreign.rpcUrl, "eth_getTransactionCount", ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"])).toBe(nonceBefore);
+    expect(
+      await rpc(foreign.rpcUrl, "eth_getTransactionCount", ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "latest"]),
+    ).toBe(nonceBefore);
     expect(await rpc(foreign.rpcUrl, "eth_getCode", [devnet.manifest.tokens.USDT.address, "latest"])).toBe("0x");
   }, 180_000);
 
@@ -48,7 +61,13 @@ describe("the launcher uses only a node it started itself", () => {
   });
 });
 
-type Run = { child: ChildProcess; output: () => string; devnetPort: number; apiPort: number; exited: Promise<number | null> };
+type Run = {
+  child: ChildProcess;
+  output: () => string;
+  devnetPort: number;
+  apiPort: number;
+  exited: Promise<number | null>;
+};
 
 /** `npm start` on a small devnet, in its own process group (as a terminal would start it). */
 async function npmStart(): Promise<Run> {
@@ -93,7 +112,9 @@ async function until(what: string, check: () => Promise<boolean> | boolean, run:
 /** Processes left in a process group. Zombies are gone but for their exit status, which init collects when it gets to it. */
 const groupMembers = (pgid: number) => {
   try {
-    const rows = execFileSync("ps", ["-o", "stat=,pid=,args=", "-g", String(pgid)], { encoding: "utf8" }).trim().split("\n");
+    const rows = execFileSync("ps", ["-o", "stat=,pid=,args=", "-g", String(pgid)], { encoding: "utf8" })
+      .trim()
+      .split("\n");
     return rows.filter((row) => !row.startsWith("Z")).join("\n");
   } catch {
     return ""; // ps exits 1 when the group is empty
@@ -105,7 +126,8 @@ async function expectAllGone(run: Run) {
   const started = Date.now();
   await Promise.race([run.exited, new Promise((r) => setTimeout(r, 15_000))]);
   const pgid = run.child.pid!;
-  while (Date.now() - started < 15_000 && (groupMembers(pgid) || !(await portIsFree(run.devnetPort)))) await new Promise((r) => setTimeout(r, 200));
+  while (Date.now() - started < 15_000 && (groupMembers(pgid) || !(await portIsFree(run.devnetPort))))
+    await new Promise((r) => setTimeout(r, 200));
   expect(run.child.exitCode !== null || run.child.signalCode !== null, "npm exited").toBe(true);
   expect(groupMembers(pgid), "processes left in npm start's group").toBe("");
   expect(await chainIdAt(`http://127.0.0.1:${run.devnetPort}`), "anvil still answers").toBeNull();
@@ -122,8 +144,13 @@ async function expectAllGone(run: Run) {
 function expectProgressLines(output: string) {
   const lines = output.split("\n");
   const progress = (task: string) =>
-    lines.flatMap((line, at) => (line.startsWith("{") && line.includes(`"progress":"${task}"`) ? [{ at, ...JSON.parse(line) }] : []));
-  for (const [task, unit, before] of [["seeding", "days", "Devnet ready"], ["backfill", "blocks", "Service ready on"]] as const) {
+    lines.flatMap((line, at) =>
+      line.startsWith("{") && line.includes(`"progress":"${task}"`) ? [{ at, ...JSON.parse(line) }] : [],
+    );
+  for (const [task, unit, before] of [
+    ["seeding", "days", "Devnet ready"],
+    ["backfill", "blocks", "Service ready on"],
+  ] as const) {
     const seen = progress(task);
     expect(seen.length, `${task} lines in:\n${output}`).toBeGreaterThanOrEqual(2);
     expect(seen[0]).toMatchObject({ level: 30, service: "celo-wallet-reputation", unit, finished: false });
@@ -152,7 +179,12 @@ describe("npm start stops everything it started", () => {
   it("SIGINT twice to the process group while the devnet is seeding (an impatient Ctrl-C): no process left, anvil included", async () => {
     const run = await npmStart();
     runs.push(run);
-    await until("anvil on the preferred port", async () => (await chainIdAt(`http://127.0.0.1:${run.devnetPort}`)) === 42220, run, 60_000);
+    await until(
+      "anvil on the preferred port",
+      async () => (await chainIdAt(`http://127.0.0.1:${run.devnetPort}`)) === 42220,
+      run,
+      60_000,
+    );
     process.kill(-run.child.pid!, "SIGINT");
     await new Promise((r) => setTimeout(r, 100));
     // The group may already be gone after the first one (ESRCH): that is the outcome wanted, not an error.
@@ -167,7 +199,12 @@ describe("npm start stops everything it started", () => {
   it("SIGTERM to the npm process alone once the service is ready: ponder and anvil stop, the ports are freed", async () => {
     const run = await npmStart();
     runs.push(run);
-    await until("the service", async () => (await fetch(`http://127.0.0.1:${run.apiPort}/ready`).catch(() => null))?.ok === true, run, 150_000);
+    await until(
+      "the service",
+      async () => (await fetch(`http://127.0.0.1:${run.apiPort}/ready`).catch(() => null))?.ok === true,
+      run,
+      150_000,
+    );
     await until("the ready banner", () => run.output().includes("Service ready on"), run, 30_000);
     expectProgressLines(run.output());
     run.child.kill("SIGTERM");
@@ -207,10 +244,16 @@ describe("npm run indexer leaves nothing behind when ponder is stuck", () => {
   /** The launcher serving, its ponder stuck. */
   async function stuckIndexer(): Promise<{ indexer: Indexer; launcher: number; ponder: number; ports: number[] }> {
     const dir = mkdtempSync(join(tmpdir(), "stuck-"));
-    const indexer = await startLauncher({ DEVNET_MANIFEST: devnet.manifestPath, PGLITE_DIR: join(dir, "pglite"), IPFS_DIR: join(dir, "ipfs"), DATABASE_URL: "" });
+    const indexer = await startLauncher({
+      DEVNET_MANIFEST: devnet.manifestPath,
+      PGLITE_DIR: join(dir, "pglite"),
+      IPFS_DIR: join(dir, "ipfs"),
+      DATABASE_URL: "",
+    });
     const deadline = Date.now() + 120_000;
     while ((await fetch(`${indexer.url}/ready`).catch(() => null))?.ok !== true) {
-      if (indexer.child.exitCode !== null || Date.now() > deadline) throw new Error(`the indexer did not get ready:\n${indexer.output()}`);
+      if (indexer.child.exitCode !== null || Date.now() > deadline)
+        throw new Error(`the indexer did not get ready:\n${indexer.output()}`);
       await new Promise((r) => setTimeout(r, 250));
     }
     // npm runs the launcher as its own child (exec), which runs ponder.
@@ -218,11 +261,19 @@ describe("npm run indexer leaves nothing behind when ponder is stuck", () => {
     const ponder = Number(childOf(launcher, /ponder start/));
     runs.push({ npm: indexer.child.pid!, ponder });
     process.kill(ponder, "SIGSTOP");
-    return { indexer, launcher, ponder, ports: [Number(new URL(indexer.url).port), Number(new URL(indexer.dataUrl).port)] };
+    return {
+      indexer,
+      launcher,
+      ponder,
+      ports: [Number(new URL(indexer.url).port), Number(new URL(indexer.dataUrl).port)],
+    };
   }
 
   async function expectNothingLeft(npm: number, ponder: number, ports: number[], signalledAt: number) {
-    const left = async () => groupMembers(npm) + groupMembers(ponder) + (await Promise.all(ports.map(portIsFree))).map((free, i) => (free ? "" : ` port ${ports[i]}`)).join("");
+    const left = async () =>
+      groupMembers(npm) +
+      groupMembers(ponder) +
+      (await Promise.all(ports.map(portIsFree))).map((free, i) => (free ? "" : ` port ${ports[i]}`)).join("");
     while ((await left()) && Date.now() - signalledAt < 15_000) await new Promise((r) => setTimeout(r, 200));
     expect(await left(), "left running or listening").toBe("");
     expect(Date.now() - signalledAt).toBeLessThan(15_000);

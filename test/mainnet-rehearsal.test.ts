@@ -1,6 +1,14 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { ExactEvmScheme } from "@x402/evm";
@@ -13,8 +21,8 @@ import { anvilDevAccount, DEVNET_ROLES } from "../devnet/accounts.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { type CeloStandin, startCeloStandin } from "../harness/celo-standin.ts";
-import { tokenBalance } from "../harness/payments.ts";
 import { POSTGRES_URL } from "../harness/indexer.ts";
+import { tokenBalance } from "../harness/payments.ts";
 
 // The mainnet rehearsal: docs/operations.md's "From nothing to a served deployment" walked as
 // written, every shell line of it run in order, in a fresh copy of this checkout, from an empty
@@ -31,7 +39,7 @@ const DOC_PORTS = { 42069: "indexer", 42070: "data", 42071: "replica-1", 42072: 
 const SERVING = /\bnpm (start|run (serve|indexer))\b/;
 
 /** The shell lines of the section, in order (comments and blank lines dropped). */
-export function rehearsalLines(markdown: string): string[] {
+function rehearsalLines(markdown: string): string[] {
   const section = SECTION.exec(markdown)?.[1];
   if (!section) throw new Error(`${DOC} has no mainnet-rehearsal section`);
   return [...section.matchAll(/```sh\n([\s\S]*?)```/g)].flatMap((m) =>
@@ -45,7 +53,9 @@ export function rehearsalLines(markdown: string): string[] {
 /** This checkout's files (committed or not, ignored ones aside), copied; node_modules linked. */
 function operatorCheckout(): string {
   const dir = mkdtempSync(join(tmpdir(), "rehearsal-"));
-  const files = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { encoding: "utf8" }).split("\n").filter(Boolean);
+  const files = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean);
   for (const file of files) {
     if (!existsSync(file)) continue; // ignored files (.env, .env.local) are not listed
     mkdirSync(dirname(join(dir, file)), { recursive: true });
@@ -83,7 +93,10 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     await client.connect();
     await client.query(sql).finally(() => client.end());
   };
-  const localize = (line: string) => line.replace(/\b4207[0-2]\b|\b42069\b/g, (port) => String(ports.get(DOC_PORTS[Number(port) as keyof typeof DOC_PORTS])!));
+  const localize = (line: string) =>
+    line.replace(/\b4207[0-2]\b|\b42069\b/g, (port) =>
+      String(ports.get(DOC_PORTS[Number(port) as keyof typeof DOC_PORTS])!),
+    );
   const shellEnv = () => ({
     ...process.env,
     // The operator's shell: none of the suite's settings leak into what .env decides.
@@ -97,7 +110,12 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
 
   function run(line: string, timeoutMs = 120_000): Promise<Run> {
     return new Promise((resolvePromise) => {
-      const child = spawn("bash", ["-c", line], { cwd: checkout, env: shellEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn("bash", ["-c", line], {
+        cwd: checkout,
+        env: shellEnv(),
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       killOnExit(child);
       let output = "";
       child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
@@ -112,7 +130,12 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
 
   async function serve(line: string): Promise<Service> {
     const port = Number(/PORT=(\d+)/.exec(line)?.[1] ?? ports.get("indexer"));
-    const child = spawn("bash", ["-c", line], { cwd: checkout, env: shellEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("bash", ["-c", line], {
+      cwd: checkout,
+      env: shellEnv(),
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     killOnExit(child);
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
@@ -121,8 +144,12 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     services.push(service);
     const deadline = Date.now() + 240_000;
     while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`\`${line}\` exited with ${child.exitCode}:\n${output.slice(-3000)}`);
-      const ready = await fetch(`${service.url}/ready`).then((r) => r.ok, () => false);
+      if (child.exitCode !== null)
+        throw new Error(`\`${line}\` exited with ${child.exitCode}:\n${output.slice(-3000)}`);
+      const ready = await fetch(`${service.url}/ready`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ready) return service;
       await new Promise((r) => setTimeout(r, 500));
     }
@@ -173,16 +200,25 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
 
   const replica = (n: 1 | 2) => services.find((s) => s.url.endsWith(`:${ports.get(`replica-${n}`)}`))!;
   const payingFetch = () =>
-    wrapFetchWithPaymentFromConfig(fetch, { schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(lender) }] });
+    wrapFetchWithPaymentFromConfig(fetch, {
+      schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(lender) }],
+    });
   const post = (url: string, body: unknown) =>
     payingFetch()(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
   it("runs every command of the README's mainnet block, in the same order", () => {
-    const readme = /## Running against Celo mainnet[\s\S]*?```sh\n([\s\S]*?)```/.exec(readFileSync("README.md", "utf8"))![1]!;
-    const commands = readme.split("\n").map((line) => line.replace(/#.*/, "").trim()).filter(Boolean);
+    const readme = /## Running against Celo mainnet[\s\S]*?```sh\n([\s\S]*?)```/.exec(
+      readFileSync("README.md", "utf8"),
+    )![1]!;
+    const commands = readme
+      .split("\n")
+      .map((line) => line.replace(/#.*/, "").trim())
+      .filter(Boolean);
     const walked = rehearsalLines(readFileSync(DOC, "utf8"));
     expect(commands.length).toBeGreaterThan(2);
-    expect(commands.map((c) => walked.indexOf(c))).toEqual([...commands.map((c) => walked.indexOf(c))].sort((a, b) => a - b));
+    expect(commands.map((c) => walked.indexOf(c))).toEqual(
+      [...commands.map((c) => walked.indexOf(c))].sort((a, b) => a - b),
+    );
     expect(commands.filter((c) => !walked.includes(c))).toEqual([]);
   });
 
@@ -197,9 +233,16 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
 
   it("serves a lender's paid screen through a replica, paid by the stock x402 client in Celo's USDT or USDC", async () => {
     const treasury = () =>
-      Promise.all([celo.tokens.USDT, celo.tokens.USDC].map((token) => tokenBalance(celo.rpcUrl, token.address as Hex, celo.accounts.treasury.address)));
+      Promise.all(
+        [celo.tokens.USDT, celo.tokens.USDC].map((token) =>
+          tokenBalance(celo.rpcUrl, token.address as Hex, celo.accounts.treasury.address),
+        ),
+      );
     const before = await treasury();
-    const res = await post(`${replica(1).url}/api/lender/screen`, { walletAddress: celo.personas.salaried!.address, callerAddress: lender.address });
+    const res = await post(`${replica(1).url}/api/lender/screen`, {
+      walletAddress: celo.personas.salaried!.address,
+      callerAddress: lender.address,
+    });
     const body = (await res.json()) as { walletAddress: string };
     expect(res.status, JSON.stringify(body)).toBe(200);
     expect(body.walletAddress.toLowerCase()).toBe(celo.personas.salaried!.address.toLowerCase());
@@ -210,11 +253,19 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
   });
 
   it("issues a passport through one replica that the other verifies, its content checked against its CID", async () => {
-    const res = await post(`${replica(1).url}/api/agent/report`, { walletAddress: celo.personas.salaried!.address, callerAddress: lender.address });
+    const res = await post(`${replica(1).url}/api/agent/report`, {
+      walletAddress: celo.personas.salaried!.address,
+      callerAddress: lender.address,
+    });
     const passport = (await res.json()) as { reportId: string };
     expect(res.status, JSON.stringify(passport)).toBe(200);
-    type Verified = { valid: boolean; report: unknown; integrity: { checked: boolean; contentMatchesCid: boolean | null } };
-    const verify = async () => (await (await fetch(`${replica(2).url}/api/agent/verify/${passport.reportId}`)).json()) as Verified;
+    type Verified = {
+      valid: boolean;
+      report: unknown;
+      integrity: { checked: boolean; contentMatchesCid: boolean | null };
+    };
+    const verify = async () =>
+      (await (await fetch(`${replica(2).url}/api/agent/verify/${passport.reportId}`)).json()) as Verified;
     // Valid once the indexer has the attestation (a block a second).
     let verified = await verify();
     for (let i = 0; i < 60 && !verified.valid; i++) {
@@ -223,11 +274,18 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     }
     expect(verified.valid, JSON.stringify(verified)).toBe(true);
     expect(verified.report).not.toBeNull();
-    expect(verified.integrity).toMatchObject({ checked: true, contentMatchesCid: true, attestationMatchesContent: true });
+    expect(verified.integrity).toMatchObject({
+      checked: true,
+      contentMatchesCid: true,
+      attestationMatchesContent: true,
+    });
   });
 
   it("makes a statement through one replica that the other serves byte for byte from /ipfs", async () => {
-    const res = await post(`${replica(1).url}/api/agent/statement`, { walletAddress: celo.personas.salaried!.address, callerAddress: lender.address });
+    const res = await post(`${replica(1).url}/api/agent/statement`, {
+      walletAddress: celo.personas.salaried!.address,
+      callerAddress: lender.address,
+    });
     const statement = (await res.json()) as { cid: string; size: number; sha256: string };
     expect(res.status, JSON.stringify(statement)).toBe(200);
     const pdf = await fetch(`${replica(2).url}/ipfs/${statement.cid}`);
@@ -240,6 +298,8 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
   it("refuses to resume the index after CELO_START_BLOCK changed, in one line, exit 78", async () => {
     const result = await run(`CELO_START_BLOCK=${celo.history.startBlock + 1} PORT=${await freePort()} npm start`);
     expect(result.code, result.output).toBe(78);
-    expect(result.output).toMatch(/Cannot start: CELO_START_BLOCK \(was \d+, now \d+\) changed since schema "reputation" was indexed/);
+    expect(result.output).toMatch(
+      /Cannot start: CELO_START_BLOCK \(was \d+, now \d+\) changed since schema "reputation" was indexed/,
+    );
   });
 });

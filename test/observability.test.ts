@@ -3,15 +3,17 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
 import type { AppEnv } from "../api/http/app-env.ts";
-import { createLogger } from "../shared/log.ts";
 import { requestLog } from "../api/http/log.ts";
+import { createLogger } from "../shared/log.ts";
 
 // The request log (one JSON line per request, nothing secret in it) and the free routes' limit.
 const LIMIT = 6;
 process.env.FREE_RATE_LIMIT_PER_MINUTE = String(LIMIT); // read at the limiter's first use, below
 
 const lines: string[] = [];
-const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(...chunk.toString().split("\n").filter(Boolean)), done()) });
+const sink = new Writable({
+  write: (chunk, _enc, done) => (lines.push(...chunk.toString().split("\n").filter(Boolean)), done()),
+});
 const logger = createLogger({ level: "info", destination: sink });
 const logged = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
 
@@ -20,10 +22,23 @@ const SIGNATURE = `0x${"ab".repeat(65)}`;
 const PAYER = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 /** Enough of a payment core for the free routes (the x402 config reads its settings once). */
 const payments = {
-  settings: { payTo: PAYER, chainId: 42220, network: "eip155:42220", tokens: [], settlement: { mode: "facilitator", url: "http://127.0.0.1:9" }, timing: { mode: "before" }, maxTimeoutSeconds: 60, maxLifetimeSeconds: 3600, maxAmountMicroUsd: 1n, maxHeaderBytes: 4096 },
+  settings: {
+    payTo: PAYER,
+    chainId: 42220,
+    network: "eip155:42220",
+    tokens: [],
+    settlement: { mode: "facilitator", url: "http://127.0.0.1:9" },
+    timing: { mode: "before" },
+    maxTimeoutSeconds: 60,
+    maxLifetimeSeconds: 3600,
+    maxAmountMicroUsd: 1n,
+    maxHeaderBytes: 4096,
+  },
   facilitator: {},
 } as never;
-const paymentHeader = Buffer.from(JSON.stringify({ signature: SIGNATURE, from: PAYER, privateKey: PRIVATE_KEY })).toString("base64");
+const paymentHeader = Buffer.from(
+  JSON.stringify({ signature: SIGNATURE, from: PAYER, privateKey: PRIVATE_KEY }),
+).toString("base64");
 
 describe("structured request logs", () => {
   const app = createApp({
@@ -37,7 +52,12 @@ describe("structured request logs", () => {
   const paid = new OpenAPIHono<AppEnv>();
   paid.use(requestLog(logger, [{ method: "post", path: "/api/lender/screen" }]));
   paid.post("/api/lender/screen", (c) => {
-    c.set("billing", { payer: PAYER, chargedUnits: 10_000n, waived: false, token: { symbol: "USDT", address: "0x0000000000000000000000000000000000000001", decimals: 6 } as never });
+    c.set("billing", {
+      payer: PAYER,
+      chargedUnits: 10_000n,
+      waived: false,
+      token: { symbol: "USDT", address: "0x0000000000000000000000000000000000000001", decimals: 6 } as never,
+    });
     return c.json({ ok: true, header: c.req.header("payment-signature")?.length }, 200);
   });
 
@@ -45,11 +65,21 @@ describe("structured request logs", () => {
   afterAll(() => delete process.env.FREE_RATE_LIMIT_PER_MINUTE);
 
   it("logs one line per request with id, route, status and latency; an unpaid call has no payer", async () => {
-    const res = await app.request("/openapi.json", { headers: { "x-request-id": "lender-42.abc", "x-payment": paymentHeader, authorization: `Bearer ${PRIVATE_KEY}` } });
+    const res = await app.request("/openapi.json", {
+      headers: { "x-request-id": "lender-42.abc", "x-payment": paymentHeader, authorization: `Bearer ${PRIVATE_KEY}` },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("lender-42.abc");
     const [line] = logged().filter((l) => l.requestId === "lender-42.abc");
-    expect(line).toMatchObject({ level: 30, msg: "request", method: "GET", route: "GET /openapi.json", status: 200, payer: null, chargedUnits: null });
+    expect(line).toMatchObject({
+      level: 30,
+      msg: "request",
+      method: "GET",
+      route: "GET /openapi.json",
+      status: 200,
+      payer: null,
+      chargedUnits: null,
+    });
     expect(typeof line!.latencyMs).toBe("number");
     expect(typeof line!.time).toBe("string");
   });
@@ -63,12 +93,23 @@ describe("structured request logs", () => {
   });
 
   it("logs the payer and the units charged of a paid call, the declared route name, and never a header value", async () => {
-    const res = await paid.request("/api/lender/screen", { method: "POST", headers: { "payment-signature": paymentHeader, "x-payment": paymentHeader, "content-type": "application/json" }, body: "{}" });
+    const res = await paid.request("/api/lender/screen", {
+      method: "POST",
+      headers: { "payment-signature": paymentHeader, "x-payment": paymentHeader, "content-type": "application/json" },
+      body: "{}",
+    });
     expect(res.status).toBe(200);
     const id = res.headers.get("x-request-id")!;
-    expect(logged().find((l) => l.requestId === id)).toMatchObject({ route: "POST /api/lender/screen", status: 200, payer: PAYER, chargedUnits: "10000", token: "USDT" });
+    expect(logged().find((l) => l.requestId === id)).toMatchObject({
+      route: "POST /api/lender/screen",
+      status: 200,
+      payer: PAYER,
+      chargedUnits: "10000",
+      token: "USDT",
+    });
     const all = lines.join("\n");
-    for (const secret of [paymentHeader, SIGNATURE, SIGNATURE.slice(2, 40), PRIVATE_KEY, PRIVATE_KEY.slice(2, 40)]) expect(all).not.toContain(secret);
+    for (const secret of [paymentHeader, SIGNATURE, SIGNATURE.slice(2, 40), PRIVATE_KEY, PRIVATE_KEY.slice(2, 40)])
+      expect(all).not.toContain(secret);
   });
 });
 
@@ -82,8 +123,15 @@ describe("free routes are rate limited per client", () => {
   });
 
   it("documents 429 rate_limited on the rate-limited routes", async () => {
-    const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> };
-    for (const [path, method] of [["/api/stats", "get"], ["/api/x402/config", "get"], ["/api/health/integrations", "get"], ["/openapi.json", "get"]] as const) {
+    const doc = (await (await app.request("/openapi.json")).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>>;
+    };
+    for (const [path, method] of [
+      ["/api/stats", "get"],
+      ["/api/x402/config", "get"],
+      ["/api/health/integrations", "get"],
+      ["/openapi.json", "get"],
+    ] as const) {
       expect(doc.paths[path]![method]!.responses["429"]?.description, path).toContain("rate_limited");
     }
     expect(doc.paths["/api/lender/screen"]!.post!.responses["429"]).toBeUndefined();

@@ -13,7 +13,9 @@ describe("the Ponder host", () => {
 
   it("refuses another Ponder version, naming both and what to check", () => {
     expect(() => checkPonderVersion("0.18.0")).toThrow(
-      new RegExp(`written for Ponder ${PONDER_VERSION.replace(/\./g, "\\.")}, but Ponder 0\\.18\\.0 is installed\\. Check .*http\\.createServer.*PONDER_COMMON.*SIGTERM`),
+      new RegExp(
+        `written for Ponder ${PONDER_VERSION.replace(/\./g, "\\.")}, but Ponder 0\\.18\\.0 is installed\\. Check .*http\\.createServer.*PONDER_COMMON.*SIGTERM`,
+      ),
     );
   });
 
@@ -21,12 +23,30 @@ describe("the Ponder host", () => {
     const createServer = http.createServer;
     const signals = [process.listenerCount("SIGTERM"), process.listenerCount("SIGINT")];
     const payments = {
-      settings: { payTo: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", chainId: 42220, network: "eip155:42220", tokens: [], settlement: { mode: "facilitator", url: "http://127.0.0.1:9" }, timing: { mode: "before" }, maxTimeoutSeconds: 60, maxLifetimeSeconds: 3600, maxAmountMicroUsd: 1n, maxHeaderBytes: 4096 },
+      settings: {
+        payTo: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+        chainId: 42220,
+        network: "eip155:42220",
+        tokens: [],
+        settlement: { mode: "facilitator", url: "http://127.0.0.1:9" },
+        timing: { mode: "before" },
+        maxTimeoutSeconds: 60,
+        maxLifetimeSeconds: 3600,
+        maxAmountMicroUsd: 1n,
+        maxHeaderBytes: 4096,
+      },
       facilitator: { mode: "self", relayer: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8" },
     } as never;
     createApp({
       db: undefined as never,
-      target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [], database: { kind: "postgres", connectionString: "postgres://127.0.0.1:1/none" } } as never,
+      target: {
+        network: "devnet",
+        tokens: [],
+        tracked: null,
+        schema: "unused",
+        reporters: [],
+        database: { kind: "postgres", connectionString: "postgres://127.0.0.1:1/none" },
+      } as never,
       payments,
       ipfs: undefined as never,
       logger: createLogger({ level: "silent" }),

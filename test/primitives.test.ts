@@ -1,5 +1,13 @@
 import { authorizationTypes } from "@x402/evm";
-import { getAddress, type Hex, keccak256, recoverTransactionAddress, recoverTypedDataAddress, toHex, zeroAddress } from "viem";
+import {
+  getAddress,
+  type Hex,
+  keccak256,
+  recoverTransactionAddress,
+  recoverTypedDataAddress,
+  toHex,
+  zeroAddress,
+} from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
@@ -31,11 +39,17 @@ describe("USD amounts (api/money.ts)", () => {
 describe("addresses and months", () => {
   it("parses an address in one case or checksummed to lowercase, refusing a wrong EIP-55 checksum and anything else", () => {
     const lower = "0xabcdef0123456789abcdef0123456789abcdef01";
-    for (const form of [lower, lower.toUpperCase().replace("0X", "0x"), getAddress(lower)]) expect(addressSchema.parse(form), form).toBe(lower);
+    for (const form of [lower, lower.toUpperCase().replace("0X", "0x"), getAddress(lower)])
+      expect(addressSchema.parse(form), form).toBe(lower);
     expect(addressSchema.parse(zeroAddress)).toBe(zeroAddress);
     const miscased = addressSchema.safeParse("0xAbCdEf0123456789abcdef0123456789ABCDEF01");
     expect(miscased.error?.issues[0]?.message).toMatch(/^has a wrong EIP-55 checksum/);
-    for (const bad of ["0x123", "abcdef0123456789abcdef0123456789abcdef0123", "0xZZcdef0123456789abcdef0123456789abcdef01", ""]) {
+    for (const bad of [
+      "0x123",
+      "abcdef0123456789abcdef0123456789abcdef0123",
+      "0xZZcdef0123456789abcdef0123456789abcdef01",
+      "",
+    ]) {
       const parsed = addressSchema.safeParse(bad);
       expect(parsed.success, bad).toBe(false);
       expect(parsed.error?.issues[0]?.message).toBe("must be 0x followed by 40 hex characters");
@@ -50,7 +64,12 @@ describe("addresses and months", () => {
 
 describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's signing", () => {
   const typedData = (nonce: Hex) => ({
-    domain: { name: "Tether USD", version: "1", chainId: 42220, verifyingContract: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e" as Hex },
+    domain: {
+      name: "Tether USD",
+      version: "1",
+      chainId: 42220,
+      verifyingContract: "0x48065fbbe25f71c9282ddf5e1cd6d6a887483d5e" as Hex,
+    },
     types: authorizationTypes,
     primaryType: "TransferWithAuthorization" as const,
     message: { from: zeroAddress, to: zeroAddress, value: 10_000n, validAfter: 0n, validBefore: 2n ** 40n, nonce },
@@ -64,7 +83,9 @@ describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's sign
       const data = typedData(keccak256(toHex(i)));
       const signature = await account.signTypedData(data);
       expect(await recoverTypedDataSigner({ ...data, signature })).toBe(account.address.toLowerCase());
-      expect(await recoverTypedDataSigner({ ...data, signature })).toBe((await recoverTypedDataAddress({ ...data, signature })).toLowerCase());
+      expect(await recoverTypedDataSigner({ ...data, signature })).toBe(
+        (await recoverTypedDataAddress({ ...data, signature })).toLowerCase(),
+      );
       // v as 0/1 (yParity) recovers the same key.
       const yParity = `${signature.slice(0, 130)}${signature.endsWith("1b") ? "00" : "01"}` as Hex;
       expect(await recoverTypedDataSigner({ ...data, signature: yParity })).toBe(account.address.toLowerCase());
@@ -74,7 +95,9 @@ describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's sign
   it("names another signer for another message, and refuses what recovers nothing", async () => {
     const account = privateKeyToAccount(generatePrivateKey());
     const signature = await account.signTypedData(typedData(keccak256("0x01")));
-    expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(account.address.toLowerCase());
+    expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(
+      account.address.toLowerCase(),
+    );
     await expect(recoverSigner(keccak256("0x01"), `${signature.slice(0, 130)}1d` as Hex)).rejects.toThrow();
     await expect(recoverSigner(keccak256("0x01"), `0x${"00".repeat(64)}1b`)).rejects.toThrow();
   });
@@ -84,10 +107,21 @@ describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's sign
       const key = generatePrivateKey();
       const [native, viem] = [nativeAccount(key), privateKeyToAccount(key)];
       expect(native.address).toBe(viem.address);
-      const transaction = { chainId: 42220, type: "eip1559" as const, nonce: i, to: viem.address, data: keccak256(toHex(i)), gas: 90_000n + BigInt(i), maxFeePerGas: 25_000_000_000n, maxPriorityFeePerGas: BigInt(i) };
+      const transaction = {
+        chainId: 42220,
+        type: "eip1559" as const,
+        nonce: i,
+        to: viem.address,
+        data: keccak256(toHex(i)),
+        gas: 90_000n + BigInt(i),
+        maxFeePerGas: 25_000_000_000n,
+        maxPriorityFeePerGas: BigInt(i),
+      };
       const signed = await native.signTransaction(transaction);
       expect(signed).toBe(await viem.signTransaction(transaction));
-      expect((await recoverTransactionAddress({ serializedTransaction: signed as never })).toLowerCase()).toBe(viem.address.toLowerCase());
+      expect((await recoverTransactionAddress({ serializedTransaction: signed as never })).toLowerCase()).toBe(
+        viem.address.toLowerCase(),
+      );
     }
   });
 });

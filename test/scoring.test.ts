@@ -1,11 +1,11 @@
 import { zeroAddress } from "viem";
 import { describe, expect, it } from "vitest";
-import type { Address } from "../config/addresses.ts";
 import { DAY, type WalletFacts, type WalletTransfer } from "../api/scoring/facts.ts";
 import { scoreWallet } from "../api/scoring/model.ts";
 import { FUNDING_HOPS, type OutflowReader, traceFunding } from "../api/wallet/funding.ts";
+import type { Address } from "../config/addresses.ts";
+import { actorAddress, Random, usd } from "../devnet/scenario/random.ts";
 import { monthOf } from "../shared/month.ts";
-import { Random, actorAddress, usd } from "../devnet/scenario/random.ts";
 
 // The scoring model on synthetic wallets: properties that must hold for any history, not only for
 // the devnet personas (those are checked end to end in test/db/screen.test.ts).
@@ -40,8 +40,10 @@ async function factsOf(wallet: Address, moves: Move[]): Promise<WalletFacts> {
   const own = moves.filter((m) => m.from === wallet || m.to === wallet).sort((a, b) => a.at - b.at);
   const transfers: WalletTransfer[] = [];
   for (const m of own) {
-    if (m.from === wallet) transfers.push({ direction: "out", counterparty: m.to, token: USDT, value: m.value, at: m.at });
-    if (m.to === wallet) transfers.push({ direction: "in", counterparty: m.from, token: USDT, value: m.value, at: m.at });
+    if (m.from === wallet)
+      transfers.push({ direction: "out", counterparty: m.to, token: USDT, value: m.value, at: m.at });
+    if (m.to === wallet)
+      transfers.push({ direction: "in", counterparty: m.from, token: USDT, value: m.value, at: m.at });
   }
   const inWindow = transfers.filter((t) => t.at > ASOF - 365 * DAY);
   const firstAt = (w: Address) => Math.min(...moves.filter((m) => m.from === w || m.to === w).map((m) => m.at));
@@ -49,11 +51,23 @@ async function factsOf(wallet: Address, moves: Move[]): Promise<WalletFacts> {
   return {
     address: wallet,
     asOf: ASOF,
-    account: own.length ? { firstAt: own[0]!.at, lastAt: own.at(-1)!.at, transfersIn: transfers.filter((t) => t.direction === "in").length, transfersOut: transfers.filter((t) => t.direction === "out").length } : null,
+    account: own.length
+      ? {
+          firstAt: own[0]!.at,
+          lastAt: own.at(-1)!.at,
+          transfersIn: transfers.filter((t) => t.direction === "in").length,
+          transfersOut: transfers.filter((t) => t.direction === "out").length,
+        }
+      : null,
     balances: [{ token: USDT, balance }],
     transfers: inWindow,
-    firstSeen: [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))].map((a) => ({ address: a, firstAt: firstAt(a) })),
-    funding: await traceFunding(wallet, outflowsIn(moves), async () => inWindow.filter((t) => t.direction === "in").map((t) => t.counterparty)),
+    firstSeen: [...new Set(transfers.filter((t) => t.direction === "out").map((t) => t.counterparty))].map((a) => ({
+      address: a,
+      firstAt: firstAt(a),
+    })),
+    funding: await traceFunding(wallet, outflowsIn(moves), async () =>
+      inWindow.filter((t) => t.direction === "in").map((t) => t.counterparty),
+    ),
   };
 }
 
@@ -86,8 +100,11 @@ function randomHistory(rng: Random, wallet: Address, seed: number): Move[] {
 /** A regular monthly salary from a new employer over the last `months` months. */
 function salary(seed: number, wallet: Address, months: number, amount: number): Move[] {
   const employer = actorAddress(seed, "employer");
-  const moves: Move[] = [{ from: ZERO, to: employer, value: usd(amount * (months + 1)), at: ASOF - (months + 1) * 30 * DAY }];
-  for (let m = months; m >= 1; m--) moves.push({ from: employer, to: wallet, value: usd(amount), at: ASOF - m * 30 * DAY + 5 * DAY });
+  const moves: Move[] = [
+    { from: ZERO, to: employer, value: usd(amount * (months + 1)), at: ASOF - (months + 1) * 30 * DAY },
+  ];
+  for (let m = months; m >= 1; m--)
+    moves.push({ from: employer, to: wallet, value: usd(amount), at: ASOF - m * 30 * DAY + 5 * DAY });
   return moves;
 }
 
@@ -98,7 +115,9 @@ function cycling(seed: number, wallet: Address, hops: number, months: number, am
     const chain = Array.from({ length: hops }, (_, i) => actorAddress(seed, `mule-${m}-${i}`));
     const at = ASOF - m * 30 * DAY + 2 * DAY;
     moves.push({ from: wallet, to: chain[0]!, value: usd(amount), at });
-    chain.forEach((mule, i) => moves.push({ from: mule, to: chain[i + 1] ?? wallet, value: usd(amount), at: at + (i + 1) * 3600 }));
+    for (const [i, mule] of chain.entries()) {
+      moves.push({ from: mule, to: chain[i + 1] ?? wallet, value: usd(amount), at: at + (i + 1) * 3600 });
+    }
   }
   return moves;
 }
@@ -123,7 +142,10 @@ describe("scoring properties", () => {
     for (let seed = 1; seed <= SAMPLES; seed++) {
       const rng = new Random(seed * 7);
       const wallet = actorAddress(seed, "wallet");
-      const base = [...randomHistory(rng, wallet, seed), ...(rng.chance(0.5) ? salary(seed, wallet, 12, rng.int(1_500, 5_000)) : [])];
+      const base = [
+        ...randomHistory(rng, wallet, seed),
+        ...(rng.chance(0.5) ? salary(seed, wallet, 12, rng.int(1_500, 5_000)) : []),
+      ];
       const cycled = [...base, ...cycling(seed, wallet, rng.int(1, 6), rng.int(1, 12), rng.int(100, 20_000))];
       const before = scoreWallet(await factsOf(wallet, base));
       const after = scoreWallet(await factsOf(wallet, cycled));
@@ -143,7 +165,12 @@ describe("scoring properties", () => {
       { from: actorAddress(1, "customer"), to: shop, value: usd(2_000), at: ASOF - 160 * DAY },
       { from: wallet, to: shop, value: usd(120), at: ASOF - 150 * DAY },
       { from: shop, to: wallet, value: usd(120), at: ASOF - 149 * DAY }, // a refund
-      ...Array.from({ length: 300 }, (_, i) => ({ from: actorAddress(1, `spam-${i % 40}`), to: wallet, value: 9n, at: ASOF - (i + 1) * 3600 })),
+      ...Array.from({ length: 300 }, (_, i) => ({
+        from: actorAddress(1, `spam-${i % 40}`),
+        to: wallet,
+        value: 9n,
+        at: ASOF - (i + 1) * 3600,
+      })),
       ...cycling(1, wallet, 3, 6, 300),
     ];
     const { signals } = scoreWallet(await factsOf(wallet, moves));
@@ -161,7 +188,9 @@ describe("scoring properties", () => {
     expect(within.inflowByKind.cycled).toBe(usd(6_000));
     expect(within.selfFundedWallets).toBe(6 * FUNDING_HOPS);
     // One wallet more and the trail ends before the money comes back: documented in docs/scoring.md.
-    const beyond = scoreWallet(await factsOf(wallet, [...base, ...cycling(4, wallet, FUNDING_HOPS + 1, 6, 1_000)])).signals;
+    const beyond = scoreWallet(
+      await factsOf(wallet, [...base, ...cycling(4, wallet, FUNDING_HOPS + 1, 6, 1_000)]),
+    ).signals;
     expect(beyond.inflowByKind.cycled).toBe(0n);
   });
 
@@ -177,7 +206,14 @@ describe("scoring properties", () => {
   it("recognises monthly payroll as recurring income and names the payer and cadence", async () => {
     const wallet = actorAddress(3, "wallet");
     const result = scoreWallet(await factsOf(wallet, salary(3, wallet, 8, 2_500)));
-    expect(result.signals.recurring).toEqual([expect.objectContaining({ payer: actorAddress(3, "employer"), cadence: "monthly", payments: 6, medianUnits: usd(2_500) })]);
+    expect(result.signals.recurring).toEqual([
+      expect.objectContaining({
+        payer: actorAddress(3, "employer"),
+        cadence: "monthly",
+        payments: 6,
+        medianUnits: usd(2_500),
+      }),
+    ]);
     expect(result.incomeLabel).toBe("recurring monthly");
   });
 });

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { generateDrizzleJson, generateMigration, type DrizzleSnapshotJSON } from "drizzle-kit/api";
+import { type DrizzleSnapshotJSON, generateDrizzleJson, generateMigration } from "drizzle-kit/api";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import { describe, expect, it } from "vitest";
 import * as schema from "../api/store/schema.ts";
@@ -12,7 +12,9 @@ import { MIGRATIONS_FOLDER } from "../api/store/store.ts";
 type Journal = { entries: { idx: number; tag: string; when: number }[] };
 const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta/_journal.json"), "utf8")) as Journal;
 const snapshot = (idx: number) =>
-  JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, `meta/${String(idx).padStart(4, "0")}_snapshot.json`), "utf8")) as DrizzleSnapshotJSON;
+  JSON.parse(
+    readFileSync(join(MIGRATIONS_FOLDER, `meta/${String(idx).padStart(4, "0")}_snapshot.json`), "utf8"),
+  ) as DrizzleSnapshotJSON;
 
 describe("service store migrations", () => {
   it("the last snapshot is schema.ts: nothing left to generate", async () => {
@@ -29,7 +31,10 @@ describe("service store migrations", () => {
     for (const [i, entry] of journal.entries.entries()) {
       const next = snapshot(entry.idx);
       const statements = await generateMigration(previous, next);
-      expect(files[i]!.sql.map((s) => s.trim()), entry.tag).toEqual(statements.map((s) => s.trim()));
+      expect(
+        files[i]!.sql.map((s) => s.trim()),
+        entry.tag,
+      ).toEqual(statements.map((s) => s.trim()));
       previous = next;
     }
   });

@@ -27,7 +27,11 @@ const manifest = (rpcUrl: string): ManifestInput => ({
   reporter: { address: address(3), admin: address(4) },
   deployer: { address: address(4), privateKey: key },
   lenders: [{ label: "lender", address: address(5), privateKey: key }],
-  service: { reporter: { address: address(6), privateKey: key }, relayer: { address: address(7), privateKey: key }, treasury: { address: address(8) } },
+  service: {
+    reporter: { address: address(6), privateKey: key },
+    relayer: { address: address(7), privateKey: key },
+    treasury: { address: address(8) },
+  },
   personas: {},
   population: { seed: 1, wallets: 0, transfers: 0, blocks: 0, seconds: 0 },
 });
@@ -84,29 +88,105 @@ describe("a bad start", () => {
     await hanging.close();
   });
 
-  const payments = { X402_PAY_TO: "0x000000000000000000000000000000000000dead", X402_FACILITATOR_URL: "http://127.0.0.1:1/facilitator", SIGN_IN_ORIGIN: "https://api.example.com" };
+  const payments = {
+    X402_PAY_TO: "0x000000000000000000000000000000000000dead",
+    X402_FACILITATOR_URL: "http://127.0.0.1:1/facilitator",
+    SIGN_IN_ORIGIN: "https://api.example.com",
+  };
   const live = () => ({ PONDER_RPC_URL_42220: wrongChain.url, ...payments });
   const wrongChainId = /serves chain id 1, expected 42220/;
   // Every problem of a start is listed at once: one line when there is one, else a count and one line each.
   const cases: [string, () => Record<string, string>, RegExp[]][] = [
-    ["a missing manifest", () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }), [/Devnet manifest not found at .*nope\.json/]],
-    ["a manifest that is not JSON", () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }), [/corrupt\.json is not valid JSON/]],
-    ["a manifest of the wrong shape", () => ({ DEVNET_MANIFEST: file("shape.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), tokens: { USDT: {} } })) }), [/shape\.json is invalid: tokens\.USDT\.address/]],
-    ["a manifest of another chain", () => ({ DEVNET_MANIFEST: file("chain.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), chainId: 1 })) }), [/chain\.json is invalid: chainId/]],
-    ["an RPC that refuses connections", () => ({ DEVNET_MANIFEST: file("closed.json", JSON.stringify(manifest(`http://127.0.0.1:${closedPort}`))) }), [/RPC http:\/\/127\.0\.0\.1:\d+ does not answer \(ECONNREFUSED\)/]],
-    ["an RPC that never answers", () => ({ DEVNET_MANIFEST: file("hang.json", JSON.stringify(manifest(hanging.url))) }), [/does not answer \(.*timeout/i]],
-    ["a devnet RPC of the wrong chain id", () => ({ DEVNET_MANIFEST: file("wrong.json", JSON.stringify(manifest(wrongChain.url))) }), [wrongChainId]],
+    [
+      "a missing manifest",
+      () => ({ DEVNET_MANIFEST: join(dir, "nope.json") }),
+      [/Devnet manifest not found at .*nope\.json/],
+    ],
+    [
+      "a manifest that is not JSON",
+      () => ({ DEVNET_MANIFEST: file("corrupt.json", '{"chainId": 42220, "rpc') }),
+      [/corrupt\.json is not valid JSON/],
+    ],
+    [
+      "a manifest of the wrong shape",
+      () => ({
+        DEVNET_MANIFEST: file(
+          "shape.json",
+          JSON.stringify({ ...manifest("http://127.0.0.1:1"), tokens: { USDT: {} } }),
+        ),
+      }),
+      [/shape\.json is invalid: tokens\.USDT\.address/],
+    ],
+    [
+      "a manifest of another chain",
+      () => ({
+        DEVNET_MANIFEST: file("chain.json", JSON.stringify({ ...manifest("http://127.0.0.1:1"), chainId: 1 })),
+      }),
+      [/chain\.json is invalid: chainId/],
+    ],
+    [
+      "an RPC that refuses connections",
+      () => ({ DEVNET_MANIFEST: file("closed.json", JSON.stringify(manifest(`http://127.0.0.1:${closedPort}`))) }),
+      [/RPC http:\/\/127\.0\.0\.1:\d+ does not answer \(ECONNREFUSED\)/],
+    ],
+    [
+      "an RPC that never answers",
+      () => ({ DEVNET_MANIFEST: file("hang.json", JSON.stringify(manifest(hanging.url))) }),
+      [/does not answer \(.*timeout/i],
+    ],
+    [
+      "a devnet RPC of the wrong chain id",
+      () => ({ DEVNET_MANIFEST: file("wrong.json", JSON.stringify(manifest(wrongChain.url))) }),
+      [wrongChainId],
+    ],
     ["a live RPC of the wrong chain id", live, [wrongChainId]],
-    ["live Celo with nothing but an RPC", () => ({ PONDER_RPC_URL_42220: wrongChain.url }), [/Set X402_PAY_TO/, /Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/, /Set SIGN_IN_ORIGIN to the public origin/, wrongChainId]],
-    ["live Celo with no way to settle payments", () => ({ ...live(), X402_FACILITATOR_URL: "" }), [/Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/, wrongChainId]],
-    ["live Celo without the public origin sign-ins name", () => ({ ...live(), SIGN_IN_ORIGIN: "" }), [/Set SIGN_IN_ORIGIN to the public origin/, wrongChainId]],
-    ["a treasury of the zero address", () => ({ ...live(), X402_PAY_TO: "0x0000000000000000000000000000000000000000" }), [/X402_PAY_TO is the zero address/, wrongChainId]],
+    [
+      "live Celo with nothing but an RPC",
+      () => ({ PONDER_RPC_URL_42220: wrongChain.url }),
+      [
+        /Set X402_PAY_TO/,
+        /Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/,
+        /Set SIGN_IN_ORIGIN to the public origin/,
+        wrongChainId,
+      ],
+    ],
+    [
+      "live Celo with no way to settle payments",
+      () => ({ ...live(), X402_FACILITATOR_URL: "" }),
+      [/Payments cannot be settled: set X402_RELAYER_PRIVATE_KEY/, wrongChainId],
+    ],
+    [
+      "live Celo without the public origin sign-ins name",
+      () => ({ ...live(), SIGN_IN_ORIGIN: "" }),
+      [/Set SIGN_IN_ORIGIN to the public origin/, wrongChainId],
+    ],
+    [
+      "a treasury of the zero address",
+      () => ({ ...live(), X402_PAY_TO: "0x0000000000000000000000000000000000000000" }),
+      [/X402_PAY_TO is the zero address/, wrongChainId],
+    ],
     // An invalid value is reported once: not again as a missing setting, nor through its default.
-    ["a treasury that is not an address", () => ({ ...live(), X402_PAY_TO: "treasury" }), [/X402_PAY_TO is invalid: must be 0x/, wrongChainId]],
-    ["a live RPC URL that is not a URL", () => ({ PONDER_RPC_URL_42220: "celo-rpc" }), [/PONDER_RPC_URL_42220 is invalid: item 1: Invalid URL/]],
+    [
+      "a treasury that is not an address",
+      () => ({ ...live(), X402_PAY_TO: "treasury" }),
+      [/X402_PAY_TO is invalid: must be 0x/, wrongChainId],
+    ],
+    [
+      "a live RPC URL that is not a URL",
+      () => ({ PONDER_RPC_URL_42220: "celo-rpc" }),
+      [/PONDER_RPC_URL_42220 is invalid: item 1: Invalid URL/],
+    ],
     ["an unknown index mode", () => ({ ...live(), INDEX_MODE: "some" }), [/INDEX_MODE is invalid/, wrongChainId]],
-    ["tracked mode without wallets", () => ({ ...live(), INDEX_MODE: "tracked" }), [/INDEX_MODE=tracked needs wallets/, wrongChainId]],
-    ["tracked wallets that are not addresses", () => ({ ...live(), INDEX_MODE: "tracked", TRACKED_WALLETS: "0x12,0x34" }), [/Tracked wallet "0x12" is not an address/, /Tracked wallet "0x34" is not an address/, wrongChainId]],
+    [
+      "tracked mode without wallets",
+      () => ({ ...live(), INDEX_MODE: "tracked" }),
+      [/INDEX_MODE=tracked needs wallets/, wrongChainId],
+    ],
+    [
+      "tracked wallets that are not addresses",
+      () => ({ ...live(), INDEX_MODE: "tracked", TRACKED_WALLETS: "0x12,0x34" }),
+      [/Tracked wallet "0x12" is not an address/, /Tracked wallet "0x34" is not an address/, wrongChainId],
+    ],
   ];
 
   it.each(cases)("%s: every problem named, nothing else", async (_, env, messages) => {
@@ -119,7 +199,7 @@ describe("a bad start", () => {
       expect(lines[0]).toBe(`Cannot start: ${messages.length} problems:`);
       expect(lines, stderr).toHaveLength(1 + messages.length);
     }
-    messages.forEach((message, i) => expect(lines[messages.length === 1 ? 0 : i + 1]).toMatch(message));
+    for (const [i, message] of messages.entries()) expect(lines[messages.length === 1 ? 0 : i + 1]).toMatch(message);
     expect(stderr + stdout).not.toMatch(/\n\s+at /);
   });
 });

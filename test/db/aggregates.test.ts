@@ -1,7 +1,13 @@
 import { zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Stats, statsSchema } from "../../api/stats/schema.ts";
-import { balanceAtHead, type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
+import {
+  balanceAtHead,
+  type ChainTransfer,
+  chainTransfers,
+  expectedAggregates,
+  normalise,
+} from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type DatabaseSlot, type Indexer, type Query, testDatabase, waitForBlock } from "../support/indexer.ts";
@@ -16,7 +22,15 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
   let transfers: ChainTransfer[];
   let wallets: string[];
   let statsBody: Stats;
-  let tables: { transfers: { n: string; total: string }; sampleTransfers: Record<string, unknown>[]; accounts: Row[]; balances: Row[]; months: Row[]; pairs: Row[]; received: Row[] };
+  let tables: {
+    transfers: { n: string; total: string };
+    sampleTransfers: Record<string, unknown>[];
+    accounts: Row[];
+    balances: Row[];
+    months: Row[];
+    pairs: Row[];
+    received: Row[];
+  };
 
   beforeAll(async () => {
     env = await indexedDevnet({});
@@ -37,14 +51,20 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     // Read the tables themselves (PGlite admits one process at a time: stop the indexer first).
     await indexer.stop();
     tables = await slot.read(async (query: Query) => ({
-      transfers: (await query<{ n: string; total: string }>("select count(*) as n, sum(value) as total from transfer"))[0]!,
+      transfers: (
+        await query<{ n: string; total: string }>("select count(*) as n, sum(value) as total from transfer")
+      )[0]!,
       sampleTransfers: await query(
         `select token, "from", "to", value, block_number, timestamp, transaction_hash, log_index from transfer where "from" in (${list(wallets.slice(0, 12))}) or "to" in (${list(wallets.slice(0, 12))}) order by block_number, log_index`,
       ),
       accounts: await query(`select * from account where address in (${list(wallets)})`),
       balances: await query(`select * from balance where address in (${list(wallets)}) order by address, token`),
-      months: await query(`select * from account_month where address in (${list(wallets)}) order by address, token, month`),
-      pairs: await query(`select * from counterparty where address in (${list(wallets)}) order by address, counterparty, token`),
+      months: await query(
+        `select * from account_month where address in (${list(wallets)}) order by address, token, month`,
+      ),
+      pairs: await query(
+        `select * from counterparty where address in (${list(wallets)}) order by address, counterparty, token`,
+      ),
       received: await query(`select address, total from received where address in (${list(wallets)}) order by address`),
     }));
   }, 240_000);
@@ -62,7 +82,16 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     const rows = tables.sampleTransfers;
     const expected = transfers
       .filter((t) => sample.includes(t.from) || sample.includes(t.to))
-      .map((t) => ({ token: t.token, from: t.from, to: t.to, value: t.value, block_number: t.block, timestamp: t.timestamp, transaction_hash: t.txHash, log_index: t.logIndex }));
+      .map((t) => ({
+        token: t.token,
+        from: t.from,
+        to: t.to,
+        value: t.value,
+        block_number: t.block,
+        timestamp: t.timestamp,
+        transaction_hash: t.txHash,
+        log_index: t.logIndex,
+      }));
     expect(normalise(rows)).toEqual(normalise(expected));
   });
 
@@ -73,7 +102,9 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     for (const wallet of wallets) {
       const expected = expectedAggregates(wallet, transfers);
       const mine = (rows: Record<string, unknown>[]) => rows.filter((r) => r.address === wallet);
-      expect(normalise(mine(accounts)), `account ${wallet}`).toEqual(normalise(expected.account ? [expected.account] : []));
+      expect(normalise(mine(accounts)), `account ${wallet}`).toEqual(
+        normalise(expected.account ? [expected.account] : []),
+      );
       expect(normalise(mine(balances)), `balance ${wallet}`).toEqual(normalise(expected.balances));
       expect(normalise(mine(months)), `months ${wallet}`).toEqual(normalise(expected.months));
       expect(normalise(mine(pairs)), `counterparties ${wallet}`).toEqual(normalise(expected.counterparties));
@@ -90,7 +121,9 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     const rows = tables.balances as { address: string; token: string; balance: string }[];
     expect(rows.length).toBeGreaterThan(wallets.length / 2);
     for (const row of rows) {
-      expect(String(row.balance), `${row.token} ${row.address}`).toBe(String(await balanceAtHead(devnet.manifest.rpcUrl, row.token, row.address)));
+      expect(String(row.balance), `${row.token} ${row.address}`).toBe(
+        String(await balanceAtHead(devnet.manifest.rpcUrl, row.token, row.address)),
+      );
     }
   });
 
@@ -106,7 +139,8 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
       ["USDC", transfers.filter((t) => t.token === devnet.manifest.tokens.USDC.address).length],
     ]);
     // Volumes from the indexer's running totals (index_total) equal the chain's sums.
-    const volumeUsd = (token: string) => Number(transfers.filter((t) => t.token === token).reduce((n, t) => n + t.value, 0n)) / 1e6;
+    const volumeUsd = (token: string) =>
+      Number(transfers.filter((t) => t.token === token).reduce((n, t) => n + t.value, 0n)) / 1e6;
     expect(body.tokens.map((t) => [t.symbol, t.volumeUsd])).toEqual([
       ["USDT", volumeUsd(devnet.manifest.tokens.USDT.address)],
       ["USDC", volumeUsd(devnet.manifest.tokens.USDC.address)],

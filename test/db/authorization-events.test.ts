@@ -44,12 +44,18 @@ describe(`authorization_state matches the chain's events (${testDatabase})`, () 
     await cancel(lender, tokens.USDT);
     const last = await cancel(lender2 ?? lender, tokens.USDC);
 
-    chain = await chainAuthorizations(rpcUrl, [tokens.USDT.address, tokens.USDC.address], BigInt(devnet.manifest.startBlock));
+    chain = await chainAuthorizations(
+      rpcUrl,
+      [tokens.USDT.address, tokens.USDC.address],
+      BigInt(devnet.manifest.startBlock),
+    );
     await waitForBlock(indexer, Number(last), 360_000); // generous: other suites may share the machine
     // PGlite admits one process at a time: stop the indexer before reading its tables.
     await indexer.stop();
     rows = await slot.read((query: Query) =>
-      query("select token, authorizer, nonce, kind, block_number, transaction_hash from authorization_state order by block_number, transaction_hash, nonce"),
+      query(
+        "select token, authorizer, nonce, kind, block_number, transaction_hash from authorization_state order by block_number, transaction_hash, nonce",
+      ),
     );
   }, 480_000);
 
@@ -57,16 +63,31 @@ describe(`authorization_state matches the chain's events (${testDatabase})`, () 
 
   it("holds one row per AuthorizationUsed / AuthorizationCanceled log, equal to eth_getLogs", () => {
     // Our five are among the chain's logs (the seeding may have made others).
-    for (const { nonce, kind } of ours) expect(chain.filter((l) => l.nonce === nonce).map((l) => l.kind), nonce).toEqual([kind]);
-    const order = (xs: Record<string, string | null>[]) => xs.sort((a, b) => `${a.block_number}${a.transaction_hash}${a.nonce}`.localeCompare(`${b.block_number}${b.transaction_hash}${b.nonce}`));
+    for (const { nonce, kind } of ours)
+      expect(
+        chain.filter((l) => l.nonce === nonce).map((l) => l.kind),
+        nonce,
+      ).toEqual([kind]);
+    const order = (xs: Record<string, string | null>[]) =>
+      xs.sort((a, b) =>
+        `${a.block_number}${a.transaction_hash}${a.nonce}`.localeCompare(
+          `${b.block_number}${b.transaction_hash}${b.nonce}`,
+        ),
+      );
     expect(order(normalise(rows))).toEqual(order(normalise(chain)));
   });
 
   it("has a row exactly for authorizations the token reports as spent", async () => {
     const client = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
     const spent = (token: string, authorizer: string, nonce: string) =>
-      client.readContract({ address: token as Hex, abi: devStablecoinAbi, functionName: "authorizationState", args: [authorizer as Hex, nonce as Hex] });
+      client.readContract({
+        address: token as Hex,
+        abi: devStablecoinAbi,
+        functionName: "authorizationState",
+        args: [authorizer as Hex, nonce as Hex],
+      });
     expect(rows.length).toBeGreaterThanOrEqual(ours.length);
-    for (const row of rows) expect(await spent(String(row.token), String(row.authorizer), String(row.nonce))).toBe(true);
+    for (const row of rows)
+      expect(await spent(String(row.token), String(row.authorizer), String(row.nonce))).toBe(true);
   });
 });

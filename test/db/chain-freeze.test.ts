@@ -2,7 +2,6 @@ import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { mount } from "../../api/http/mount.ts";
-import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
@@ -12,7 +11,8 @@ import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
+import { paidApp } from "../support/paid-app.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 const PAYMENTS = 120;
@@ -34,7 +34,15 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
 
   function appWith(core: PaymentCore) {
     return paidApp(core, (app) => {
-      mount(app, screenRoute, async (c) => c.json({ paidData: `screen of ${c.req.valid("json").walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never);
+      mount(
+        app,
+        screenRoute,
+        async (c) =>
+          c.json({
+            paidData: `screen of ${c.req.valid("json").walletAddress}`,
+            x402Billing: x402Billing(c.var.billing),
+          }) as never,
+      );
     });
   }
 
@@ -45,7 +53,10 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
     store = await openServiceStore(slot.store);
     settings = devnetPaymentSettings(devnet.manifestPath);
     // Short waits, so that "the receipt did not come in time" happens within a short freeze.
-    payments = createPayments(settings, store.db, createFacilitator(settings), { receiptWaitMs: 2_000, settlingWaitMs: 1_000 });
+    payments = createPayments(settings, store.db, createFacilitator(settings), {
+      receiptWaitMs: 2_000,
+      settlingWaitMs: 1_000,
+    });
   }, 240_000);
 
   afterAll(async () => {
@@ -65,7 +76,13 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
       Array.from({ length: PAYMENTS }, async (_, i) => {
         const lender = lenders[i % lenders.length]!;
         const signed = await signAuthorization(lender.privateKey, USDT, { to: treasury });
-        return { lender, signed, header: specHeader(signed, USDT.address), answers: [] as { status: number; code?: string; ms: number }[], data: 0 };
+        return {
+          lender,
+          signed,
+          header: specHeader(signed, USDT.address),
+          answers: [] as { status: number; code?: string; ms: number }[],
+          data: 0,
+        };
       }),
     );
 
@@ -97,10 +114,12 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
         await new Promise((r) => setTimeout(r, 500));
       }
     };
-    await Promise.all(jobs.map(async (job, i) => {
-      await new Promise((r) => setTimeout(r, i * ARRIVAL_MS));
-      await pay(job);
-    }));
+    await Promise.all(
+      jobs.map(async (job, i) => {
+        await new Promise((r) => setTimeout(r, i * ARRIVAL_MS));
+        await pay(job);
+      }),
+    );
     await freeze;
     // Whatever is still unknown is settled from the chain.
     await payments.reconcileUnresolved(0);
@@ -108,26 +127,40 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
     const chain = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
     const used = await Promise.all(
       jobs.map((j) =>
-        chain.readContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [j.signed.authorization.from, j.signed.authorization.nonce] }),
+        chain.readContract({
+          address: USDT.address,
+          abi: devStablecoinAbi,
+          functionName: "authorizationState",
+          args: [j.signed.authorization.from, j.signed.authorization.nonce],
+        }),
       ),
     );
     const answers = jobs.flatMap((j) => j.answers);
     const tally = new Map<string, number>();
-    for (const a of answers) tally.set(`${a.status} ${a.code ?? ""}`.trim(), (tally.get(`${a.status} ${a.code ?? ""}`.trim()) ?? 0) + 1);
+    for (const a of answers)
+      tally.set(`${a.status} ${a.code ?? ""}`.trim(), (tally.get(`${a.status} ${a.code ?? ""}`.trim()) ?? 0) + 1);
     const unavailable = answers.filter((a) => a.code === "settlement_unavailable");
     const slowest = Math.max(0, ...unavailable.map((a) => a.ms));
-    console.log(`[freeze] ${PAYMENTS} payments, ${answers.length} answers (${[...tally].map(([k, n]) => `${k}: ${n}`).join(", ")}); slowest settlement_unavailable ${slowest} ms`);
+    console.log(
+      `[freeze] ${PAYMENTS} payments, ${answers.length} answers (${[...tally].map(([k, n]) => `${k}: ${n}`).join(", ")}); slowest settlement_unavailable ${slowest} ms`,
+    );
 
     // The freeze was felt: some answers said to retry, none called a valid payment bad.
     expect(answers.filter((a) => a.status === 503).length).toBeGreaterThan(0);
-    expect(answers.filter((a) => a.status === 503).every((a) => a.code === "settlement_unavailable" || a.code === "settlement_pending")).toBe(true);
+    expect(
+      answers
+        .filter((a) => a.status === 503)
+        .every((a) => a.code === "settlement_unavailable" || a.code === "settlement_pending"),
+    ).toBe(true);
     expect(answers.filter((a) => a.status !== 200 && a.status !== 503)).toEqual([]);
     // A frozen chain is told quickly (VERIFY_TIMEOUT_MS, 5 s), not after a 20 s transport timeout.
     expect(slowest).toBeLessThan(9_000);
     // Exactly one answer with data per payment, and a payment used on chain for each.
     expect(jobs.map((j) => j.data)).toEqual(jobs.map(() => 1));
     expect(used.every(Boolean)).toBe(true);
-    expect((await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) - before).toBe(10_000n * BigInt(PAYMENTS));
+    expect((await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) - before).toBe(
+      10_000n * BigInt(PAYMENTS),
+    );
     const counts = await payments.ledger.outcomeCounts();
     expect(counts).toMatchObject({ settled: PAYMENTS, pending: 0, settling: 0, failed: 0 });
   });

@@ -1,10 +1,10 @@
 import { createPublicClient, type Hex, http, parseEventLogs } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { mount } from "../../api/http/mount.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
-import { mount } from "../../api/http/mount.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { usedIn } from "../../api/payments/relayer.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
@@ -14,9 +14,9 @@ import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { rpc } from "../../devnet/rpc.ts";
-import { paidApp } from "../support/paid-app.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase, waitFor } from "../support/indexer.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase, waitFor } from "../support/indexer.ts";
+import { paidApp } from "../support/paid-app.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 const PAYMENTS = 30;
@@ -38,19 +38,32 @@ describe.runIf(testDatabase === "postgres")("deferred settlement across two repl
     devnet = await startTestDevnet({ wallets: 2, months: 2, slotHours: 24 * 7 });
     slot = databaseSlot("postgres");
     await slot.prepare();
-    settings = { ...devnetPaymentSettings(devnet.manifestPath), timing: { mode: "deferred", maxPerPayerMicroUsd: 10_000_000n, maxTotalMicroUsd: 10_000_000n } };
+    settings = {
+      ...devnetPaymentSettings(devnet.manifestPath),
+      timing: { mode: "deferred", maxPerPayerMicroUsd: 10_000_000n, maxTotalMicroUsd: 10_000_000n },
+    };
     for (const relayer of [6, 7]) {
       // Each replica opens the store itself, as a process would.
       const store = await openServiceStore(slot.store);
       stores.push(store);
-      const replicaSettings: PaymentSettings = { ...settings, settlement: { mode: "self", relayerKey: anvilDevAccount(relayer).privateKey } };
+      const replicaSettings: PaymentSettings = {
+        ...settings,
+        settlement: { mode: "self", relayerKey: anvilDevAccount(relayer).privateKey },
+      };
       let worker: SettlementWorker | undefined;
-      const core: PaymentCore = createPayments(replicaSettings, store.db, createFacilitator(replicaSettings), { onQueued: () => worker?.kick() });
+      const core: PaymentCore = createPayments(replicaSettings, store.db, createFacilitator(replicaSettings), {
+        onQueued: () => worker?.kick(),
+      });
       worker = new SettlementWorker(core).start(100);
       workers.push(worker);
       apps.push(
         paidApp(core, (app) =>
-          mount(app, screenRoute, (c) => c.json({ wallet: c.req.valid("json").walletAddress, x402Billing: x402Billing(c.var.billing) }) as never),
+          mount(
+            app,
+            screenRoute,
+            (c) =>
+              c.json({ wallet: c.req.valid("json").walletAddress, x402Billing: x402Billing(c.var.billing) }) as never,
+          ),
         ),
       );
     }
@@ -74,11 +87,17 @@ describe.runIf(testDatabase === "postgres")("deferred settlement across two repl
     const answers = await Promise.all(
       Array.from({ length: PAYMENTS }, async (_, i) => {
         const lender = lenders[i % lenders.length]!;
-        const header = specHeader(await signAuthorization(lender.privateKey as Hex, tokens.USDT, { to: treasury }), tokens.USDT.address);
+        const header = specHeader(
+          await signAuthorization(lender.privateKey as Hex, tokens.USDT, { to: treasury }),
+          tokens.USDT.address,
+        );
         const res = await apps[i % 2]!.request("/api/lender/screen", {
           method: "POST",
           headers: { "content-type": "application/json", "x-payment": header },
-          body: JSON.stringify({ walletAddress: `0x${(i + 1).toString(16).padStart(40, "0")}`, callerAddress: lender.address }),
+          body: JSON.stringify({
+            walletAddress: `0x${(i + 1).toString(16).padStart(40, "0")}`,
+            callerAddress: lender.address,
+          }),
         });
         return res.status;
       }),
@@ -105,7 +124,13 @@ describe.runIf(testDatabase === "postgres")("deferred settlement across two repl
     expect(used).toHaveLength(PAYMENTS);
     const rows = await stores[0]!.db.select().from(payment);
     expect(new Set(used.map((e) => e.args.nonce.toLowerCase()))).toEqual(new Set(rows.map((r) => r.nonce)));
-    const senders = new Set(await Promise.all([...new Set(used.map((e) => e.transactionHash))].map(async (hash) => (await client.getTransaction({ hash })).from.toLowerCase())));
+    const senders = new Set(
+      await Promise.all(
+        [...new Set(used.map((e) => e.transactionHash))].map(async (hash) =>
+          (await client.getTransaction({ hash })).from.toLowerCase(),
+        ),
+      ),
+    );
     expect([...senders].every((s) => s === anvilDevAccount(6).address || s === anvilDevAccount(7).address)).toBe(true);
     // Each row was taken by one worker: the transaction it records is the one that used its
     // authorization (a row taken twice would record a transaction whose transfer failed for it).

@@ -39,8 +39,16 @@ describe(`deferred settlement (${testDatabase})`, () => {
     return { header, res: await screen(payerKey, walletAddress, header) };
   };
   const receipt = (res: Response) => decodePaymentResponseHeader(res.headers.get("payment-response")!);
-  const payments = async () => ((await (await fetch(`${service.url}/api/stats`)).json()) as { payments: Record<string, number | string> }).payments;
-  const untilTreasury = (expected: bigint) => waitFor(`the treasury to hold ${expected}`, async () => ((await treasuryUsdt()) === expected ? true : undefined), service, 60_000);
+  const payments = async () =>
+    ((await (await fetch(`${service.url}/api/stats`)).json()) as { payments: Record<string, number | string> })
+      .payments;
+  const untilTreasury = (expected: bigint) =>
+    waitFor(
+      `the treasury to hold ${expected}`,
+      async () => ((await treasuryUsdt()) === expected ? true : undefined),
+      service,
+      60_000,
+    );
 
   /** A new payer holding `usdt` units (and gas), its funding indexed (deferred verification reads the indexed balance). */
   const newPayer = async (units: bigint) => {
@@ -52,9 +60,21 @@ describe(`deferred settlement (${testDatabase})`, () => {
   };
   const fund = async (address: Hex, units: bigint) => {
     const lender = devnet.manifest.lenders.at(-1)!;
-    const wallet = createWalletClient({ account: privateKeyToAccount(lender.privateKey as Hex), chain: celoChain(rpcUrl), transport: http(rpcUrl) });
-    const hash = await wallet.writeContract({ address: usdt().address, abi: devStablecoinAbi, functionName: "transfer", args: [address, units] });
-    const mined = await createPublicClient({ transport: http(rpcUrl) }).waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(lender.privateKey as Hex),
+      chain: celoChain(rpcUrl),
+      transport: http(rpcUrl),
+    });
+    const hash = await wallet.writeContract({
+      address: usdt().address,
+      abi: devStablecoinAbi,
+      functionName: "transfer",
+      args: [address, units],
+    });
+    const mined = await createPublicClient({ transport: http(rpcUrl) }).waitForTransactionReceipt({
+      hash,
+      pollingInterval: 50,
+    });
     await waitForBlock(service, Number(mined.blockNumber));
   };
 
@@ -103,7 +123,8 @@ describe(`deferred settlement (${testDatabase})`, () => {
     const payer = await newPayer(15_000n);
     const before = await treasuryUsdt();
     const counted = await payments();
-    const open = (p: Record<string, number | string>) => Number(p.pending) + Number(p.queued) + Number(p.settling) + Number(p.failed);
+    const open = (p: Record<string, number | string>) =>
+      Number(p.pending) + Number(p.queued) + Number(p.settling) + Number(p.failed);
     await automine(false);
     let refused: { header: string; res: Response };
     try {
@@ -112,10 +133,14 @@ describe(`deferred settlement (${testDatabase})`, () => {
       expect(refused.res.status).toBe(402);
       expect(((await refused.res.json()) as { code: string }).code).toBe("insufficient_balance");
       // Only the first call holds a row (queued): the refused one left none behind, pending or failed.
-      const now = await waitFor("the stats to show the call answered on credit", async () => {
-        const p = await payments();
-        return open(p) !== open(counted) ? p : undefined;
-      }, service);
+      const now = await waitFor(
+        "the stats to show the call answered on credit",
+        async () => {
+          const p = await payments();
+          return open(p) !== open(counted) ? p : undefined;
+        },
+        service,
+      );
       expect(open(now)).toBe(open(counted) + 1);
     } finally {
       await automine(true);
@@ -155,7 +180,9 @@ describe(`deferred settlement (${testDatabase})`, () => {
       // No block is mined until every call has been judged (the answers stop coming: those on credit
       // answer at once, the others wait for their settlement's block). A block mined sooner settles
       // credit already given, which rightly makes room for more: the cap is on what is unsettled.
-      const calls = wallets().slice(0, 8).map((wallet) => paidScreen(eager, wallet));
+      const calls = wallets()
+        .slice(0, 8)
+        .map((wallet) => paidScreen(eager, wallet));
       let answered = 0;
       for (const call of calls) void call.finally(() => answered++);
       for (let seen = -1; seen !== answered; ) {
@@ -187,10 +214,22 @@ describe(`deferred settlement (${testDatabase})`, () => {
     expect(receipt(res).transaction).toBe("");
     // Right after calling, the payer moves its balance away, paying more gas than the relayer: it is mined first.
     const wallet = createWalletClient({ account, chain: celoChain(rpcUrl), transport: http(rpcUrl) });
-    await wallet.writeContract({ address: usdt().address, abi: devStablecoinAbi, functionName: "transfer", args: [devnet.manifest.lenders[0]!.address as Hex, PRICE], maxPriorityFeePerGas: parseGwei("50"), maxFeePerGas: parseGwei("500") });
+    await wallet.writeContract({
+      address: usdt().address,
+      abi: devStablecoinAbi,
+      functionName: "transfer",
+      args: [devnet.manifest.lenders[0]!.address as Hex, PRICE],
+      maxPriorityFeePerGas: parseGwei("50"),
+      maxFeePerGas: parseGwei("500"),
+    });
     await automine(true);
     await mine();
-    await waitFor("the failed settlement to stand as a debt", async () => ((await payments()).owedUnits === PRICE.toString() ? true : undefined), service, 60_000);
+    await waitFor(
+      "the failed settlement to stand as a debt",
+      async () => ((await payments()).owedUnits === PRICE.toString() ? true : undefined),
+      service,
+      60_000,
+    );
 
     await fund(account.address, 100_000n);
     const refused = await paidScreen(payer, wallets()[1]!);
@@ -198,7 +237,9 @@ describe(`deferred settlement (${testDatabase})`, () => {
     const body = (await refused.res.json()) as { code: string; accepts: { maxAmountRequired: string }[] };
     expect(body.code).toBe("unsettled_payment");
     expect(body.accepts[0]!.maxAmountRequired).toBe(String(2n * PRICE));
-    expect(decodePaymentRequiredHeader(refused.res.headers.get("payment-required")!).accepts[0]!.amount).toBe(String(2n * PRICE));
+    expect(decodePaymentRequiredHeader(refused.res.headers.get("payment-required")!).accepts[0]!.amount).toBe(
+      String(2n * PRICE),
+    );
 
     // Paying price + debt settles before the answer and clears the debt; the next call is deferred again.
     const before = await treasuryUsdt();
@@ -206,7 +247,12 @@ describe(`deferred settlement (${testDatabase})`, () => {
     expect(repaid.res.status).toBe(200);
     expect(receipt(repaid.res).transaction).toMatch(/^0x[0-9a-f]{64}$/);
     expect(await treasuryUsdt()).toBe(before + 2n * PRICE);
-    await waitFor("the debt to be cleared", async () => ((await payments()).owedUnits === "0" ? true : undefined), service, 10_000);
+    await waitFor(
+      "the debt to be cleared",
+      async () => ((await payments()).owedUnits === "0" ? true : undefined),
+      service,
+      10_000,
+    );
     const next = await paidScreen(payer, wallets()[2]!);
     expect(next.res.status).toBe(200);
     expect(receipt(next.res).transaction).toBe("");
@@ -223,15 +269,32 @@ describe(`deferred settlement (${testDatabase})`, () => {
     // The payer cancels that very authorization, paying more gas than the relayer: mined first.
     const cancel = await account.signTypedData({
       domain: { name: usdt().name, version: usdt().version, chainId: 42220, verifyingContract: usdt().address },
-      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+      types: {
+        CancelAuthorization: [
+          { name: "authorizer", type: "address" },
+          { name: "nonce", type: "bytes32" },
+        ],
+      },
       primaryType: "CancelAuthorization",
       message: { authorizer: account.address, nonce: signed.authorization.nonce },
     });
     const wallet = createWalletClient({ account, chain: celoChain(rpcUrl), transport: http(rpcUrl) });
-    await wallet.writeContract({ address: usdt().address, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [account.address, signed.authorization.nonce, cancel], maxPriorityFeePerGas: parseGwei("50"), maxFeePerGas: parseGwei("500") });
+    await wallet.writeContract({
+      address: usdt().address,
+      abi: devStablecoinAbi,
+      functionName: "cancelAuthorization",
+      args: [account.address, signed.authorization.nonce, cancel],
+      maxPriorityFeePerGas: parseGwei("50"),
+      maxFeePerGas: parseGwei("500"),
+    });
     await automine(true);
     await mine();
-    await waitFor("the cancelled settlement to stand as a debt", async () => (BigInt((await payments()).owedUnits as string) >= PRICE ? true : undefined), service, 60_000);
+    await waitFor(
+      "the cancelled settlement to stand as a debt",
+      async () => (BigInt((await payments()).owedUnits as string) >= PRICE ? true : undefined),
+      service,
+      60_000,
+    );
     const refused = await paidScreen(payer, wallets()[1]!);
     expect(refused.res.status).toBe(402);
     expect(((await refused.res.json()) as { code: string }).code).toBe("unsettled_payment");
@@ -243,30 +306,38 @@ describe(`deferred settlement (${testDatabase})`, () => {
 
   // Postgres only, to keep the suite short: the queue is the same code on PGlite (the tests above
   // run there), and a PGlite service restarting after a crash is exercised by restart.test.ts.
-  it.runIf(testDatabase === "postgres")("settles every queued row exactly once after the service is killed with -9 and started again", async () => {
-    const payer = await newPayer(1_000_000n);
-    const before = await treasuryUsdt();
-    await automine(false);
-    const calls = [];
-    for (const wallet of wallets().slice(0, 3)) calls.push(await paidScreen(payer, wallet));
-    for (const { res } of calls) expect(res.status).toBe(200);
-    process.kill(-service.child.pid!, "SIGKILL");
-    await new Promise((r) => service.child.once("exit", r));
-    await automine(true);
-    await mine();
+  it.runIf(testDatabase === "postgres")(
+    "settles every queued row exactly once after the service is killed with -9 and started again",
+    async () => {
+      const payer = await newPayer(1_000_000n);
+      const before = await treasuryUsdt();
+      await automine(false);
+      const calls = [];
+      for (const wallet of wallets().slice(0, 3)) calls.push(await paidScreen(payer, wallet));
+      for (const { res } of calls) expect(res.status).toBe(200);
+      process.kill(-service.child.pid!, "SIGKILL");
+      await new Promise((r) => service.child.once("exit", r));
+      await automine(true);
+      await mine();
 
-    service = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env, ...serviceEnv });
-    await waitForBlock(service, Number(await rpc<string>(rpcUrl, "eth_blockNumber")));
-    await untilTreasury(before + 3n * PRICE);
-    await waitFor("no row left queued or settling", async () => {
-      const p = await payments();
-      return p.queued === 0 && p.settling === 0 ? true : undefined;
-    }, service, 60_000);
-    for (const [i, { header }] of calls.entries()) {
-      const replay = await screen(payer, wallets()[i]!, header);
-      expect(replay.status).toBe(200);
-    }
-    await mine();
-    expect(await treasuryUsdt()).toBe(before + 3n * PRICE);
-  });
+      service = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env, ...serviceEnv });
+      await waitForBlock(service, Number(await rpc<string>(rpcUrl, "eth_blockNumber")));
+      await untilTreasury(before + 3n * PRICE);
+      await waitFor(
+        "no row left queued or settling",
+        async () => {
+          const p = await payments();
+          return p.queued === 0 && p.settling === 0 ? true : undefined;
+        },
+        service,
+        60_000,
+      );
+      for (const [i, { header }] of calls.entries()) {
+        const replay = await screen(payer, wallets()[i]!, header);
+        expect(replay.status).toBe(200);
+      }
+      await mine();
+      expect(await treasuryUsdt()).toBe(before + 3n * PRICE);
+    },
+  );
 });

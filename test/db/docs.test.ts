@@ -36,6 +36,7 @@ describe(`the API reference and the README's first paid call (${testDatabase})`,
   // One browser run is enough: the page does not depend on the database.
   describe.runIf(testDatabase === "pglite")("/docs in headless Chromium", () => {
     let browser: Browser | undefined;
+    // biome-ignore lint/suspicious/noDuplicateTestHooks: this block's own hook (the browser), not the file's (the devnet)
     afterAll(() => browser?.close());
 
     it("serves the Scalar bundle from the npm package, cacheable for good", async () => {
@@ -53,7 +54,11 @@ describe(`the API reference and the README's first paid call (${testDatabase})`,
 
     it("renders the reference with every route, fetching nothing but the service", async () => {
       const origin = new URL(indexer.url).origin;
-      browser = await puppeteer.launch({ executablePath: "/usr/bin/chromium", headless: true, args: ["--no-sandbox", "--headless=new"] });
+      browser = await puppeteer.launch({
+        executablePath: "/usr/bin/chromium",
+        headless: true,
+        args: ["--no-sandbox", "--headless=new"],
+      });
       const page = await browser.newPage();
       await page.setViewport({ width: 1440, height: 1000 });
       // Every request is seen here; one for anywhere but the service is recorded and never sent.
@@ -77,19 +82,35 @@ describe(`the API reference and the README's first paid call (${testDatabase})`,
 
       expect(await page.title()).toBe(DOCS_TITLE);
       const text = (await page.evaluate("document.body.innerText")) as string;
-      for (const path of ["/api/lender/screen", "/api/agent/analyze", "/api/wallet/{address}/signals", "/api/wallet/{address}/history", "/api/stats"]) {
+      for (const path of [
+        "/api/lender/screen",
+        "/api/agent/analyze",
+        "/api/wallet/{address}/signals",
+        "/api/wallet/{address}/history",
+        "/api/stats",
+      ]) {
         expect(text, path).toContain(path);
       }
       expect(errors).toEqual([]);
       expect(page.workers(), "no worker whose requests the page would not see").toEqual([]);
-      expect(requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith("data:") && !url.startsWith("blob:"))).toEqual([]);
-      expect(requests).toEqual(expect.arrayContaining([`${origin}/docs`, expect.stringContaining(`${origin}/docs/scalar.js`), `${origin}/openapi.json`]));
+      expect(
+        requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith("data:") && !url.startsWith("blob:")),
+      ).toEqual([]);
+      expect(requests).toEqual(
+        expect.arrayContaining([
+          `${origin}/docs`,
+          expect.stringContaining(`${origin}/docs/scalar.js`),
+          `${origin}/openapi.json`,
+        ]),
+      );
     });
   });
 
   it("embeds the first paid call in the README verbatim", () => {
     const readme = readFileSync(join(root, "README.md"), "utf8");
-    const block = /<!-- first-paid-call:start -->\n```ts\n([\s\S]*?)```\n<!-- first-paid-call:end -->/.exec(readme)?.[1];
+    const block = /<!-- first-paid-call:start -->\n```ts\n([\s\S]*?)```\n<!-- first-paid-call:end -->/.exec(
+      readme,
+    )?.[1];
     expect(block, "README block between the first-paid-call markers").toBeDefined();
     expect(block).toBe(readFileSync(join(root, EXAMPLE), "utf8"));
   });
@@ -97,7 +118,8 @@ describe(`the API reference and the README's first paid call (${testDatabase})`,
   it("runs the README's first paid call as written: a completed screen for exactly 0.01", async () => {
     const treasury = devnet.manifest.service.treasury.address;
     const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
-    const held = async () => (await Promise.all(tokens.map((t) => tokenBalance(devnet.manifest.rpcUrl, t, treasury)))).reduce((a, b) => a + b);
+    const held = async () =>
+      (await Promise.all(tokens.map((t) => tokenBalance(devnet.manifest.rpcUrl, t, treasury)))).reduce((a, b) => a + b);
     const before = await held();
 
     const child = spawn("npx", ["tsx", EXAMPLE], {
@@ -121,7 +143,11 @@ describe(`the API reference and the README's first paid call (${testDatabase})`,
     const screen = lenderScreenResultSchema.parse(JSON.parse(result!));
     expect(screen.status).toBe("completed");
     expect(screen.walletAddress.toLowerCase()).toBe(devnet.manifest.personas.salaried!.address.toLowerCase());
-    expect(JSON.parse(payment!)).toMatchObject({ success: true, network: "eip155:42220", transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+    expect(JSON.parse(payment!)).toMatchObject({
+      success: true,
+      network: "eip155:42220",
+      transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+    });
     expect((await held()) - before).toBe(10_000n);
   });
 });

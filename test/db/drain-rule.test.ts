@@ -1,7 +1,7 @@
 import { zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DAY, WINDOW_DAYS, type WalletFacts, type WalletTransfer } from "../../api/scoring/facts.ts";
-import { drainCandidates, DUST_FLOOR_UNITS, isDrain } from "../../api/scoring/rules.ts";
+import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../../api/scoring/facts.ts";
+import { DUST_FLOOR_UNITS, drainCandidates, isDrain } from "../../api/scoring/rules.ts";
 import { loadWalletFacts } from "../../api/wallet/queries.ts";
 import type { Address } from "../../config/addresses.ts";
 import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
@@ -46,10 +46,15 @@ describe(`drain candidates: the SQL equals the rule (${testDatabase})`, () => {
     // PGlite admits one process at a time: stop the indexer before opening its database.
     await indexer.stop();
 
-    for (const [name, persona] of Object.entries(devnet.manifest.personas)) wallets.push({ label: name, address: persona.address });
+    for (const [name, persona] of Object.entries(devnet.manifest.personas))
+      wallets.push({ label: name, address: persona.address });
     const personas = new Set(wallets.map((w) => w.address));
-    const background = sorted(transfers.flatMap((t) => [t.from, t.to])).filter((w) => !personas.has(w as Address) && w !== zeroAddress);
-    background.filter((_, i) => i % 4 === 0).forEach((address) => wallets.push({ label: `background ${address}`, address: address as Address }));
+    const background = sorted(transfers.flatMap((t) => [t.from, t.to])).filter(
+      (w) => !personas.has(w as Address) && w !== zeroAddress,
+    );
+    for (const address of background.filter((_, i) => i % 4 === 0)) {
+      wallets.push({ label: `background ${address}`, address: address as Address });
+    }
 
     await withIndexDb(env.slot, async (db) => {
       for (const w of wallets) facts.set(w.address, (await loadWalletFacts(db, env.slot.schema, w.address)).facts);
@@ -69,7 +74,9 @@ describe(`drain candidates: the SQL equals the rule (${testDatabase})`, () => {
     let candidates = 0;
     for (const w of wallets) {
       const f = facts.get(w.address)!;
-      const rule = sorted(drainCandidates(w.address, chainWindow(w.address, transfers, f.asOf)).map((t) => t.counterparty));
+      const rule = sorted(
+        drainCandidates(w.address, chainWindow(w.address, transfers, f.asOf)).map((t) => t.counterparty),
+      );
       expect(sorted(f.firstSeen.map((s) => s.address)), w.label).toEqual(rule);
       candidates += rule.length;
     }
@@ -79,7 +86,9 @@ describe(`drain candidates: the SQL equals the rule (${testDatabase})`, () => {
   it("gives each candidate its first activity on the chain", () => {
     for (const w of wallets) {
       for (const seen of facts.get(w.address)!.firstSeen) {
-        const first = Math.min(...transfers.filter((t) => t.from === seen.address || t.to === seen.address).map((t) => Number(t.timestamp)));
+        const first = Math.min(
+          ...transfers.filter((t) => t.from === seen.address || t.to === seen.address).map((t) => Number(t.timestamp)),
+        );
         expect(seen.firstAt, `${w.label}: ${seen.address}`).toBe(first);
       }
     }
@@ -101,7 +110,9 @@ describe(`drain candidates: the SQL equals the rule (${testDatabase})`, () => {
     const f = facts.get(spammed.address)!;
     // The same transfers with every dust inflow counted as a real one: more candidates, which the
     // SQL (like the rule) must not name.
-    const dustCounted = f.transfers.map((t) => (t.direction === "in" && t.value < DUST_FLOOR_UNITS ? { ...t, value: DUST_FLOOR_UNITS } : t));
+    const dustCounted = f.transfers.map((t) =>
+      t.direction === "in" && t.value < DUST_FLOOR_UNITS ? { ...t, value: DUST_FLOOR_UNITS } : t,
+    );
     const withDust = sorted(drainCandidates(spammed.address, dustCounted).map((t) => t.counterparty));
     const sql = sorted(f.firstSeen.map((s) => s.address));
     expect(withDust.length).toBeGreaterThan(sql.length);

@@ -9,7 +9,14 @@ import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import { chainTransfers } from "../support/chain-truth.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitFor } from "../support/indexer.ts";
+import {
+  type DatabaseSlot,
+  databaseSlot,
+  type Indexer,
+  startIndexer,
+  testDatabase,
+  waitFor,
+} from "../support/indexer.ts";
 import { signAuthorization, specHeader } from "../support/payments.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 
@@ -38,7 +45,10 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     devnet = await startTestDevnet({ wallets: 40, months: 13, seed: 23 });
     proxy = await startRpcProxy(devnet.manifest.rpcUrl);
     slowManifest = devnet.manifestPath.replace(/manifest\.json$/, "manifest-proxied.json");
-    writeFileSync(slowManifest, JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }));
+    writeFileSync(
+      slowManifest,
+      JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }),
+    );
     slot = databaseSlot();
     await slot.prepare();
     lender = devnet.manifest.lenders[1] as unknown as typeof lender;
@@ -55,15 +65,31 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
   });
 
   const start = async () => {
-    const indexer = await startIndexer({ DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10", IPFS_DIR: join(ipfsDir, "indexer") });
+    const indexer = await startIndexer({
+      DEVNET_MANIFEST: slowManifest,
+      ...slot.env,
+      X402_SETTLEMENT: mode,
+      MAX_LAG_BLOCKS: "10",
+      IPFS_DIR: join(ipfsDir, "indexer"),
+    });
     indexers.push(indexer);
     return indexer;
   };
-  const send = async (indexer: Indexer, call: { method: string; path: string; body?: string; header?: string }): Promise<Answer> => {
-    const headers: Record<string, string> = { ...(call.body ? { "content-type": "application/json" } : {}), ...(call.header ? { "x-payment": call.header } : {}) };
+  const send = async (
+    indexer: Indexer,
+    call: { method: string; path: string; body?: string; header?: string },
+  ): Promise<Answer> => {
+    const headers: Record<string, string> = {
+      ...(call.body ? { "content-type": "application/json" } : {}),
+      ...(call.header ? { "x-payment": call.header } : {}),
+    };
     const res = await fetch(`${indexer.url}${call.path}`, { method: call.method, headers, body: call.body });
     const text = await res.text();
-    return { status: res.status, headers: res.headers, body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+    return {
+      status: res.status,
+      headers: res.headers,
+      body: res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text,
+    };
   };
   const get = async (indexer: Indexer, path: string) => send(indexer, { method: "GET", path });
 
@@ -74,20 +100,41 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     const calls: Paid[] = [];
     for (const { route } of ROUTES.filter((r) => r.route.security)) {
       const id = route.operationId!;
-      const signed = await signAuthorization(lender.privateKey, USDT, { to: treasury, value: id === "report" ? 100_000n : 10_000n });
+      const signed = await signAuthorization(lender.privateKey, USDT, {
+        to: treasury,
+        value: id === "report" ? 100_000n : 10_000n,
+      });
       const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income");
       const body =
         route.method === "post"
-          ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address, ...(id === "chat" ? { message: "is it trustworthy?" } : {}), ...(id === "screenBatch" ? { wallets: [wallet] } : {}) })
+          ? JSON.stringify({
+              walletAddress: wallet,
+              callerAddress: lender.address,
+              ...(id === "chat" ? { message: "is it trustworthy?" } : {}),
+              ...(id === "screenBatch" ? { wallets: [wallet] } : {}),
+            })
           : undefined;
-      calls.push({ id, method: route.method.toUpperCase(), path, body, nonce: signed.authorization.nonce, header: specHeader(signed, USDT.address) });
+      calls.push({
+        id,
+        method: route.method.toUpperCase(),
+        path,
+        body,
+        nonce: signed.authorization.nonce,
+        header: specHeader(signed, USDT.address),
+      });
     }
     return calls;
   };
 
-  const chain = () => createPublicClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl) });
+  const chain = () =>
+    createPublicClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl) });
   const used = (nonce: Hex) =>
-    chain().readContract({ address: devnet.manifest.tokens.USDT.address as Hex, abi: devStablecoinAbi, functionName: "authorizationState", args: [lender.address, nonce] });
+    chain().readContract({
+      address: devnet.manifest.tokens.USDT.address as Hex,
+      abi: devStablecoinAbi,
+      functionName: "authorizationState",
+      args: [lender.address, nonce],
+    });
 
   /** Each call refused with index_not_current, Retry-After and where indexing stands; none of their authorizations used. */
   const expectRefused = async (indexer: Indexer, calls: Paid[]) => {
@@ -115,20 +162,28 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
 
   /** Current, and at the head: the lenders' funding is in the last blocks, and deferred payments are verified from the index. */
   const caughtUp = (indexer: Indexer) =>
-    waitFor("an index at the head", async () => {
-      const ready = await get(indexer, "/ready");
-      return ready.status === 200 && ready.body.lagBlocks === 0 ? true : undefined;
-    }, indexer);
+    waitFor(
+      "an index at the head",
+      async () => {
+        const ready = await get(indexer, "/ready");
+        return ready.status === 200 && ready.body.lagBlocks === 0 ? true : undefined;
+      },
+      indexer,
+    );
 
   let indexer: Indexer;
 
   it("refuses every paid route during the backfill, charging nothing, and says where indexing stands", async () => {
     proxy.delayMs = 15;
     indexer = await start();
-    const midway = await waitFor("a partial backfill", async () => {
-      const res = await get(indexer, "/api/stats").catch(() => undefined);
-      return res?.status === 200 && res.body.transfers > 0 ? res.body : undefined;
-    }, indexer);
+    const midway = await waitFor(
+      "a partial backfill",
+      async () => {
+        const res = await get(indexer, "/api/stats").catch(() => undefined);
+        return res?.status === 200 && res.body.transfers > 0 ? res.body : undefined;
+      },
+      indexer,
+    );
     expect(midway.indexing).toMatchObject({ ready: false, current: false });
     expect(midway.indexing.percent).toBeLessThan(100);
     // What a person follows the backfill by: from where, how many blocks are left, how fast.
@@ -136,9 +191,12 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     expect(startBlock).toBe(devnet.manifest.startBlock);
     expect(lagBlocks).toBe(headBlock.number - indexedBlock.number);
     expect(lagBlocks).toBeGreaterThan(0);
-    for (const speed of ["blocksPerSecond", "transfersPerSecond"]) expect(midway.indexing[speed] === null || midway.indexing[speed] >= 0, speed).toBe(true);
+    for (const speed of ["blocksPerSecond", "transfersPerSecond"])
+      expect(midway.indexing[speed] === null || midway.indexing[speed] >= 0, speed).toBe(true);
     const later = await get(indexer, "/api/stats");
-    expect(typeof later.body.indexing.transfersPerSecond, "a speed once the route has been called twice").toBe("number");
+    expect(typeof later.body.indexing.transfersPerSecond, "a speed once the route has been called twice").toBe(
+      "number",
+    );
 
     const calls = await paidCalls();
     await expectRefused(indexer, calls);
@@ -147,7 +205,10 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     expect(ready.body).toMatchObject({ ready: false, current: false });
     expect(ready.headers.get("retry-after")).toBeTruthy();
     expect((await get(indexer, "/health")).body).toMatchObject({ status: "ok" });
-    expect((await get(indexer, "/api/health/integrations")).body.integrations.indexer).toMatchObject({ status: "down", current: false });
+    expect((await get(indexer, "/api/health/integrations")).body.integrations.indexer).toMatchObject({
+      status: "down",
+      current: false,
+    });
     const stats = await get(indexer, "/api/stats");
     expect(Object.values(stats.body.payments ?? {}).filter((n) => typeof n === "number" && n > 0)).toEqual([]);
 
@@ -163,7 +224,14 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     if (testDatabase === "postgres") {
       // A replica (its own relayer, anvil #6) over the tables the indexer writes.
       replica = await startIndexer(
-        { DEVNET_MANIFEST: slowManifest, ...slot.env, X402_SETTLEMENT: mode, MAX_LAG_BLOCKS: "10", IPFS_DIR: join(ipfsDir, "replica"), X402_RELAYER_PRIVATE_KEY: anvilDevAccount(6).privateKey },
+        {
+          DEVNET_MANIFEST: slowManifest,
+          ...slot.env,
+          X402_SETTLEMENT: mode,
+          MAX_LAG_BLOCKS: "10",
+          IPFS_DIR: join(ipfsDir, "replica"),
+          X402_RELAYER_PRIVATE_KEY: anvilDevAccount(6).privateKey,
+        },
         { command: "serve" },
       );
       indexers.push(replica);
@@ -175,7 +243,9 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     proxy.hang = true;
     const calls = (await paidCalls()).filter((c) => ["screen", "signals"].includes(c.id));
     // The head cannot be read: how current the index is, is unknown.
-    await waitFor("the stall to be seen", async () => ((await get(indexer, "/ready")).status === 503 ? true : undefined));
+    await waitFor("the stall to be seen", async () =>
+      (await get(indexer, "/ready")).status === 503 ? true : undefined,
+    );
     await expectRefused(indexer, calls);
     proxy.hang = false;
     await caughtUp(indexer);
@@ -184,23 +254,37 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
 
   it("after a SIGKILL and a crash recovery, refuses until the index is whole again, then answers with the right dataAsOf", async () => {
     process.kill(-indexer.child.pid!, "SIGKILL");
-    await new Promise((r) => indexer.child.exitCode !== null || indexer.child.signalCode !== null ? r(undefined) : indexer.child.once("exit", r));
+    await new Promise((r) =>
+      indexer.child.exitCode !== null || indexer.child.signalCode !== null
+        ? r(undefined)
+        : indexer.child.once("exit", r),
+    );
     // The restarted indexer reaches the chain slowly, so that its recovery takes a while.
     proxy.delayMs = 40;
     indexer = await start();
     const calls = await paidCalls();
-    const first = await waitFor("the restarted API", async () => {
-      const res = await get(indexer, "/api/stats").catch(() => undefined);
-      return res?.status === 200 ? res.body : undefined;
-    }, indexer);
+    const first = await waitFor(
+      "the restarted API",
+      async () => {
+        const res = await get(indexer, "/api/stats").catch(() => undefined);
+        return res?.status === 200 ? res.body : undefined;
+      },
+      indexer,
+    );
 
     // Ponder has reverted the tables to its safe checkpoint and cleared its ready flag: the
     // checkpoint it wrote before the crash is not what the tables hold.
     expect(first.indexing).toMatchObject({ ready: false, current: false });
-    await expectRefused(indexer, calls.filter((c) => c.id === "screen"));
+    await expectRefused(
+      indexer,
+      calls.filter((c) => c.id === "screen"),
+    );
     if (replica) {
       expect((await get(replica, "/ready")).body).toMatchObject({ ready: false, current: false });
-      await expectRefused(replica, calls.filter((c) => c.id === "signals"));
+      await expectRefused(
+        replica,
+        calls.filter((c) => c.id === "signals"),
+      );
     }
     proxy.delayMs = 0;
     await caughtUp(indexer);

@@ -16,7 +16,9 @@ import { POSTGRES_URL, testDatabase } from "../support/indexer.ts";
 const name = `settings_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
 const pgliteDir = join(mkdtempSync(join(tmpdir(), "settings-")), "pglite");
 const database: IndexTarget["database"] =
-  testDatabase === "postgres" ? { kind: "postgres", connectionString: Object.assign(new URL(POSTGRES_URL), { pathname: `/${name}` }).toString() } : { kind: "pglite", directory: pgliteDir };
+  testDatabase === "postgres"
+    ? { kind: "postgres", connectionString: Object.assign(new URL(POSTGRES_URL), { pathname: `/${name}` }).toString() }
+    : { kind: "pglite", directory: pgliteDir };
 
 const base: IndexTarget = {
   network: "celo",
@@ -44,10 +46,14 @@ async function exec(sql: string): Promise<void> {
 }
 
 /** What Ponder leaves in a schema it indexed into. */
-const indexInto = (schema: string) => exec(`create schema "${schema}"; create table "${schema}"._ponder_meta (key text primary key, value jsonb)`);
+const indexInto = (schema: string) =>
+  exec(`create schema "${schema}"; create table "${schema}"._ponder_meta (key text primary key, value jsonb)`);
 
 async function refusal(target: IndexTarget): Promise<StartupError> {
-  const error = await guardIndexedSettings(target).then(() => undefined, (e: unknown) => e);
+  const error = await guardIndexedSettings(target).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(StartupError);
   return error as StartupError;
 }
@@ -80,14 +86,23 @@ describe(`indexed settings (${testDatabase})`, () => {
     const error = await refusal({ ...base, startBlock: 53_000_000, reporterStartBlock: 53_000_000 }); // REPORTER_START_BLOCK unset: it follows
     expect(error.exitCode).toBe(EXIT_CONFIG);
     expect(error.message).not.toContain("\n");
-    expect(error.message).toMatch(/^CELO_START_BLOCK \(was 52000000, now 53000000\) changed since schema "reputation" was indexed/);
+    expect(error.message).toMatch(
+      /^CELO_START_BLOCK \(was 52000000, now 53000000\) changed since schema "reputation" was indexed/,
+    );
     expect(error.message).toContain("Set DATABASE_SCHEMA to a new name (e.g. reputation_v2)");
   });
 
   it("names every changed setting at once: reporter, mode and tracked wallets", async () => {
     const tracked = new Set(["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"] as const);
-    const error = await refusal({ ...base, reporters: [...base.reporters, "0x5fbdb2315678afecb367f032d93f642f64180aa3"], reporterStartBlock: 51_000_000, tracked });
-    expect(error.message).toMatch(/^REPORTER_ADDRESS \/ ONCHAIN_REPORTER_ADDRESS, REPORTER_START_BLOCK \(was unset, now 51000000\), INDEX_MODE \(was all, now tracked\), TRACKED_WALLETS \/ TRACKED_WALLETS_FILE changed/);
+    const error = await refusal({
+      ...base,
+      reporters: [...base.reporters, "0x5fbdb2315678afecb367f032d93f642f64180aa3"],
+      reporterStartBlock: 51_000_000,
+      tracked,
+    });
+    expect(error.message).toMatch(
+      /^REPORTER_ADDRESS \/ ONCHAIN_REPORTER_ADDRESS, REPORTER_START_BLOCK \(was unset, now 51000000\), INDEX_MODE \(was all, now tracked\), TRACKED_WALLETS \/ TRACKED_WALLETS_FILE changed/,
+    );
   });
 
   it("indexes a new DATABASE_SCHEMA beside the old one, which keeps its own settings", async () => {

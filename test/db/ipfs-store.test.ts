@@ -1,8 +1,8 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CID } from "multiformats/cid";
 import { base36 } from "multiformats/bases/base36";
+import { CID } from "multiformats/cid";
 import { sha256 } from "multiformats/hashes/sha2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COPIED_MARKER } from "../../api/ipfs/copy-from-disk.ts";
@@ -10,8 +10,8 @@ import { cidOf, type IpfsNode, openIpfs, RAW } from "../../api/ipfs/node.ts";
 import { openServiceIpfs } from "../../api/ipfs/open.ts";
 import { PostgresBlockstore } from "../../api/ipfs/postgres-blockstore.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 import { blockLocation, storedBlock } from "../support/ipfs-blocks.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
 
 // The service's IPFS node as the API opens it for its database (api/ipfs/open.ts): on PGlite on
 // disk in IPFS_DIR (one process); on Postgres in the service store, where every process serves and
@@ -27,7 +27,8 @@ describe(`IPFS content in the service's store (${testDatabase})`, () => {
   /** A service process's node: its own store connection (Postgres: its own pool), as `ponder serve` opens it. */
   const openProcess = async () => {
     const store = await openServiceStore(slot.store);
-    const database = slot.store.kind === "postgres" ? slot.store : { kind: "pglite" as const, directory: slot.env.PGLITE_DIR! };
+    const database =
+      slot.store.kind === "postgres" ? slot.store : { kind: "pglite" as const, directory: slot.env.PGLITE_DIR! };
     const node = await openServiceIpfs({ database, ipfsDirectory }, Promise.resolve(store));
     open.push({ store, node });
     return node;
@@ -100,45 +101,54 @@ describe(`IPFS content in the service's store (${testDatabase})`, () => {
     await closeAll();
   });
 
-  it.runIf(testDatabase === "postgres")("on Postgres, what an older version pinned in IPFS_DIR is copied into the store once, checked against its CID", async () => {
-    const older = join(ipfsDirectory, "older");
-    const disk = await openIpfs(older);
-    const kept = await disk.add(new TextEncoder().encode('{"reportId":"REP-BEFOREUPGR"}'));
-    const forged = await disk.add(new TextEncoder().encode('{"reportId":"REP-FORGEDONDI"}'));
-    await disk.close();
-    const file = (await storedBlock({ kind: "fs", directory: older }, "REP-FORGEDONDI"))!;
-    await file.overwrite(Buffer.from(file.bytes.toString().replace("FORGEDONDI", "FORGEDONDX")));
+  it.runIf(testDatabase === "postgres")(
+    "on Postgres, what an older version pinned in IPFS_DIR is copied into the store once, checked against its CID",
+    async () => {
+      const older = join(ipfsDirectory, "older");
+      const disk = await openIpfs(older);
+      const kept = await disk.add(new TextEncoder().encode('{"reportId":"REP-BEFOREUPGR"}'));
+      const forged = await disk.add(new TextEncoder().encode('{"reportId":"REP-FORGEDONDI"}'));
+      await disk.close();
+      const file = (await storedBlock({ kind: "fs", directory: older }, "REP-FORGEDONDI"))!;
+      await file.overwrite(Buffer.from(file.bytes.toString().replace("FORGEDONDI", "FORGEDONDX")));
 
-    const openFrom = async (directory: string) => {
-      const store = await openServiceStore(slot.store);
-      const node = await openServiceIpfs({ database: slot.store as { kind: "postgres"; connectionString: string }, ipfsDirectory: directory }, Promise.resolve(store));
-      open.push({ store, node });
-      return node;
-    };
-    const node = await openFrom(older);
-    expect(Buffer.from((await node.get(kept))!).toString()).toBe('{"reportId":"REP-BEFOREUPGR"}');
-    expect(await node.get(forged)).toBeUndefined();
-    expect(existsSync(join(older, COPIED_MARKER))).toBe(true);
+      const openFrom = async (directory: string) => {
+        const store = await openServiceStore(slot.store);
+        const node = await openServiceIpfs(
+          { database: slot.store as { kind: "postgres"; connectionString: string }, ipfsDirectory: directory },
+          Promise.resolve(store),
+        );
+        open.push({ store, node });
+        return node;
+      };
+      const node = await openFrom(older);
+      expect(Buffer.from((await node.get(kept))!).toString()).toBe('{"reportId":"REP-BEFOREUPGR"}');
+      expect(await node.get(forged)).toBeUndefined();
+      expect(existsSync(join(older, COPIED_MARKER))).toBe(true);
 
-    // Once: content pinned there later (by an older replica still running) is not copied at a later start.
-    await closeAll();
-    const late = await openIpfs(older);
-    const after = await late.add(new TextEncoder().encode("pinned on disk after the copy"));
-    await late.close();
-    expect(await (await openFrom(older)).get(after)).toBeUndefined();
-    await closeAll();
-  });
+      // Once: content pinned there later (by an older replica still running) is not copied at a later start.
+      await closeAll();
+      const late = await openIpfs(older);
+      const after = await late.add(new TextEncoder().encode("pinned on disk after the copy"));
+      await late.close();
+      expect(await (await openFrom(older)).get(after)).toBeUndefined();
+      await closeAll();
+    },
+  );
 
-  it.runIf(testDatabase === "postgres")("on Postgres, pinning the same content again repairs a damaged block", async () => {
-    const node = await openProcess();
-    const cid = await node.add(small);
-    const block = (await storedBlock(blockLocation(slot.store, ipfsDirectory), '"reputation":71'))!;
-    await block.overwrite(Buffer.from("forged"));
-    await expect(node.get(cid)).rejects.toThrow(/does not match its CID/);
-    expect(await node.add(small)).toBe(cid);
-    expect(await bytesOf(node, cid)).toEqual(Buffer.from(small));
-    await closeAll();
-  });
+  it.runIf(testDatabase === "postgres")(
+    "on Postgres, pinning the same content again repairs a damaged block",
+    async () => {
+      const node = await openProcess();
+      const cid = await node.add(small);
+      const block = (await storedBlock(blockLocation(slot.store, ipfsDirectory), '"reputation":71'))!;
+      await block.overwrite(Buffer.from("forged"));
+      await expect(node.get(cid)).rejects.toThrow(/does not match its CID/);
+      expect(await node.add(small)).toBe(cid);
+      expect(await bytesOf(node, cid)).toEqual(Buffer.from(small));
+      await closeAll();
+    },
+  );
 });
 
 // The blockstore itself, as Helia 7 uses it (interface-blockstore 7), against the real Postgres.
@@ -183,10 +193,13 @@ describe.runIf(testDatabase === "postgres")("PostgresBlockstore", () => {
     expect(await blocks.has(CID.createV1(0x70, a.cid.multihash))).toBe(true);
 
     const b = await block("block b, in chunks");
-    await blocks.put(b.cid, (async function* () {
-      yield b.bytes.subarray(0, 5);
-      yield b.bytes.subarray(5);
-    })());
+    await blocks.put(
+      b.cid,
+      (async function* () {
+        yield b.bytes.subarray(0, 5);
+        yield b.bytes.subarray(5);
+      })(),
+    );
     expect(await read(blocks.get(b.cid))).toBe("block b, in chunks");
 
     await blocks.delete(a.cid);

@@ -12,7 +12,15 @@ import { resolveIndexTarget } from "../../config/target.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import { prepareDevnetData } from "../../scripts/devnet-data.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, POSTGRES_URL, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import {
+  type DatabaseSlot,
+  databaseSlot,
+  type Indexer,
+  POSTGRES_URL,
+  testDatabase,
+  waitFor,
+  waitForBlock,
+} from "../support/indexer.ts";
 import { startLauncher } from "../support/launcher.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
@@ -38,7 +46,8 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
   };
   const baseDatabase = () => decodeURIComponent(new URL(slot.env.DATABASE_URL!).pathname.slice(1));
 
-  const launch = async (manifestPath: string) => (launcher = await startLauncher({ DEVNET_MANIFEST: manifestPath, IPFS_DIR: ipfsDir, ...slot.env }));
+  const launch = async (manifestPath: string) =>
+    (launcher = await startLauncher({ DEVNET_MANIFEST: manifestPath, IPFS_DIR: ipfsDir, ...slot.env }));
   const stop = async () => {
     await launcher?.stop();
     launcher = undefined;
@@ -47,14 +56,22 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
     fetch(`${indexer.url}/api/lender/screen`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-payment": header },
-      body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address, callerAddress: lender.address }),
+      body: JSON.stringify({
+        walletAddress: devnet.manifest.personas.salaried!.address,
+        callerAddress: lender.address,
+      }),
     }).then(async (res) => ({ status: res.status, body: await res.text() }));
   /** A paid call, retried while the index is not current (503: nothing charged, come back later). */
   const paidCall = (indexer: Indexer, header: string) =>
-    waitFor("an answer other than 503", async () => {
-      const answer = await screen(indexer, header);
-      return answer.status === 503 ? undefined : answer;
-    }, indexer, 60_000);
+    waitFor(
+      "an answer other than 503",
+      async () => {
+        const answer = await screen(indexer, header);
+        return answer.status === 503 ? undefined : answer;
+      },
+      indexer,
+      60_000,
+    );
   const head = async (d: TestDevnet) => Number(BigInt(await rpc<string>(d.manifest.rpcUrl, "eth_blockNumber")));
   const readStore = async () => {
     const store = await openServiceStore(slot.store);
@@ -90,11 +107,18 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
     const first = await launch(devnet.manifestPath);
     await waitForBlock(first, devnet.manifest.headBlock);
     const before = await treasuryUsdt();
-    const signed = await Promise.all(Array.from({ length: PAYMENTS }, () => signAuthorization(lender.privateKey, USDT, { to: treasury, value: PRICE })));
+    const signed = await Promise.all(
+      Array.from({ length: PAYMENTS }, () =>
+        signAuthorization(lender.privateKey, USDT, { to: treasury, value: PRICE }),
+      ),
+    );
     const headers = signed.map((s) => specHeader(s, USDT.address));
     const answers = [];
     for (const header of headers) answers.push(await paidCall(first, header));
-    expect(answers.map((a) => a.status), answers.at(-1)!.body).toEqual(headers.map(() => 200));
+    expect(
+      answers.map((a) => a.status),
+      answers.at(-1)!.body,
+    ).toEqual(headers.map(() => 200));
     expect((await treasuryUsdt()) - before).toBe(PRICE * BigInt(PAYMENTS));
     await stop();
 
@@ -109,7 +133,14 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
     expect((await treasuryUsdt()) - before).toBe(PRICE * BigInt(PAYMENTS));
     const chain = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
     for (const { authorization: a } of signed) {
-      expect(await chain.readContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [a.from, a.nonce] })).toBe(true);
+      expect(
+        await chain.readContract({
+          address: USDT.address,
+          abi: devStablecoinAbi,
+          functionName: "authorizationState",
+          args: [a.from, a.nonce],
+        }),
+      ).toBe(true);
     }
     await stop();
     const { payments } = await readStore();
@@ -125,7 +156,10 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
     expect(await prepareDevnetData(target, slot.env.DATABASE_URL)).toBe("new chain");
     const { payments, anchors } = await readStore();
     expect(payments).toEqual([]);
-    const block = await rpc<{ hash: string }>(fresh.manifest.rpcUrl, "eth_getBlockByNumber", [`0x${BigInt(anchors[0]!.blockNumber).toString(16)}`, false]);
+    const block = await rpc<{ hash: string }>(fresh.manifest.rpcUrl, "eth_getBlockByNumber", [
+      `0x${BigInt(anchors[0]!.blockNumber).toString(16)}`,
+      false,
+    ]);
     expect(anchors[0]!.blockHash).toBe(block.hash);
   });
 });

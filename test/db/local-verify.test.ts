@@ -1,6 +1,6 @@
+import { authorizationTypes } from "@x402/evm";
 import { concat, type Hex, hexToBigInt, hexToNumber, keccak256, serializeErc6492Signature, slice, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { authorizationTypes } from "@x402/evm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IndexDb } from "../../api/db.ts";
 import { decodePayment } from "../../api/payments/header.ts";
@@ -14,7 +14,16 @@ import { cancelOnChain, settleOnChain } from "../support/authorizations.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { testDatabase, waitForBlock } from "../support/indexer.ts";
-import { type AuthorizationFields, devnetPaymentSettings, randomNonce, signAuthorization, specHeader, type Token, tokenBalance, v1Header } from "../support/payments.ts";
+import {
+  type AuthorizationFields,
+  devnetPaymentSettings,
+  randomNonce,
+  signAuthorization,
+  specHeader,
+  type Token,
+  tokenBalance,
+  v1Header,
+} from "../support/payments.ts";
 
 // verifyWithoutRpc over the real indexed tables of a devnet whose chain is stopped before the first
 // verification (and whose settings name an RPC endpoint where nothing listens): whatever it
@@ -68,12 +77,21 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
     await env?.stop();
   });
 
-  const sign = (fields: Partial<AuthorizationFields> = {}, token: Token = USDT) => signAuthorization(lender.privateKey, token, { to: treasury, ...fields });
+  const sign = (fields: Partial<AuthorizationFields> = {}, token: Token = USDT) =>
+    signAuthorization(lender.privateKey, token, { to: treasury, ...fields });
   /** The core's order: decode the header, the local checks (which find the token), then verifyWithoutRpc. */
   const verify = async (header: string, options: { unsettled?: bigint; state?: PayerState } = {}) => {
     const attempt = decodePayment({ xPayment: header }, settings.maxHeaderBytes)!;
     const token = await checkPayment(attempt, PRICES.screen, settings, undefined, Math.floor(Date.now() / 1000));
-    return { attempt, token, result: await verifyWithoutRpc(attempt, token, { settings, state: options.state ?? state, unsettled: options.unsettled ?? 0n }) };
+    return {
+      attempt,
+      token,
+      result: await verifyWithoutRpc(attempt, token, {
+        settings,
+        state: options.state ?? state,
+        unsettled: options.unsettled ?? 0n,
+      }),
+    };
   };
   const spec = (signed: Signed, token: Token = USDT) => specHeader(signed, token.address);
   const withSignature = (signed: Signed, signature: Hex): Signed => ({ ...signed, signature });
@@ -83,8 +101,16 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
     expect(result).toEqual(x402Payment(attempt, token, settings));
     if (result === "needs_rpc") throw new Error("unreachable");
     expect(result.payer).toBe(lender.address);
-    expect(result.payload.payload).toEqual({ signature: attempt.signature, authorization: expect.objectContaining({ from: lender.address, to: treasury, value: "10000" }) });
-    expect(result.requirements).toMatchObject({ scheme: "exact", network: "eip155:42220", amount: "10000", extra: { name: USDT.name, version: USDT.version } });
+    expect(result.payload.payload).toEqual({
+      signature: attempt.signature,
+      authorization: expect.objectContaining({ from: lender.address, to: treasury, value: "10000" }),
+    });
+    expect(result.requirements).toMatchObject({
+      scheme: "exact",
+      network: "eip155:42220",
+      amount: "10000",
+      extra: { name: USDT.name, version: USDT.version },
+    });
   });
 
   it("verifies in either token, and an x402 v1 payment whose token is found from its signature", async () => {
@@ -113,7 +139,9 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
     const header = spec(await sign({ value }));
     // Exactly covered: verifies.
     expect(await verify(header, { unsettled: chainBalance - value })).toMatchObject({ result: { amount: value } });
-    await expect(verify(header, { unsettled: chainBalance - value + 1n })).rejects.toMatchObject({ code: "insufficient_balance" });
+    await expect(verify(header, { unsettled: chainBalance - value + 1n })).rejects.toMatchObject({
+      code: "insufficient_balance",
+    });
   });
 
   it("leaves a signature by another key to the chain (it may be a contract wallet's), and refuses a malleated one the token would refuse: invalid_signature", async () => {
@@ -129,7 +157,11 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
     const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
     const s = hexToBigInt(slice(signed.signature, 32, 64));
     const v = hexToNumber(slice(signed.signature, 64, 65));
-    const malleated = concat([slice(signed.signature, 0, 32), toHex(n - s, { size: 32 }), toHex(v === 27 ? 28 : 27, { size: 1 })]);
+    const malleated = concat([
+      slice(signed.signature, 0, 32),
+      toHex(n - s, { size: 32 }),
+      toHex(v === 27 ? 28 : 27, { size: 1 }),
+    ]);
     await expect(verify(spec(withSignature(signed, malleated)))).rejects.toMatchObject({ code: "invalid_signature" });
   });
 

@@ -7,10 +7,9 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { mount } from "../../api/http/mount.ts";
-import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
-import { createFacilitator } from "../../api/payments/facilitator.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
+import { createFacilitator } from "../../api/payments/facilitator.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { screenRoute } from "../../api/screen/route.ts";
 import { payment } from "../../api/store/schema.ts";
@@ -20,8 +19,19 @@ import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
-import { devnetPaymentSettings, nowSeconds, randomNonce, signAuthorization, specHeader, type Token, tokenBalance, v1Header, v2Header } from "../support/payments.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
+import { paidApp } from "../support/paid-app.ts";
+import {
+  devnetPaymentSettings,
+  nowSeconds,
+  randomNonce,
+  signAuthorization,
+  specHeader,
+  type Token,
+  tokenBalance,
+  v1Header,
+  v2Header,
+} from "../support/payments.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 
 // The payment guard on a real chain and a real store: every way a payment can be wrong, replays,
@@ -51,7 +61,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
         const { walletAddress } = c.req.valid("json");
         if (walletAddress === failingBorrower) throw new Error("handler failed");
         if (walletAddress === rpcDownBorrower) proxy.down = true;
-        return c.json({ paidData: `screen of ${walletAddress}`, at: Date.now(), x402Billing: x402Billing(c.var.billing) }) as never;
+        return c.json({
+          paidData: `screen of ${walletAddress}`,
+          at: Date.now(),
+          x402Billing: x402Billing(c.var.billing),
+        }) as never;
       });
       mount(app, signalRoute, (c) => c.json({ value: 42, billing: x402Billing(c.var.billing) }) as never);
     });
@@ -60,8 +74,16 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   let app: ReturnType<typeof appWith>;
   let payments: PaymentCore;
 
-  const screen = (headers: Record<string, string>, body: unknown = { walletAddress: borrower, callerAddress: lender.address }, target = app) =>
-    target.request("/api/lender/screen", { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const screen = (
+    headers: Record<string, string>,
+    body: unknown = { walletAddress: borrower, callerAddress: lender.address },
+    target = app,
+  ) =>
+    target.request("/api/lender/screen", {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
 
   const chain = () => createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
   const balances = async () => ({
@@ -71,7 +93,12 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     lenderUsdc: await tokenBalance(devnet.manifest.rpcUrl, USDC.address, lender.address),
   });
   const nonceUsed = (token: Token, from: Hex, nonce: Hex) =>
-    chain().readContract({ address: token.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [from, nonce] });
+    chain().readContract({
+      address: token.address,
+      abi: devStablecoinAbi,
+      functionName: "authorizationState",
+      args: [from, nonce],
+    });
   const ledgerRows = async () => (await store.db.select().from(payment)) as (typeof payment.$inferSelect)[];
 
   const usedNonce = randomNonce();
@@ -92,7 +119,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     app = appWith(payments);
 
     // One authorization used on chain directly and one cancelled, before any figure is taken.
-    const wallet = createWalletClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl), account: privateKeyToAccount(lender.privateKey) });
+    const wallet = createWalletClient({
+      chain: devnetChain(devnet.manifest.rpcUrl),
+      transport: http(devnet.manifest.rpcUrl),
+      account: privateKeyToAccount(lender.privateKey),
+    });
     const direct = await signAuthorization(lender.privateKey, USDT, { to: treasury, value: 10_000n, nonce: usedNonce });
     const a = direct.authorization;
     await chain().waitForTransactionReceipt({
@@ -105,12 +136,22 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     });
     const cancel = await privateKeyToAccount(lender.privateKey).signTypedData({
       domain: { name: USDT.name, version: USDT.version, chainId: 42220, verifyingContract: USDT.address },
-      types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+      types: {
+        CancelAuthorization: [
+          { name: "authorizer", type: "address" },
+          { name: "nonce", type: "bytes32" },
+        ],
+      },
       primaryType: "CancelAuthorization",
       message: { authorizer: lender.address, nonce: cancelledNonce },
     });
     await chain().waitForTransactionReceipt({
-      hash: await wallet.writeContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [lender.address, cancelledNonce, cancel] }),
+      hash: await wallet.writeContract({
+        address: USDT.address,
+        abi: devStablecoinAbi,
+        functionName: "cancelAuthorization",
+        args: [lender.address, cancelledNonce, cancel],
+      }),
     });
   }, 240_000);
 
@@ -121,76 +162,297 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     await devnet?.stop();
   });
 
-  const sign = (fields: Parameters<typeof signAuthorization>[2], token: Token = USDT, key: Hex = lender.privateKey, chainId?: number) => signAuthorization(key, token, fields, chainId);
-  const spec = async (fields: Partial<Parameters<typeof signAuthorization>[2]> = {}, token: Token = USDT, key?: Hex, chainId?: number) =>
-    ({ "x-payment": specHeader(await sign({ to: treasury, ...fields }, token, key, chainId), token.address) });
-  const validSpecObject = async () => JSON.parse(specHeader(await sign({ to: treasury }), USDT.address)) as Record<string, unknown>;
-  const b64 = (value: unknown) => Buffer.from(typeof value === "string" ? value : JSON.stringify(value)).toString("base64");
+  const sign = (
+    fields: Parameters<typeof signAuthorization>[2],
+    token: Token = USDT,
+    key: Hex = lender.privateKey,
+    chainId?: number,
+  ) => signAuthorization(key, token, fields, chainId);
+  const spec = async (
+    fields: Partial<Parameters<typeof signAuthorization>[2]> = {},
+    token: Token = USDT,
+    key?: Hex,
+    chainId?: number,
+  ) => ({ "x-payment": specHeader(await sign({ to: treasury, ...fields }, token, key, chainId), token.address) });
+  const validSpecObject = async () =>
+    JSON.parse(specHeader(await sign({ to: treasury }), USDT.address)) as Record<string, unknown>;
+  const b64 = (value: unknown) =>
+    Buffer.from(typeof value === "string" ? value : JSON.stringify(value)).toString("base64");
 
-  type BadCase = [name: string, headers: () => Promise<Record<string, string>>, status: number, code: string, body?: unknown];
+  type BadCase = [
+    name: string,
+    headers: () => Promise<Record<string, string>>,
+    status: number,
+    code: string,
+    body?: unknown,
+  ];
   const badPayments: BadCase[] = [
     ["missing header", async () => ({}), 402, "payment_required"],
     ["X-PAYMENT not JSON", async () => ({ "x-payment": "{from: lender}" }), 400, "payment_malformed"],
     ["X-PAYMENT not base64", async () => ({ "x-payment": "%%% not base64 %%%" }), 400, "payment_malformed"],
     ["base64 of text that is not JSON", async () => ({ "x-payment": b64("hello there") }), 400, "payment_malformed"],
-    ["base64 JSON of an unknown x402Version", async () => ({ "x-payment": b64({ x402Version: 3 }) }), 400, "payment_malformed"],
+    [
+      "base64 JSON of an unknown x402Version",
+      async () => ({ "x-payment": b64({ x402Version: 3 }) }),
+      400,
+      "payment_malformed",
+    ],
     ["base64 JSON array", async () => ({ "x-payment": b64([1, 2]) }), 400, "payment_malformed"],
-    ["v1 without payload", async () => ({ "x-payment": b64({ x402Version: 1, scheme: "exact", network: "celo" }) }), 400, "payment_malformed"],
-    ["v2 without accepted", async () => ({ "payment-signature": b64({ x402Version: 2, payload: {} }) }), 400, "payment_malformed"],
-    ["PAYMENT-SIGNATURE holding raw JSON", async () => ({ "payment-signature": JSON.stringify(await validSpecObject()) }), 400, "payment_malformed"],
+    [
+      "v1 without payload",
+      async () => ({ "x-payment": b64({ x402Version: 1, scheme: "exact", network: "celo" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "v2 without accepted",
+      async () => ({ "payment-signature": b64({ x402Version: 2, payload: {} }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "PAYMENT-SIGNATURE holding raw JSON",
+      async () => ({ "payment-signature": JSON.stringify(await validSpecObject()) }),
+      400,
+      "payment_malformed",
+    ],
     ["empty X-PAYMENT", async () => ({ "x-payment": "" }), 400, "payment_malformed"],
     ["both headers at once", async () => ({ ...(await spec()), "payment-signature": "abc" }), 400, "payment_malformed"],
-    ["value as a number", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: 10000 }) }), 400, "payment_malformed"],
-    ["value as hex", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "0x2710" }) }), 400, "payment_malformed"],
-    ["value with decimals", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "10000.5" }) }), 400, "payment_malformed"],
-    ["value empty", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "" }) }), 400, "payment_malformed"],
-    ["value beyond uint256", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "9".repeat(78) }) }), 400, "payment_malformed"],
-    ["validBefore negative", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), validBefore: "-1" }) }), 400, "payment_malformed"],
-    ["validAfter as a number", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), validAfter: 0 }) }), 400, "payment_malformed"],
-    ["nonce too short", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), nonce: "0x1234" }) }), 400, "payment_malformed"],
-    ["from not an address", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: "lender" }) }), 400, "payment_malformed"],
-    ["to missing", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), to: undefined }) }), 400, "payment_malformed"],
-    ["token missing", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), token: undefined }) }), 400, "payment_malformed"],
-    ["signature missing", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: undefined }) }), 400, "payment_malformed"],
-    ["signature not hex", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: "signed-by-me" }) }), 400, "payment_malformed"],
-    ["signature of 64 bytes", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"ab".repeat(64)}` }) }), 400, "payment_malformed"],
-    ["header too large", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), memo: "x".repeat(6000) }) }), 431, "payment_header_too_large"],
-    ["random signature", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }) }), 402, "invalid_signature"],
-    ["signature with a byte of r flipped", async () => {
-      const o = await validSpecObject();
-      const sig = String(o.signature);
-      const flipped = (Number.parseInt(sig.slice(2, 4), 16) ^ 0xff).toString(16).padStart(2, "0");
-      return { "x-payment": JSON.stringify({ ...o, signature: `0x${flipped}${sig.slice(4)}` }) };
-    }, 402, "invalid_signature"],
-    ["signed by someone else", async () => spec({ from: lender.address.toLowerCase() as Hex }, USDT, lender2.privateKey), 402, "invalid_signature"],
-    ["from the zero address", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: zeroAddress }) }), 402, "invalid_signature", { walletAddress: borrower }],
-    ["value changed after signing", async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "10001" }) }), 402, "invalid_signature"],
+    [
+      "value as a number",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: 10000 }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "value as hex",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "0x2710" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "value with decimals",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "10000.5" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "value empty",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "value beyond uint256",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "9".repeat(78) }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "validBefore negative",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), validBefore: "-1" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "validAfter as a number",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), validAfter: 0 }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "nonce too short",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), nonce: "0x1234" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "from not an address",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: "lender" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "to missing",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), to: undefined }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "token missing",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), token: undefined }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "signature missing",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: undefined }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "signature not hex",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: "signed-by-me" }) }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "signature of 64 bytes",
+      async () => ({
+        "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"ab".repeat(64)}` }),
+      }),
+      400,
+      "payment_malformed",
+    ],
+    [
+      "header too large",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), memo: "x".repeat(6000) }) }),
+      431,
+      "payment_header_too_large",
+    ],
+    [
+      "random signature",
+      async () => ({
+        "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }),
+      }),
+      402,
+      "invalid_signature",
+    ],
+    [
+      "signature with a byte of r flipped",
+      async () => {
+        const o = await validSpecObject();
+        const sig = String(o.signature);
+        const flipped = (Number.parseInt(sig.slice(2, 4), 16) ^ 0xff).toString(16).padStart(2, "0");
+        return { "x-payment": JSON.stringify({ ...o, signature: `0x${flipped}${sig.slice(4)}` }) };
+      },
+      402,
+      "invalid_signature",
+    ],
+    [
+      "signed by someone else",
+      async () => spec({ from: lender.address.toLowerCase() as Hex }, USDT, lender2.privateKey),
+      402,
+      "invalid_signature",
+    ],
+    [
+      "from the zero address",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), from: zeroAddress }) }),
+      402,
+      "invalid_signature",
+      { walletAddress: borrower },
+    ],
+    [
+      "value changed after signing",
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), value: "10001" }) }),
+      402,
+      "invalid_signature",
+    ],
     ["signed for another chain", async () => spec({}, USDT, undefined, 1), 402, "invalid_signature"],
-    ["signed over USDT's domain, presented as USDC", async () => ({ "x-payment": specHeader(await sign({ to: treasury }, USDT), USDC.address) }), 402, "invalid_signature"],
-    ["v1 with a bad signature", async () => ({ "x-payment": v1Header({ ...(await sign({ to: treasury })), signature: `0x${"22".repeat(65)}` }) }), 402, "invalid_signature"],
-    ["v2 on another network", async () => ({ "payment-signature": v2Header(await sign({ to: treasury }), USDT, treasury, "eip155:1") }), 402, "unsupported_network"],
-    ["v1 on another network", async () => ({ "x-payment": v1Header(await sign({ to: treasury }), "base") }), 402, "unsupported_network"],
-    ["v2 with another scheme", async () => {
-      const header = JSON.parse(Buffer.from(v2Header(await sign({ to: treasury }), USDT, treasury), "base64").toString());
-      header.accepted.scheme = "upto";
-      return { "payment-signature": b64(header) };
-    }, 402, "unsupported_scheme"],
-    ["a token that is not accepted", async () => ({ "x-payment": specHeader(await sign({ to: treasury }), "0x1111111111111111111111111111111111111111") }), 402, "unsupported_token"],
-    ["v2 naming a token that is not accepted", async () => ({ "payment-signature": v2Header(await sign({ to: treasury }), { ...USDT, address: "0x2222222222222222222222222222222222222222" }, treasury) }), 402, "unsupported_token"],
-    ["paying the wrong recipient", async () => spec({ to: lender2.address.toLowerCase() as Hex }), 402, "wrong_recipient"],
-    ["v2 paying the wrong recipient", async () => ({ "payment-signature": v2Header(await sign({ to: lender2.address.toLowerCase() as Hex }), USDT, lender2.address) }), 402, "wrong_recipient"],
+    [
+      "signed over USDT's domain, presented as USDC",
+      async () => ({ "x-payment": specHeader(await sign({ to: treasury }, USDT), USDC.address) }),
+      402,
+      "invalid_signature",
+    ],
+    [
+      "v1 with a bad signature",
+      async () => ({ "x-payment": v1Header({ ...(await sign({ to: treasury })), signature: `0x${"22".repeat(65)}` }) }),
+      402,
+      "invalid_signature",
+    ],
+    [
+      "v2 on another network",
+      async () => ({ "payment-signature": v2Header(await sign({ to: treasury }), USDT, treasury, "eip155:1") }),
+      402,
+      "unsupported_network",
+    ],
+    [
+      "v1 on another network",
+      async () => ({ "x-payment": v1Header(await sign({ to: treasury }), "base") }),
+      402,
+      "unsupported_network",
+    ],
+    [
+      "v2 with another scheme",
+      async () => {
+        const header = JSON.parse(
+          Buffer.from(v2Header(await sign({ to: treasury }), USDT, treasury), "base64").toString(),
+        );
+        header.accepted.scheme = "upto";
+        return { "payment-signature": b64(header) };
+      },
+      402,
+      "unsupported_scheme",
+    ],
+    [
+      "a token that is not accepted",
+      async () => ({
+        "x-payment": specHeader(await sign({ to: treasury }), "0x1111111111111111111111111111111111111111"),
+      }),
+      402,
+      "unsupported_token",
+    ],
+    [
+      "v2 naming a token that is not accepted",
+      async () => ({
+        "payment-signature": v2Header(
+          await sign({ to: treasury }),
+          { ...USDT, address: "0x2222222222222222222222222222222222222222" },
+          treasury,
+        ),
+      }),
+      402,
+      "unsupported_token",
+    ],
+    [
+      "paying the wrong recipient",
+      async () => spec({ to: lender2.address.toLowerCase() as Hex }),
+      402,
+      "wrong_recipient",
+    ],
+    [
+      "v2 paying the wrong recipient",
+      async () => ({
+        "payment-signature": v2Header(await sign({ to: lender2.address.toLowerCase() as Hex }), USDT, lender2.address),
+      }),
+      402,
+      "wrong_recipient",
+    ],
     ["underpaid by one unit", async () => spec({ value: 9_999n }), 402, "insufficient_amount"],
     ["zero value", async () => spec({ value: 0n }), 402, "insufficient_amount"],
-    ["v1 underpaid", async () => ({ "x-payment": v1Header(await sign({ to: treasury, value: 5_000n })) }), 402, "insufficient_amount"],
+    [
+      "v1 underpaid",
+      async () => ({ "x-payment": v1Header(await sign({ to: treasury, value: 5_000n })) }),
+      402,
+      "insufficient_amount",
+    ],
     ["over the per-call maximum", async () => spec({ value: 2_000_000n }), 402, "amount_too_large"],
     ["expired", async () => spec({ validBefore: nowSeconds() - 10n }), 402, "authorization_expired"],
     ["expiring within seconds", async () => spec({ validBefore: nowSeconds() + 2n }), 402, "authorization_expired"],
     ["not yet valid", async () => spec({ validAfter: nowSeconds() + 120n }), 402, "authorization_not_yet_valid"],
-    ["validity window too long", async () => spec({ validBefore: nowSeconds() + 86_400n }), 402, "authorization_window_too_long"],
+    [
+      "validity window too long",
+      async () => spec({ validBefore: nowSeconds() + 86_400n }),
+      402,
+      "authorization_window_too_long",
+    ],
     ["nonce already used on chain", async () => spec({ nonce: usedNonce }), 402, "nonce_already_used"],
     ["nonce cancelled on chain", async () => spec({ nonce: cancelledNonce }), 402, "nonce_already_used"],
-    ["payer without balance", async () => spec({}, USDT, broke), 402, "insufficient_balance", { walletAddress: borrower }],
-    ["callerAddress is not the payer", async () => spec(), 400, "caller_mismatch", { walletAddress: borrower, callerAddress: "0x000000000000000000000000000000000000ca11" }],
+    [
+      "payer without balance",
+      async () => spec({}, USDT, broke),
+      402,
+      "insufficient_balance",
+      { walletAddress: borrower },
+    ],
+    [
+      "callerAddress is not the payer",
+      async () => spec(),
+      400,
+      "caller_mismatch",
+      { walletAddress: borrower, callerAddress: "0x000000000000000000000000000000000000ca11" },
+    ],
   ];
 
   it(`refuses ${badPayments.length} bad payments with their status and code, moving no money and returning no data`, async () => {
@@ -200,7 +462,12 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     const seen: string[] = [];
     for (const [name, headers, status, code, body] of badPayments) {
       const res = await screen(await headers(), body ?? { walletAddress: borrower, callerAddress: lender.address });
-      const json = (await res.json()) as { code?: string; error?: string | { code: string }; accepts?: unknown[]; paidData?: string };
+      const json = (await res.json()) as {
+        code?: string;
+        error?: string | { code: string };
+        accepts?: unknown[];
+        paidData?: string;
+      };
       const got = typeof json.error === "string" ? json.code : json.error?.code;
       seen.push(`${name}: ${res.status} ${got}`);
       expect(`${name}: ${res.status} ${got}`).toBe(`${name}: ${status} ${code}`);
@@ -222,7 +489,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       ["X-PAYMENT JSON, USDC", () => spec({}, USDC), USDC],
       ["x402 v1, USDT", async () => ({ "x-payment": v1Header(await sign({ to: treasury })) }), USDT],
       ["x402 v1, USDC", async () => ({ "x-payment": v1Header(await sign({ to: treasury }, USDC)) }), USDC],
-      ["x402 v2, USDC", async () => ({ "payment-signature": v2Header(await sign({ to: treasury }, USDC), USDC, treasury) }), USDC],
+      [
+        "x402 v2, USDC",
+        async () => ({ "payment-signature": v2Header(await sign({ to: treasury }, USDC), USDC, treasury) }),
+        USDC,
+      ],
     ];
     for (const [name, headers, token] of cases) {
       const before = await balances();
@@ -230,7 +501,13 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       expect(res.status, name).toBe(200);
       const body = (await res.json()) as { paidData: string; x402Billing: Record<string, string> };
       expect(body.paidData).toContain(borrower);
-      expect(body.x402Billing).toMatchObject({ chargedUsdt: "0.01", chargedUnits: "10000", token: token.symbol, chain: "eip155:42220", payer: lender.address.toLowerCase() });
+      expect(body.x402Billing).toMatchObject({
+        chargedUsdt: "0.01",
+        chargedUnits: "10000",
+        token: token.symbol,
+        chain: "eip155:42220",
+        payer: lender.address.toLowerCase(),
+      });
       const receipt = decodePaymentResponseHeader(res.headers.get("payment-response")!);
       expect(res.headers.get("x-payment-response")).toBe(res.headers.get("payment-response"));
       expect(receipt).toMatchObject({ success: true, network: "eip155:42220" });
@@ -244,7 +521,13 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     const rows = await ledgerRows();
     expect(rows).toHaveLength(cases.length);
     for (const row of rows) {
-      expect(row).toMatchObject({ status: "settled", amount: "10000", payer: lender.address.toLowerCase(), route: "POST /api/lender/screen", subject: borrower });
+      expect(row).toMatchObject({
+        status: "settled",
+        amount: "10000",
+        payer: lender.address.toLowerCase(),
+        route: "POST /api/lender/screen",
+        subject: borrower,
+      });
       expect(row.transaction).toMatch(/^0x[0-9a-f]{64}$/);
     }
     expect(new Set(rows.map((r) => r.encoding))).toEqual(new Set(["x-payment-json", "x402-v1", "x402-v2"]));
@@ -284,7 +567,13 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     const id = `pay_${randomNonce().slice(2, 34)}`;
     const withId = async (paymentId: string, body?: unknown) => {
       const signed = await sign({ to: treasury });
-      return { nonce: signed.authorization.nonce, res: await screen({ "x-payment": JSON.stringify({ ...JSON.parse(specHeader(signed, USDT.address)), paymentId }) }, body) };
+      return {
+        nonce: signed.authorization.nonce,
+        res: await screen(
+          { "x-payment": JSON.stringify({ ...JSON.parse(specHeader(signed, USDT.address)), paymentId }) },
+          body,
+        ),
+      };
     };
     const before = await balances();
     const first = await withId(id);
@@ -298,18 +587,29 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(await nonceUsed(USDT, lender.address, retry.nonce)).toBe(false);
     expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
     // The same id on another request is refused, and charges nothing.
-    const other = await withId(id, { walletAddress: "0x00000000000000000000000000000000000b0b01", callerAddress: lender.address });
-    expect([other.res.status, ((await other.res.json()) as { error: { code: string } }).error.code]).toEqual([409, "payment_id_reused"]);
+    const other = await withId(id, {
+      walletAddress: "0x00000000000000000000000000000000000b0b01",
+      callerAddress: lender.address,
+    });
+    expect([other.res.status, ((await other.res.json()) as { error: { code: string } }).error.code]).toEqual([
+      409,
+      "payment_id_reused",
+    ]);
     expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
     // The 402 declares the extension.
     const unpaid = await screen({});
-    expect(((await unpaid.json()) as { extensions: Record<string, unknown> }).extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
+    expect(
+      ((await unpaid.json()) as { extensions: Record<string, unknown> }).extensions["payment-identifier"],
+    ).toMatchObject({ info: { required: false } });
   });
 
   it("settles nothing when the handler fails", async () => {
     const signed = await sign({ to: treasury });
     const before = await balances();
-    const res = await screen({ "x-payment": specHeader(signed, USDT.address) }, { walletAddress: failingBorrower, callerAddress: lender.address });
+    const res = await screen(
+      { "x-payment": specHeader(signed, USDT.address) },
+      { walletAddress: failingBorrower, callerAddress: lender.address },
+    );
     expect(res.status).toBe(500);
     expect(await nonceUsed(USDT, lender.address, signed.authorization.nonce)).toBe(false);
     expect(await balances()).toEqual(before);
@@ -318,7 +618,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   });
 
   it("returns no data and records no settlement when the relayer has no gas, then settles the same payment once it can", async () => {
-    const broke = createPayments(settings, store.db, createFacilitator({ ...settings, settlement: { mode: "self", relayerKey: generatePrivateKey() } }));
+    const broke = createPayments(
+      settings,
+      store.db,
+      createFacilitator({ ...settings, settlement: { mode: "self", relayerKey: generatePrivateKey() } }),
+    );
     const headers = await spec();
     const before = await balances();
     const res = await screen(headers, undefined, appWith(broke));
@@ -337,12 +641,19 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   });
 
   it("takes over a claim abandoned by a request that died before settling, and settles it once", async () => {
-    const noGas = createPayments(settings, store.db, createFacilitator({ ...settings, settlement: { mode: "self", relayerKey: generatePrivateKey() } }));
+    const noGas = createPayments(
+      settings,
+      store.db,
+      createFacilitator({ ...settings, settlement: { mode: "self", relayerKey: generatePrivateKey() } }),
+    );
     const headers = await spec();
     const nonce = JSON.parse(headers["x-payment"]!).nonce as string;
     expect((await screen(headers, undefined, appWith(noGas))).status).toBe(402);
     // As a replica that crashed between its claim and settlement leaves it: pending, minutes old.
-    await store.db.update(payment).set({ status: "pending", updatedAt: new Date(Date.now() - 5 * 60_000) }).where(eq(payment.nonce, nonce));
+    await store.db
+      .update(payment)
+      .set({ status: "pending", updatedAt: new Date(Date.now() - 5 * 60_000) })
+      .where(eq(payment.nonce, nonce));
     const before = await balances();
     const [a, b] = await Promise.all([screen(headers), screen(headers)]);
     expect([a.status, b.status]).toEqual([200, 200]);
@@ -354,7 +665,10 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   it("returns no data and records no settlement when the RPC goes down before settlement", async () => {
     const signed = await sign({ to: treasury });
     const before = await balances();
-    const res = await screen({ "x-payment": specHeader(signed, USDT.address) }, { walletAddress: rpcDownBorrower, callerAddress: lender.address });
+    const res = await screen(
+      { "x-payment": specHeader(signed, USDT.address) },
+      { walletAddress: rpcDownBorrower, callerAddress: lender.address },
+    );
     proxy.down = false;
     expect([402, 503]).toContain(res.status);
     const body = (await res.json()) as { code: string; paidData?: string };
@@ -362,7 +676,9 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     expect(body.paidData).toBeUndefined();
     expect(await nonceUsed(USDT, lender.address, signed.authorization.nonce)).toBe(false);
     expect(await balances()).toEqual(before);
-    expect((await ledgerRows()).find((r) => r.nonce === signed.authorization.nonce)).toMatchObject({ status: "failed" });
+    expect((await ledgerRows()).find((r) => r.nonce === signed.authorization.nonce)).toMatchObject({
+      status: "failed",
+    });
   });
 
   it("settles through a remote x402 facilitator named by URL", async () => {
@@ -375,9 +691,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       calls.push(`${req.method} ${req.url}`);
       const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : {};
       const answer =
-        req.url === "/verify" ? await local.verify(body.paymentPayload, body.paymentRequirements)
-        : req.url === "/settle" ? await local.settle(body.paymentPayload, body.paymentRequirements)
-        : await local.getSupported();
+        req.url === "/verify"
+          ? await local.verify(body.paymentPayload, body.paymentRequirements)
+          : req.url === "/settle"
+            ? await local.settle(body.paymentPayload, body.paymentRequirements)
+            : await local.getSupported();
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -393,7 +711,11 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       expect((await balances()).treasuryUsdt - before.treasuryUsdt).toBe(10_000n);
 
       // A refusal from the remote facilitator is ours to explain: the same stable codes.
-      const bad = await screen({ "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }) }, undefined, viaRemote);
+      const bad = await screen(
+        { "x-payment": JSON.stringify({ ...(await validSpecObject()), signature: `0x${"11".repeat(65)}` }) },
+        undefined,
+        viaRemote,
+      );
       expect(bad.status).toBe(402);
       expect(((await bad.json()) as { code: string }).code).toBe("invalid_signature");
     } finally {
@@ -405,7 +727,9 @@ describe(`x402 payment guard (${testDatabase})`, () => {
   it("makes a single-signal read free to a payer who screened that wallet, and only to them", async () => {
     const wallet = "0x00000000000000000000000000000000005157a1" as Hex;
     const read = async (key: Hex) =>
-      app.request(`/api/wallet/${wallet}/signals/drainSharePct`, { headers: { "x-payment": specHeader(await sign({ to: treasury }, USDT, key), USDT.address) } });
+      app.request(`/api/wallet/${wallet}/signals/drainSharePct`, {
+        headers: { "x-payment": specHeader(await sign({ to: treasury }, USDT, key), USDT.address) },
+      });
 
     const before = await balances();
     const beforeFirst = await read(lender.privateKey);

@@ -1,14 +1,14 @@
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
+import { routeName } from "../../api/http/declare.ts";
 import { reportRoute, revokeUnpaidReports, UNPAID_REASON } from "../../api/passport/report-route.ts";
 import { createReporter } from "../../api/passport/reporter.ts";
-import { routeName } from "../../api/http/declare.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { keyOf } from "../../api/payments/reconcile.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 import { devnetPaymentSettings, nowSeconds, randomNonce } from "../support/payments.ts";
 
 // The report route names its passport in the ledger row before publishing it. If the process dies
@@ -34,8 +34,15 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
 
   it("is revoked on chain by the reconciler, from the reference its ledger row recorded", async () => {
     const { rpcUrl, reporter: deployed, service, lenders, personas } = devnet.manifest;
-    const reporter = createReporter({ rpcUrl, contract: deployed.address, privateKey: service.reporter.privateKey as Hex, original: null });
-    const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, { onOutcome: revokeUnpaidReports(reporter) });
+    const reporter = createReporter({
+      rpcUrl,
+      contract: deployed.address,
+      privateKey: service.reporter.privateKey as Hex,
+      original: null,
+    });
+    const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, {
+      onOutcome: revokeUnpaidReports(reporter),
+    });
     const payer = lenders[0]!.address as Hex;
     const reportId = "REP-CRASHED001";
 
@@ -56,9 +63,25 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     expect(await payments.ledger.claim(entry)).toBe(true);
     await payments.ledger.reference(entry, reportId);
     await reporter.exclusive(() =>
-      reporter.publish({ wallet: personas.salaried!.address, buyer: payer, reputationScore: 70, financialHealthScore: 70, loanCapacity: "1000", reportId, reportHash: "bafkreiexample", expiresAt: nowSeconds() + 86_400n, supersedes: "" }),
+      reporter.publish({
+        wallet: personas.salaried!.address,
+        buyer: payer,
+        reputationScore: 70,
+        financialHealthScore: 70,
+        loanCapacity: "1000",
+        reportId,
+        reportHash: "bafkreiexample",
+        expiresAt: nowSeconds() + 86_400n,
+        supersedes: "",
+      }),
     );
-    const status = () => createPublicClient({ transport: http(rpcUrl) }).readContract({ address: deployed.address, abi: reputationReporterAbi, functionName: "reportStatus", args: [reportId] });
+    const status = () =>
+      createPublicClient({ transport: http(rpcUrl) }).readContract({
+        address: deployed.address,
+        abi: reputationReporterAbi,
+        functionName: "reportStatus",
+        args: [reportId],
+      });
     expect((await status())[1]).toBe(false);
 
     // A later sweep (ABANDONED_AFTER_MS passed: the row is read as its request died) decides it.

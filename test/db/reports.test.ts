@@ -19,7 +19,10 @@ describe(`passport attestations (${testDatabase})`, () => {
   let indexer: Indexer;
 
   const reporter = () => {
-    const { publicClient, walletClient } = devnetClients(devnet.manifest.rpcUrl, devnet.manifest.service.reporter.privateKey as Hex);
+    const { publicClient, walletClient } = devnetClients(
+      devnet.manifest.rpcUrl,
+      devnet.manifest.service.reporter.privateKey as Hex,
+    );
     const send = async (hash: Promise<Hex>) => {
       const receipt = await publicClient.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
       expect(receipt.status).toBe("success");
@@ -28,10 +31,42 @@ describe(`passport attestations (${testDatabase})`, () => {
     const address = devnet.manifest.reporter.address;
     return {
       publish: (wallet: string, id: string, hash: string) =>
-        send(walletClient.writeContract({ address, abi: reputationReporterAbi, functionName: "publishFinancialReport", args: [wallet as Hex, devnet.manifest.lenders[0]!.address, 81, 74, "1000-2500 USD", id, hash] })),
+        send(
+          walletClient.writeContract({
+            address,
+            abi: reputationReporterAbi,
+            functionName: "publishFinancialReport",
+            args: [wallet as Hex, devnet.manifest.lenders[0]!.address, 81, 74, "1000-2500 USD", id, hash],
+          }),
+        ),
       publishV2: (wallet: string, id: string, hash: string, expiresAt: bigint, supersedes: string) =>
-        send(walletClient.writeContract({ address, abi: reputationReporterAbi, functionName: "publishFinancialReportV2", args: [wallet as Hex, devnet.manifest.lenders[1]!.address, 84, 79, "1200-2800 USD", id, hash, expiresAt, supersedes] })),
-      revoke: (id: string, reason: string) => send(walletClient.writeContract({ address, abi: reputationReporterAbi, functionName: "revokeReport", args: [id, reason] })),
+        send(
+          walletClient.writeContract({
+            address,
+            abi: reputationReporterAbi,
+            functionName: "publishFinancialReportV2",
+            args: [
+              wallet as Hex,
+              devnet.manifest.lenders[1]!.address,
+              84,
+              79,
+              "1200-2800 USD",
+              id,
+              hash,
+              expiresAt,
+              supersedes,
+            ],
+          }),
+        ),
+      revoke: (id: string, reason: string) =>
+        send(
+          walletClient.writeContract({
+            address,
+            abi: reputationReporterAbi,
+            functionName: "revokeReport",
+            args: [id, reason],
+          }),
+        ),
     };
   };
 
@@ -67,10 +102,23 @@ describe(`passport attestations (${testDatabase})`, () => {
       if (log.eventName === "FinancialReportPublished") {
         const a = log.args;
         expected.set(a.reportId, {
-          reporter: log.address.toLowerCase(), report_id: a.reportId, report_id_hash: a.reportIdHash, wallet: a.wallet.toLowerCase(), buyer: a.buyer.toLowerCase(),
-          reputation_score: a.reputationScore, financial_health_score: a.financialHealthScore, loan_capacity: a.loanCapacity, report_hash: a.reportHash,
-          published_at: a.timestamp, block_number: log.blockNumber, transaction_hash: log.transactionHash,
-          expires_at: null, revoked_at: null, revocation_reason: null, supersedes: null, superseded_by: null,
+          reporter: log.address.toLowerCase(),
+          report_id: a.reportId,
+          report_id_hash: a.reportIdHash,
+          wallet: a.wallet.toLowerCase(),
+          buyer: a.buyer.toLowerCase(),
+          reputation_score: a.reputationScore,
+          financial_health_score: a.financialHealthScore,
+          loan_capacity: a.loanCapacity,
+          report_hash: a.reportHash,
+          published_at: a.timestamp,
+          block_number: log.blockNumber,
+          transaction_hash: log.transactionHash,
+          expires_at: null,
+          revoked_at: null,
+          revocation_reason: null,
+          supersedes: null,
+          superseded_by: null,
         });
       }
       if (log.eventName === "ReportExpirySet") expected.get(log.args.reportId)!.expires_at = log.args.expiresAt;
@@ -78,10 +126,16 @@ describe(`passport attestations (${testDatabase})`, () => {
         expected.get(log.args.oldReportId)!.superseded_by = log.args.newReportId;
         expected.get(log.args.newReportId)!.supersedes = log.args.oldReportId;
       }
-      if (log.eventName === "ReportRevoked") Object.assign(expected.get(log.args.reportId)!, { revoked_at: log.args.timestamp, revocation_reason: log.args.reason });
+      if (log.eventName === "ReportRevoked")
+        Object.assign(expected.get(log.args.reportId)!, {
+          revoked_at: log.args.timestamp,
+          revocation_reason: log.args.reason,
+        });
     }
     expect(expected.size).toBe(3);
     const rows = await slot.read((query) => query("select * from report order by report_id"));
-    expect(normalise(rows)).toEqual(normalise([...expected.values()].sort((a, b) => String(a.report_id).localeCompare(String(b.report_id)))));
+    expect(normalise(rows)).toEqual(
+      normalise([...expected.values()].sort((a, b) => String(a.report_id).localeCompare(String(b.report_id)))),
+    );
   });
 });

@@ -4,11 +4,11 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import { getAddress, type Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../api/app.ts";
-import { errorBodySchema } from "../../shared/errors.ts";
 import { BODY_LIMIT_BYTES } from "../../api/http/limits.ts";
+import { cidOf } from "../../api/ipfs/node.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { ROUTES } from "../../api/routes.ts";
-import { cidOf } from "../../api/ipfs/node.ts";
+import { errorBodySchema } from "../../shared/errors.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
@@ -36,11 +36,25 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
 
   const send = async ({ method, path, headers = {}, body }: Call): Promise<Answer> => {
-    const res = await fetch(`${indexer.url}${path}`, { method, headers, body, ...(body instanceof ReadableStream ? { duplex: "half" } : {}) } as RequestInit);
+    const res = await fetch(`${indexer.url}${path}`, {
+      method,
+      headers,
+      body,
+      ...(body instanceof ReadableStream ? { duplex: "half" } : {}),
+    } as RequestInit);
     const text = await res.text();
-    return { status: res.status, headers: res.headers, body: text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text };
+    return {
+      status: res.status,
+      headers: res.headers,
+      body: text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text,
+    };
   };
-  const pay = async (value = 10_000n) => ({ "x-payment": specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value }), devnet.manifest.tokens.USDT.address) });
+  const pay = async (value = 10_000n) => ({
+    "x-payment": specHeader(
+      await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value }),
+      devnet.manifest.tokens.USDT.address,
+    ),
+  });
   const json = { "content-type": "application/json" };
   /** The wallet in mixed case with one letter's case flipped: a wrong EIP-55 checksum. */
   const miscased = () => {
@@ -53,8 +67,20 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   /** A valid request to each declared route (the route ids of the price table). */
   const valid = (id: string): Call => {
     const route = ROUTES.find((r) => r.route.operationId === id)!.route;
-    const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income").replace("{cid}", pinnedCid ?? unpinnedCid).replace("{id}", reportId ?? "REP-ZZZZZZZZZZ");
-    const body = route.method === "post" ? JSON.stringify({ walletAddress: wallet, callerAddress: lender.address, ...(id === "chat" ? { message: "is it trustworthy?" } : {}), ...(id === "screenBatch" ? { wallets: [wallet] } : {}) }) : undefined;
+    const path = route.path
+      .replace("{address}", wallet)
+      .replace("{signal}", "monthly-income")
+      .replace("{cid}", pinnedCid ?? unpinnedCid)
+      .replace("{id}", reportId ?? "REP-ZZZZZZZZZZ");
+    const body =
+      route.method === "post"
+        ? JSON.stringify({
+            walletAddress: wallet,
+            callerAddress: lender.address,
+            ...(id === "chat" ? { message: "is it trustworthy?" } : {}),
+            ...(id === "screenBatch" ? { wallets: [wallet] } : {}),
+          })
+        : undefined;
     return { method: route.method.toUpperCase(), path, headers: body ? json : {}, body };
   };
 
@@ -86,17 +112,29 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
       payments: createPayments(devnetPaymentSettings(devnet.manifestPath), undefined as never),
       ipfs: undefined as never,
     });
-    const served = new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`));
-    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
+    const served = new Set(
+      app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`),
+    );
+    const documented = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)),
+    );
     // Pages and the document's old address are served but are not API operations.
-    const notOperations = ["GET /docs", "GET /docs/scalar.js", "GET /api/openapi.json", "GET /api/agent/verify/{id}/badge.svg"];
+    const notOperations = [
+      "GET /docs",
+      "GET /docs/scalar.js",
+      "GET /api/openapi.json",
+      "GET /api/agent/verify/{id}/badge.svg",
+    ];
     expect([...served].filter((r) => !notOperations.includes(r)).sort()).toEqual([...documented].sort());
     for (const entry of ROUTES) expect(documented).toContain(`${entry.route.method.toUpperCase()} ${entry.route.path}`);
 
     for (const operation of documented) {
       const [method, path] = operation.split(" ") as [string, string];
       const res = await send({ method, path: path.replace("{address}", wallet).replace("{signal}", "reputation") });
-      expect([404, 405].includes(res.status) && ["not_found", "method_not_allowed"].includes(res.body?.error?.code), operation).toBe(false);
+      expect(
+        [404, 405].includes(res.status) && ["not_found", "method_not_allowed"].includes(res.body?.error?.code),
+        operation,
+      ).toBe(false);
     }
   });
 
@@ -105,17 +143,33 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
       const id = entry.route.operationId!;
       const paid = entry.route.security !== undefined;
       const call = valid(id);
-      const res = await send({ ...call, headers: { ...call.headers, ...(paid ? await pay(id === "report" ? 100_000n : undefined) : {}) } });
+      const res = await send({
+        ...call,
+        headers: { ...call.headers, ...(paid ? await pay(id === "report" ? 100_000n : undefined) : {}) },
+      });
       expect(res.status, id).toBe(200);
       if (id === "report") reportId = res.body.reportId;
       if (id === "statement") pinnedCid = res.body.cid;
       // A file (GET /ipfs/{cid}) is checked against the media types its 200 documents; JSON against its schema.
       const type = res.headers.get("content-type")!;
-      if (!type.startsWith("application/json")) expect(Object.keys(doc.paths[entry.route.path]!.get!.responses["200"]!.content!), id).toContain(type.split(";")[0]);
+      if (!type.startsWith("application/json"))
+        expect(Object.keys(doc.paths[entry.route.path]!.get!.responses["200"]!.content!), id).toContain(
+          type.split(";")[0],
+        );
       else expect(documentMismatch(doc, call.method, entry.route.path, 200, res.body), id).toBe("");
       // The signal read comes after this payer's screen of the same wallet: free, and billed as such.
-      const charged = id === "signal" ? { chargedUsdt: "0.00", chargedUnits: "0" } : id === "report" ? { chargedUsdt: "0.10", chargedUnits: "100000" } : { chargedUsdt: "0.01", chargedUnits: "10000" };
-      if (paid) expect(res.body.x402Billing, id).toMatchObject({ ...charged, token: "USDT", payer: lender.address.toLowerCase() });
+      const charged =
+        id === "signal"
+          ? { chargedUsdt: "0.00", chargedUnits: "0" }
+          : id === "report"
+            ? { chargedUsdt: "0.10", chargedUnits: "100000" }
+            : { chargedUsdt: "0.01", chargedUnits: "10000" };
+      if (paid)
+        expect(res.body.x402Billing, id).toMatchObject({
+          ...charged,
+          token: "USDT",
+          payer: lender.address.toLowerCase(),
+        });
     }
   });
 
@@ -124,10 +178,14 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     const { served, lag } = (await send({ method: "GET", path: "/api/stats" })).body;
     expect(lag).not.toBeNull();
     expect(served).toMatchObject({ screens: 1, reports: 1, statements: 1, analyses: 2, payers: 1 });
-    expect(served.byRoute.find((r: { route: string }) => r.route === "GET /api/wallet/{address}/signals/{signal}")).toMatchObject({ calls: 1, free: 1 });
+    expect(
+      served.byRoute.find((r: { route: string }) => r.route === "GET /api/wallet/{address}/signals/{signal}"),
+    ).toMatchObject({ calls: 1, free: 1 });
     // Every paid route once at 0.01 (the free signal read at 0), the report at 0.10, all in USDT.
     const paidRoutes = ROUTES.filter((r) => r.route.security !== undefined).length;
-    expect(served.revenue.find((t: { symbol: string }) => t.symbol === "USDT").units).toBe(String(10_000n * BigInt(paidRoutes - 2) + 100_000n));
+    expect(served.revenue.find((t: { symbol: string }) => t.symbol === "USDT").units).toBe(
+      String(10_000n * BigInt(paidRoutes - 2) + 100_000n),
+    );
   });
 
   it("refuses one bad request of each kind on every route with its status and code, shaped as documented, charging nothing", async () => {
@@ -143,39 +201,96 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
       cases.push([`${id}: wrong method`, { ...ok, method: other, body: undefined }, 405, "method_not_allowed"]);
       if (route.method === "post") {
         cases.push([`${id}: malformed JSON`, { ...ok, body: "{not json" }, 400, "invalid_json"]);
-        cases.push([`${id}: not JSON`, { ...ok, headers: { "content-type": "text/plain" }, body: "walletAddress=0x1" }, 415, "unsupported_media_type"]);
-        cases.push([`${id}: wrong shape`, { ...ok, body: JSON.stringify({ walletAddress: "0x123" }) }, 400, "invalid_request"]);
-        cases.push([`${id}: body over the limit`, { ...ok, body: JSON.stringify({ walletAddress: wallet, pad: big }) }, 413, "body_too_large"]);
-        cases.push([`${id}: wrong address checksum`, { ...ok, body: (ok.body as string).replaceAll(wallet, miscased()) }, 400, "invalid_request"]);
+        cases.push([
+          `${id}: not JSON`,
+          { ...ok, headers: { "content-type": "text/plain" }, body: "walletAddress=0x1" },
+          415,
+          "unsupported_media_type",
+        ]);
+        cases.push([
+          `${id}: wrong shape`,
+          { ...ok, body: JSON.stringify({ walletAddress: "0x123" }) },
+          400,
+          "invalid_request",
+        ]);
+        cases.push([
+          `${id}: body over the limit`,
+          { ...ok, body: JSON.stringify({ walletAddress: wallet, pad: big }) },
+          413,
+          "body_too_large",
+        ]);
+        cases.push([
+          `${id}: wrong address checksum`,
+          { ...ok, body: (ok.body as string).replaceAll(wallet, miscased()) },
+          400,
+          "invalid_request",
+        ]);
       }
       if (route.path.includes("{address}")) {
         cases.push([`${id}: bad address`, { ...ok, path: ok.path.replace(wallet, "0x123") }, 400, "invalid_address"]);
-        cases.push([`${id}: wrong address checksum`, { ...ok, path: ok.path.replace(wallet, miscased()) }, 400, "invalid_address"]);
+        cases.push([
+          `${id}: wrong address checksum`,
+          { ...ok, path: ok.path.replace(wallet, miscased()) },
+          400,
+          "invalid_address",
+        ]);
       }
       if (paid) {
         cases.push([`${id}: no payment`, ok, 402, "payment_required"]);
-        cases.push([`${id}: malformed payment`, { ...ok, headers: { ...ok.headers, "x-payment": "garbage" } }, 400, "payment_malformed"]);
-        cases.push([`${id}: payment header too large`, { ...ok, headers: { ...ok.headers, "x-payment": "x".repeat(5000) } }, 431, "payment_header_too_large"]);
+        cases.push([
+          `${id}: malformed payment`,
+          { ...ok, headers: { ...ok.headers, "x-payment": "garbage" } },
+          400,
+          "payment_malformed",
+        ]);
+        cases.push([
+          `${id}: payment header too large`,
+          { ...ok, headers: { ...ok.headers, "x-payment": "x".repeat(5000) } },
+          431,
+          "payment_header_too_large",
+        ]);
       }
     }
     // Names that are keys of every JS object: unknown signals, refused before any payment.
     for (const name of ["constructor", "__proto__", "toString", "valueOf", "hasOwnProperty", "nope"]) {
-      cases.push([`signal ${name}`, { method: "GET", path: `/api/wallet/${wallet}/signals/${name}`, headers: await pay() }, 404, "unknown_signal"]);
+      cases.push([
+        `signal ${name}`,
+        { method: "GET", path: `/api/wallet/${wallet}/signals/${name}`, headers: await pay() },
+        404,
+        "unknown_signal",
+      ]);
     }
     // Not an id: 0x and 63 or 65 hex digits, and a base-encoded string that is no CID.
-    for (const id of [`0x${"a".repeat(63)}`, `0x${"a".repeat(65)}`, `0X${"a".repeat(64)}`, "abcdefghijklmnopqrstuvwxyz"]) {
+    for (const id of [
+      `0x${"a".repeat(63)}`,
+      `0x${"a".repeat(65)}`,
+      `0X${"a".repeat(64)}`,
+      "abcdefghijklmnopqrstuvwxyz",
+    ]) {
       cases.push([`verify: ${id}`, { method: "GET", path: `/api/agent/verify/${id}` }, 400, "invalid_report_id"]);
     }
-    cases.push(["analyze: unknown field", { ...valid("analyze"), body: JSON.stringify({ walletAddress: wallet, fields: ["summary", "nope"] }) }, 400, "unknown_field"]);
+    cases.push([
+      "analyze: unknown field",
+      { ...valid("analyze"), body: JSON.stringify({ walletAddress: wallet, fields: ["summary", "nope"] }) },
+      400,
+      "unknown_field",
+    ]);
 
     for (const [name, call, status, code] of cases) {
       const res = await send(call);
       const got = res.body?.error?.code ?? res.body?.code;
       expect(`${name}: ${res.status} ${got}`).toBe(`${name}: ${status} ${code}`);
       expect(res.headers.get("content-type"), name).toMatch(/^application\/json/);
-      const route = ROUTES.find((r) => name.startsWith(`${r.route.operationId}:`))?.route ?? { method: "get", path: "/api/wallet/{address}/signals/{signal}" };
+      const route = ROUTES.find((r) => name.startsWith(`${r.route.operationId}:`))?.route ?? {
+        method: "get",
+        path: "/api/wallet/{address}/signals/{signal}",
+      };
       // 405 belongs to the path, not to an operation: the error body, and Allow naming the method served.
-      if (status === 405) expect([res.headers.get("allow"), errorBodySchema.safeParse(res.body).success], name).toEqual([route.method.toUpperCase(), true]);
+      if (status === 405)
+        expect([res.headers.get("allow"), errorBodySchema.safeParse(res.body).success], name).toEqual([
+          route.method.toUpperCase(),
+          true,
+        ]);
       else expect(documentMismatch(doc, call.method, route.path, status, res.body), name).toBe("");
     }
     expect(await treasuryUsdt()).toBe(before);
@@ -188,7 +303,11 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     expect((await send({ method: "GET", path: "/" })).body.error.code).toBe("not_found");
 
     const wrong = await send({ method: "PUT", path: "/api/lender/screen" });
-    expect([wrong.status, wrong.body.error.code, wrong.headers.get("allow")]).toEqual([405, "method_not_allowed", "POST"]);
+    expect([wrong.status, wrong.body.error.code, wrong.headers.get("allow")]).toEqual([
+      405,
+      "method_not_allowed",
+      "POST",
+    ]);
     // A route's own method with a trailing slash: no such route (not a 405 naming the very method used).
     const slash = await send({ method: "GET", path: "/api/agent/verify/REP-ZZZZZZZZZZ/" });
     expect([slash.status, slash.body.error.code, slash.headers.get("allow")]).toEqual([404, "not_found", null]);
@@ -206,7 +325,9 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
         controller.enqueue(chunk);
       },
     });
-    const streamed = await send({ method: "POST", path: "/api/lender/screen", headers: json, body: stream }).catch((error: Error) => ({ status: 0, body: error.message, headers: new Headers() }));
+    const streamed = await send({ method: "POST", path: "/api/lender/screen", headers: json, body: stream }).catch(
+      (error: Error) => ({ status: 0, body: error.message, headers: new Headers() }),
+    );
     // The 413 comes while the client is still writing: under load the socket can be closed under the
     // writer before the client reads the answer (status 0: EPIPE/ECONNRESET). Either way it was refused.
     if (streamed.status !== 0) expect([streamed.status, streamed.body?.error?.code]).toEqual([413, "body_too_large"]);
@@ -215,15 +336,22 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   });
 
   it("takes an address in one letter case or checksummed, and refuses a wrong EIP-55 checksum saying so", async () => {
-    const screen = (walletAddress: string) => send({ method: "POST", path: "/api/lender/screen", headers: json, body: JSON.stringify({ walletAddress }) });
-    for (const form of [wallet.toLowerCase(), `0x${wallet.slice(2).toUpperCase()}`, getAddress(wallet)]) expect((await screen(form)).status, form).toBe(402);
+    const screen = (walletAddress: string) =>
+      send({ method: "POST", path: "/api/lender/screen", headers: json, body: JSON.stringify({ walletAddress }) });
+    for (const form of [wallet.toLowerCase(), `0x${wallet.slice(2).toUpperCase()}`, getAddress(wallet)])
+      expect((await screen(form)).status, form).toBe(402);
     const body = await screen(miscased());
     expect([body.status, body.body.error.code]).toEqual([400, "invalid_request"]);
     expect(body.body.error.message).toMatch(/^walletAddress: has a wrong EIP-55 checksum/);
     const path = await send({ method: "GET", path: `/api/wallet/${miscased()}/analysis` });
     expect([path.status, path.body.error.code]).toEqual([400, "invalid_address"]);
     expect(path.body.error.message).toMatch(/^address: has a wrong EIP-55 checksum/);
-    const chat = await send({ method: "POST", path: "/api/agent/chat", headers: json, body: JSON.stringify({ message: `is ${miscased()} trustworthy?` }) });
+    const chat = await send({
+      method: "POST",
+      path: "/api/agent/chat",
+      headers: json,
+      body: JSON.stringify({ message: `is ${miscased()} trustworthy?` }),
+    });
     expect([chat.status, chat.body.error.code]).toEqual([400, "invalid_address"]);
     expect(chat.body.error.message).toContain(`"${miscased()}" in the message has a wrong EIP-55 checksum`);
   });
@@ -242,7 +370,8 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
         socket.write(request);
       });
     const body = JSON.stringify({ walletAddress: wallet, pad: "x".repeat(BODY_LIMIT_BYTES) });
-    const head = (length: number) => `POST /api/lender/screen HTTP/1.1\r\nHost: ${hostname}\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    const head = (length: number) =>
+      `POST /api/lender/screen HTTP/1.1\r\nHost: ${hostname}\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
     // The whole body sent; and only its first half, the rest never read by the server.
     for (const request of [head(body.length) + body, head(body.length) + body.slice(0, body.length / 2)]) {
       const { text, closed } = await raw(request);
@@ -253,20 +382,55 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     }
     // fetch (undici, keep-alive): the 413, then the next request on a new connection.
     const refused = await send({ method: "POST", path: "/api/lender/screen", headers: json, body });
-    expect([refused.status, refused.body.error.code, refused.headers.get("connection")]).toEqual([413, "body_too_large", "close"]);
+    expect([refused.status, refused.body.error.code, refused.headers.get("connection")]).toEqual([
+      413,
+      "body_too_large",
+      "close",
+    ]);
     expect((await send({ method: "GET", path: "/api/x402/config" })).status).toBe(200);
   });
 
   it("accepts the original service's signal names as aliases and lists them", async () => {
-    const alias = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/loan-capacity`, headers: await pay() });
+    const alias = await send({
+      method: "GET",
+      path: `/api/wallet/${wallet}/signals/loan-capacity`,
+      headers: await pay(),
+    });
     expect(alias.status).toBe(200);
-    expect(alias.body).toMatchObject({ name: "loanCapacity", value: { minUsd: expect.any(Number), maxUsd: expect.any(Number), currency: "USD" } });
-    const income = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/monthly-income`, headers: await pay() });
+    expect(alias.body).toMatchObject({
+      name: "loanCapacity",
+      value: { minUsd: expect.any(Number), maxUsd: expect.any(Number), currency: "USD" },
+    });
+    const income = await send({
+      method: "GET",
+      path: `/api/wallet/${wallet}/signals/monthly-income`,
+      headers: await pay(),
+    });
     const all = await send({ method: "GET", path: `/api/wallet/${wallet}/signals`, headers: await pay() });
-    expect(all.body.aliases).toEqual({ "monthly-income": "monthlyIncomeUsd", "financial-health": "financialHealth", "reputation-score": "reputation", "loan-capacity": "loanCapacity", assessment: "assessment", statement: "latestStatement" });
+    expect(all.body.aliases).toEqual({
+      "monthly-income": "monthlyIncomeUsd",
+      "financial-health": "financialHealth",
+      "reputation-score": "reputation",
+      "loan-capacity": "loanCapacity",
+      assessment: "assessment",
+      statement: "latestStatement",
+    });
     expect(income.body.value).toBe(all.body.signals.find((s: { name: string }) => s.name === "monthlyIncomeUsd").value);
-    const param = (doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as { parameters: { name: string; schema: { enum: string[] } }[] }).parameters.find((p) => p.name === "signal")!;
-    expect(param.schema.enum).toEqual(expect.arrayContaining(["monthly-income", "financial-health", "reputation-score", "loan-capacity", "assessment", "drainSharePct"]));
+    const param = (
+      doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as {
+        parameters: { name: string; schema: { enum: string[] } }[];
+      }
+    ).parameters.find((p) => p.name === "signal")!;
+    expect(param.schema.enum).toEqual(
+      expect.arrayContaining([
+        "monthly-income",
+        "financial-health",
+        "reputation-score",
+        "loan-capacity",
+        "assessment",
+        "drainSharePct",
+      ]),
+    );
   });
 
   it("bills exactly what it took: an overpayment shows to the token's 6 decimals", async () => {
@@ -279,11 +443,16 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
 
   it("states the free-read rule in one sentence: 402 answers, the config, the document and docs/payments.md", async () => {
     const config = (await send({ method: "GET", path: "/api/x402/config" })).body;
-    const rule = config.prices.find((p: { route: string }) => p.route === "GET /api/wallet/{address}/signals/{signal}").freeWhen as string;
+    const rule = config.prices.find((p: { route: string }) => p.route === "GET /api/wallet/{address}/signals/{signal}")
+      .freeWhen as string;
     expect(rule).toMatch(/^Free to a payer who paid for POST \/api\/lender\/screen/);
     const unpaid = await send({ method: "GET", path: `/api/wallet/${wallet}/signals/reputation` });
     expect(unpaid.body.freeWhen).toBe(rule);
-    expect((doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as { "x-price": { freeWhen: string } })["x-price"].freeWhen).toBe(rule);
+    expect(
+      (doc.paths["/api/wallet/{address}/signals/{signal}"]!.get as unknown as { "x-price": { freeWhen: string } })[
+        "x-price"
+      ].freeWhen,
+    ).toBe(rule);
     expect(readFileSync(new URL("../../docs/payments.md", import.meta.url), "utf8")).toContain(rule);
   });
 });

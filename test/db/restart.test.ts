@@ -3,7 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { IndexTarget } from "../../config/target.ts";
 import { restartInterruptedPgliteBackfill } from "../../scripts/live-data.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, type Query, startIndexer, stats, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import {
+  type DatabaseSlot,
+  databaseSlot,
+  type Indexer,
+  type Query,
+  startIndexer,
+  stats,
+  testDatabase,
+  waitFor,
+  waitForBlock,
+} from "../support/indexer.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 
 const TABLES = {
@@ -19,7 +29,9 @@ const TABLES = {
 async function digest(query: Query) {
   const out: Record<string, string> = {};
   for (const [table, order] of Object.entries(TABLES)) {
-    const [row] = await query<{ n: string; h: string }>(`select count(*) as n, md5(string_agg(t::text, '|' order by ${order})) as h from ${table} t`);
+    const [row] = await query<{ n: string; h: string }>(
+      `select count(*) as n, md5(string_agg(t::text, '|' order by ${order})) as h from ${table} t`,
+    );
     out[table] = `${row!.n}:${row!.h}`;
   }
   return out;
@@ -55,7 +67,10 @@ describe(`restart during backfill (${testDatabase})`, () => {
   it("ends with the same tables as an uninterrupted run", async () => {
     // The indexer reaches the devnet through the proxy, slowed so the backfill takes a while.
     const slowManifest = devnet.manifestPath.replace(/manifest\.json$/, "manifest-slow.json");
-    writeFileSync(slowManifest, JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }));
+    writeFileSync(
+      slowManifest,
+      JSON.stringify({ ...JSON.parse(readFileSync(devnet.manifestPath, "utf8")), rpcUrl: proxy.url }),
+    );
 
     const reference = databaseSlot();
     const interrupted = databaseSlot();
@@ -70,16 +85,23 @@ describe(`restart during backfill (${testDatabase})`, () => {
 
     proxy.delayMs = 6;
     const first = await run(interrupted, slowManifest);
-    const midway = await waitFor("a partial backfill", async () => {
-      const s = await stats(first);
-      return s.transfers > 0 ? s : undefined;
-    }, first);
+    const midway = await waitFor(
+      "a partial backfill",
+      async () => {
+        const s = await stats(first);
+        return s.transfers > 0 ? s : undefined;
+      },
+      first,
+    );
     await first.stop();
     expect(midway.latestIndexedBlock?.number ?? 0).toBeLessThan(devnet.manifest.headBlock);
     expect(midway.transfers).toBeLessThan(Number(expected.transfer!.split(":")[0]));
 
     // What the launchers do before starting the indexer.
-    const restarted = await restartInterruptedPgliteBackfill({ database: { kind: "pglite", directory: interrupted.env.PGLITE_DIR ?? "" }, schema: interrupted.schema } as IndexTarget);
+    const restarted = await restartInterruptedPgliteBackfill({
+      database: { kind: "pglite", directory: interrupted.env.PGLITE_DIR ?? "" },
+      schema: interrupted.schema,
+    } as IndexTarget);
     expect(restarted).toBe(interrupted.kind === "pglite");
 
     proxy.delayMs = 0;

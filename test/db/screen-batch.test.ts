@@ -2,15 +2,22 @@ import { decodePaymentRequiredHeader } from "@x402/core/http";
 import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
-import { screenBatchResultSchema, type ScreenBatchResult } from "../../api/screen/batch-schema.ts";
-import { lenderScreenResultSchema, type LenderScreenResult } from "../../api/screen/schema.ts";
+import { type ScreenBatchResult, screenBatchResultSchema } from "../../api/screen/batch-schema.ts";
+import { type LenderScreenResult, lenderScreenResultSchema } from "../../api/screen/schema.ts";
 import { type Assessment, WalletAssessor } from "../../api/wallet/assess.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { actorAddress } from "../../devnet/scenario/random.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { withIndexDb } from "../support/index-db.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import {
+  type DatabaseSlot,
+  databaseSlot,
+  type Indexer,
+  startIndexer,
+  testDatabase,
+  waitForBlock,
+} from "../support/indexer.ts";
 import { documentMismatch, type OpenApiDocument } from "../support/openapi.ts";
 import { signAuthorization, specHeader, tokenBalance, x402Fetch } from "../support/payments.ts";
 
@@ -32,14 +39,26 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
 
   const treasuryBalance = async () => {
     const { USDT, USDC } = devnet.manifest.tokens;
-    return (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) + (await tokenBalance(devnet.manifest.rpcUrl, USDC.address, treasury));
+    return (
+      (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) +
+      (await tokenBalance(devnet.manifest.rpcUrl, USDC.address, treasury))
+    );
   };
   const authorizationUsed = (from: Hex, nonce: Hex) => {
     const { publicClient } = devnetClients(devnet.manifest.rpcUrl, lender.privateKey);
-    return publicClient.readContract({ address: devnet.manifest.tokens.USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [from, nonce] });
+    return publicClient.readContract({
+      address: devnet.manifest.tokens.USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "authorizationState",
+      args: [from, nonce],
+    });
   };
   const post = (url: string, path: string, body: unknown, headers: Record<string, string> = {}, pay?: typeof fetch) =>
-    (pay ?? fetch)(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    (pay ?? fetch)(`${url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
   const signed = async (value: bigint) => {
     const s = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value });
     return { ...s, header: { "x-payment": specHeader(s, devnet.manifest.tokens.USDT.address) } };
@@ -51,7 +70,10 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     treasury = devnet.manifest.service.treasury.address;
     lender = devnet.manifest.lenders[0] as unknown as typeof lender;
     const personas = Object.values(devnet.manifest.personas).map((p) => p.address as Hex);
-    const background = Array.from({ length: 90 }, (_, i) => actorAddress(devnet.manifest.population.seed, `wallet-${i}`) as Hex);
+    const background = Array.from(
+      { length: 90 },
+      (_, i) => actorAddress(devnet.manifest.population.seed, `wallet-${i}`) as Hex,
+    );
     wallets = [...new Set([...personas, ...background])].slice(0, 100);
     expect(wallets).toHaveLength(100);
     indexer = await env.index();
@@ -70,8 +92,16 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     const operation = doc.paths[PATH]!.post as unknown as Record<string, any>;
     expect(operation["x-price"]).toEqual({ amountUnits: "10000", usd: 0.01, per: "wallet" });
     expect(operation.description).toMatch(/per wallet answered/);
-    const config = (await (await fetch(`${indexer.url}/api/x402/config`)).json()) as { prices: Record<string, unknown>[] };
-    expect(config.prices.find((p) => p.route === `POST ${PATH}`)).toMatchObject({ amountUnits: "10000", usd: 0.01, per: "wallet", free: false, available: true });
+    const config = (await (await fetch(`${indexer.url}/api/x402/config`)).json()) as {
+      prices: Record<string, unknown>[];
+    };
+    expect(config.prices.find((p) => p.route === `POST ${PATH}`)).toMatchObject({
+      amountUnits: "10000",
+      usd: 0.01,
+      per: "wallet",
+      free: false,
+      available: true,
+    });
     expect(config.prices.find((p) => p.route === "POST /api/lender/screen")).not.toHaveProperty("per");
   });
 
@@ -82,7 +112,10 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     expect(documentMismatch(doc, "POST", PATH, 402, body)).toBe("");
     expect(body.code).toBe("payment_required");
     expect(body.accepts.map((a: { maxAmountRequired: string }) => a.maxAmountRequired)).toEqual(["1000000", "1000000"]);
-    expect(decodePaymentRequiredHeader(res.headers.get("payment-required")!).accepts.map((a) => a.amount)).toEqual(["1000000", "1000000"]);
+    expect(decodePaymentRequiredHeader(res.headers.get("payment-required")!).accepts.map((a) => a.amount)).toEqual([
+      "1000000",
+      "1000000",
+    ]);
     // Three wallets, three units.
     const three = await post(indexer.url, PATH, { wallets: wallets.slice(0, 3) });
     expect(((await three.json()) as Record<string, any>).accepts[0].maxAmountRequired).toBe("30000");
@@ -98,7 +131,11 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     expect(documentMismatch(doc, "POST", PATH, 200, raw)).toBe("");
     const batch = screenBatchResultSchema.parse(raw);
     expect((await treasuryBalance()) - before).toBe(100n * PRICE);
-    expect(batch).toMatchObject({ answered: 100, failed: 0, x402Billing: { chargedUsdt: "1.00", chargedUnits: "1000000", payer: lender.address.toLowerCase() } });
+    expect(batch).toMatchObject({
+      answered: 100,
+      failed: 0,
+      x402Billing: { chargedUsdt: "1.00", chargedUnits: "1000000", payer: lender.address.toLowerCase() },
+    });
     expect(batch.results.map((r) => r.walletAddress)).toEqual(wallets);
 
     // The single screen of each wallet, paid one by one: the same object, but for when it was made,
@@ -106,7 +143,13 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     // read at (each payment settled since is a block: the same data, confirmed at a later block).
     const volatile = ({ screenedAt: _s, cached: _c, dataAsOf: _d, ...rest }: LenderScreenResult) => rest;
     for (const [i, wallet] of wallets.entries()) {
-      const single = await post(indexer.url, "/api/lender/screen", { walletAddress: wallet, callerAddress: lender.address }, {}, pay);
+      const single = await post(
+        indexer.url,
+        "/api/lender/screen",
+        { walletAddress: wallet, callerAddress: lender.address },
+        {},
+        pay,
+      );
       expect(single.status, wallet).toBe(200);
       const one = lenderScreenResultSchema.parse(await single.json());
       expect(one.dataAsOf.block).toBeGreaterThanOrEqual((batch.results[i] as LenderScreenResult).dataAsOf.block);
@@ -135,7 +178,11 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
       ["a bad address", { wallets: [wallets[0], "0x123", wallets[2]] }, /wallets\.1/],
       ["no wallets", { wallets: [] }, /wallets/],
       ["101 wallets", { wallets: [...wallets, actorAddress(1, "one too many")] }, /wallets/],
-      ["a repeated wallet (in another case)", { wallets: [wallets[0], wallets[1], upper] }, /wallets\.2: the same wallet as wallets\.1/],
+      [
+        "a repeated wallet (in another case)",
+        { wallets: [wallets[0], wallets[1], upper] },
+        /wallets\.2: the same wallet as wallets\.1/,
+      ],
       ["a bad callerAddress", { wallets: wallets.slice(0, 3), callerAddress: "lender" }, /callerAddress/],
       ["no wallets field", { walletAddress: wallets[0] }, /wallets/],
     ];
@@ -156,35 +203,60 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
   });
 
   // One database is enough for the tracked-set rule (it starts a second indexer): Postgres.
-  it.runIf(testDatabase === "postgres")("in tracked mode, answers a wallet outside the tracked set with a per-wallet error, not charged", async () => {
-    const [a, b, outside] = [wallets[0]!, wallets[1]!, wallets[2]!];
-    const slot = databaseSlot();
-    await slot.prepare();
-    // A relayer of its own, so its settlements never race the other indexer's nonces.
-    const relayer = devnet.manifest.lenders[1]!.privateKey;
-    tracked = { slot, indexer: await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, INDEX_MODE: "tracked", TRACKED_WALLETS: `${a},${b}`, X402_RELAYER_PRIVATE_KEY: relayer }) };
-    const url = tracked.indexer.url;
-    await waitForBlock(tracked.indexer, devnet.manifest.headBlock);
+  it.runIf(testDatabase === "postgres")(
+    "in tracked mode, answers a wallet outside the tracked set with a per-wallet error, not charged",
+    async () => {
+      const [a, b, outside] = [wallets[0]!, wallets[1]!, wallets[2]!];
+      const slot = databaseSlot();
+      await slot.prepare();
+      // A relayer of its own, so its settlements never race the other indexer's nonces.
+      const relayer = devnet.manifest.lenders[1]!.privateKey;
+      tracked = {
+        slot,
+        indexer: await startIndexer({
+          DEVNET_MANIFEST: devnet.manifestPath,
+          ...slot.env,
+          INDEX_MODE: "tracked",
+          TRACKED_WALLETS: `${a},${b}`,
+          X402_RELAYER_PRIVATE_KEY: relayer,
+        }),
+      };
+      const url = tracked.indexer.url;
+      await waitForBlock(tracked.indexer, devnet.manifest.headBlock);
 
-    const asked = await post(url, PATH, { wallets: [a, outside, b] });
-    expect(((await asked.json()) as Record<string, any>).accepts[0].maxAmountRequired).toBe(String(2n * PRICE));
-    // Nothing to answer: a 404 before any payment, as the single screen's.
-    const none = await post(url, PATH, { wallets: [outside] });
-    expect(none.status).toBe(404);
-    expect(((await none.json()) as Record<string, any>).error.code).toBe("wallet_not_indexed");
+      const asked = await post(url, PATH, { wallets: [a, outside, b] });
+      expect(((await asked.json()) as Record<string, any>).accepts[0].maxAmountRequired).toBe(String(2n * PRICE));
+      // Nothing to answer: a 404 before any payment, as the single screen's.
+      const none = await post(url, PATH, { wallets: [outside] });
+      expect(none.status).toBe(404);
+      expect(((await none.json()) as Record<string, any>).error.code).toBe("wallet_not_indexed");
 
-    const before = await treasuryBalance();
-    const res = await post(url, PATH, { wallets: [a, outside, b] }, {}, x402Fetch(lender.privateKey, Object.values(devnet.manifest.tokens)));
-    expect(res.status).toBe(200);
-    const raw = await res.json();
-    expect(documentMismatch(doc, "POST", PATH, 200, raw)).toBe("");
-    const batch: ScreenBatchResult = screenBatchResultSchema.parse(raw);
-    expect((await treasuryBalance()) - before).toBe(2n * PRICE);
-    expect(batch).toMatchObject({ answered: 2, failed: 1, x402Billing: { chargedUnits: String(2n * PRICE) } });
-    expect(batch.results.map((r) => r.walletAddress)).toEqual([a, outside, b]);
-    expect(batch.results[1]).toEqual({ walletAddress: outside, error: { code: "wallet_not_indexed", message: expect.stringMatching(/not charged/) } });
-    expect(lenderScreenResultSchema.parse(batch.results[0]).x402Billing).toMatchObject({ chargedUnits: "10000", chargedUsdt: "0.01" });
-  }, 180_000);
+      const before = await treasuryBalance();
+      const res = await post(
+        url,
+        PATH,
+        { wallets: [a, outside, b] },
+        {},
+        x402Fetch(lender.privateKey, Object.values(devnet.manifest.tokens)),
+      );
+      expect(res.status).toBe(200);
+      const raw = await res.json();
+      expect(documentMismatch(doc, "POST", PATH, 200, raw)).toBe("");
+      const batch: ScreenBatchResult = screenBatchResultSchema.parse(raw);
+      expect((await treasuryBalance()) - before).toBe(2n * PRICE);
+      expect(batch).toMatchObject({ answered: 2, failed: 1, x402Billing: { chargedUnits: String(2n * PRICE) } });
+      expect(batch.results.map((r) => r.walletAddress)).toEqual([a, outside, b]);
+      expect(batch.results[1]).toEqual({
+        walletAddress: outside,
+        error: { code: "wallet_not_indexed", message: expect.stringMatching(/not charged/) },
+      });
+      expect(lenderScreenResultSchema.parse(batch.results[0]).x402Billing).toMatchObject({
+        chargedUnits: "10000",
+        chargedUsdt: "0.01",
+      });
+    },
+    180_000,
+  );
 
   it("reads 100 wallets in one round of statements exactly as it reads each wallet alone", async () => {
     // The service's result cache made the single screens above equal by construction; here the
@@ -193,7 +265,13 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     await indexer.stop();
     await withIndexDb(env.slot, async (db) => {
       const target = { schema: env.slot.schema, tracked: null };
-      const comparable = ({ computedAt: _t, facts, ...rest }: Assessment) => ({ ...rest, facts: { ...facts, funding: [...facts.funding].sort((x, y) => `${x.wallet}${x.funder}`.localeCompare(`${y.wallet}${y.funder}`)) } });
+      const comparable = ({ computedAt: _t, facts, ...rest }: Assessment) => ({
+        ...rest,
+        facts: {
+          ...facts,
+          funding: [...facts.funding].sort((x, y) => `${x.wallet}${x.funder}`.localeCompare(`${y.wallet}${y.funder}`)),
+        },
+      });
       const batch = await new WalletAssessor({ db, target }).assessMany(wallets);
       expect(batch.some((a) => a.facts.funding.length > 0)).toBe(true);
       for (const [i, wallet] of wallets.entries()) {

@@ -1,13 +1,13 @@
+import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ErrorBody } from "../../shared/errors.ts";
-import { lenderScreenResultSchema, type LenderScreenResult } from "../../api/screen/schema.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { type LenderScreenResult, lenderScreenResultSchema } from "../../api/screen/schema.ts";
 import { devnetClients } from "../../devnet/chain.ts";
+import type { ErrorBody } from "../../shared/errors.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 import { x402Fetch } from "../support/payments.ts";
-import type { Hex } from "viem";
 
 // Screening the devnet personas end to end (chain -> indexer -> SQL -> scoring -> response),
 // against the ground truth the devnet seeded on purpose.
@@ -56,7 +56,9 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     const r = results.salaried!;
     const truth = devnet.manifest.personas.salaried!.truth;
     expect(r.recommendation).toBe("approve");
-    expect(r.income.recurringPayers).toEqual([expect.objectContaining({ payer: truth.employer, cadence: "monthly", medianUsd: truth.monthlySalaryUsd })]);
+    expect(r.income.recurringPayers).toEqual([
+      expect.objectContaining({ payer: truth.employer, cadence: "monthly", medianUsd: truth.monthlySalaryUsd }),
+    ]);
     expect(r.lending.recommendedMaxUsd).toBeGreaterThan(0);
   });
 
@@ -96,11 +98,24 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
   it("gives a wallet with no history a valid decline, and caches until the wallet's activity changes", async () => {
     const fresh = "0x00000000000000000000000000000000000b0b01";
     const first = lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json());
-    expect(first).toMatchObject({ recommendation: "decline", cached: false, thinFile: { thinFile: true }, income: { monthlyEstimateUsd: 0 } });
+    expect(first).toMatchObject({
+      recommendation: "decline",
+      cached: false,
+      thinFile: { thinFile: true },
+      income: { monthlyEstimateUsd: 0 },
+    });
     expect(lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json()).cached).toBe(true);
 
-    const { publicClient, walletClient } = devnetClients(devnet.manifest.rpcUrl, devnet.manifest.lenders[0]!.privateKey as `0x${string}`);
-    const hash = await walletClient.writeContract({ address: devnet.manifest.tokens.USDT.address, abi: devStablecoinAbi, functionName: "transfer", args: [fresh, 5_000_000n] });
+    const { publicClient, walletClient } = devnetClients(
+      devnet.manifest.rpcUrl,
+      devnet.manifest.lenders[0]!.privateKey as `0x${string}`,
+    );
+    const hash = await walletClient.writeContract({
+      address: devnet.manifest.tokens.USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "transfer",
+      args: [fresh, 5_000_000n],
+    });
     const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
     await waitForBlock(indexer, Number(receipt.blockNumber));
     const after = lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json());
@@ -130,20 +145,41 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
   it("analyzes a wallet, narrowing to `fields` and refusing unknown ones", async () => {
     const salaried = devnet.manifest.personas.salaried!.address;
     const analyze = async (body: unknown) => {
-      const res = await paidFetch(`${indexer.url}/api/agent/analyze`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      const res = await paidFetch(`${indexer.url}/api/agent/analyze`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
       return { status: res.status, body: (await res.json()) as Record<string, any> };
     };
     const full = await analyze({ walletAddress: salaried });
     expect(full.status).toBe(200);
-    expect(full.body).toMatchObject({ financialHealthScore: results.salaried!.scores.financialHealth, reputationScore: results.salaried!.scores.reputation, incomeLabel: "recurring monthly" });
-    expect(full.body.loanRange).toMatchObject({ minUsd: results.salaried!.lending.recommendedMinUsd, maxUsd: results.salaried!.lending.recommendedMaxUsd });
+    expect(full.body).toMatchObject({
+      financialHealthScore: results.salaried!.scores.financialHealth,
+      reputationScore: results.salaried!.scores.reputation,
+      incomeLabel: "recurring monthly",
+    });
+    expect(full.body.loanRange).toMatchObject({
+      minUsd: results.salaried!.lending.recommendedMinUsd,
+      maxUsd: results.salaried!.lending.recommendedMaxUsd,
+    });
     expect(full.body.summary).toMatch(/verified recurring income of about \$3,400 a month/);
     expect(full.body.walletData.balances).toHaveLength(2);
     const narrow = await analyze({ walletAddress: salaried, fields: ["summary"] });
-    expect(Object.keys(narrow.body).sort()).toEqual(["cached", "dataAsOf", "modelVersion", "summary", "walletAddress", "x402Billing"]);
+    expect(Object.keys(narrow.body).sort()).toEqual([
+      "cached",
+      "dataAsOf",
+      "modelVersion",
+      "summary",
+      "walletAddress",
+      "x402Billing",
+    ]);
     const unknown = await analyze({ walletAddress: salaried, fields: ["summary", "creditScore"] });
     expect(unknown.status).toBe(400);
-    expect(unknown.body.error).toMatchObject({ code: "unknown_field", details: { allowed: expect.arrayContaining(["summary", "walletData"]) } });
+    expect(unknown.body.error).toMatchObject({
+      code: "unknown_field",
+      details: { allowed: expect.arrayContaining(["summary", "walletData"]) },
+    });
   });
 
   it("serves walletData, named signals with their cache status, and a 12-month score history", async () => {
@@ -151,7 +187,9 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     const analysis = await get(`/api/wallet/${salaried}/analysis`);
     expect(analysis.status).toBe(200);
     const usdt = analysis.body.walletData.balances.find((b: { symbol: string }) => b.symbol === "USDT");
-    expect(usdt.balanceUsd).toBe(results.salaried!.whatLendersAlreadySee.balances.find((b) => b.symbol === "USDT")!.balanceUsd);
+    expect(usdt.balanceUsd).toBe(
+      results.salaried!.whatLendersAlreadySee.balances.find((b) => b.symbol === "USDT")!.balanceUsd,
+    );
     expect(analysis.body.walletData.monthly.length).toBeGreaterThanOrEqual(12);
 
     const signals = await get(`/api/wallet/${salaried}/signals`);
@@ -161,16 +199,22 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     expect(one.body.value).toBe(results.salaried!.income.verifiedMonthlyUsd);
     const missing = await get(`/api/wallet/${salaried}/signals/creditKarma`);
     expect(missing.status).toBe(404);
-    expect(missing.body.error).toMatchObject({ code: "unknown_signal", details: { signals: expect.arrayContaining(["drainSharePct"]) } });
+    expect(missing.body.error).toMatchObject({
+      code: "unknown_signal",
+      details: { signals: expect.arrayContaining(["drainSharePct"]) },
+    });
 
     const history = await get(`/api/wallet/${salaried}/history`);
     expect(history.body.history).toHaveLength(12);
     expect(history.body.history.at(-1).recommendation).toBe("approve");
-    expect(history.body.history.every((h: { financialHealth: number }) => h.financialHealth >= 0 && h.financialHealth <= 100)).toBe(true);
+    expect(
+      history.body.history.every(
+        (h: { financialHealth: number }) => h.financialHealth >= 0 && h.financialHealth <= 100,
+      ),
+    ).toBe(true);
 
     const bad = await get("/api/wallet/0xnope/signals");
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("invalid_address");
   });
 });
-

@@ -1,12 +1,16 @@
-
 import { sql } from "drizzle-orm";
-import { getTableConfig } from "drizzle-orm/pg-core";
 import { readMigrationFiles } from "drizzle-orm/migrator";
+import { getTableConfig } from "drizzle-orm/pg-core";
 import { afterAll, describe, expect, it } from "vitest";
-import { payment } from "../../api/store/schema.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { MIGRATIONS_FOLDER, openServiceStore, type ServiceStore, type ServiceStoreLocation } from "../../api/store/store.ts";
-import { databaseSlot, testDatabase, type DatabaseSlot } from "../support/indexer.ts";
+import { payment } from "../../api/store/schema.ts";
+import {
+  MIGRATIONS_FOLDER,
+  openServiceStore,
+  type ServiceStore,
+  type ServiceStoreLocation,
+} from "../../api/store/store.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 
 // The service store is built by the committed drizzle-kit migrations, applied at open (see also
 // test/service-store-migrations.test.ts, which keeps those migrations in step with schema.ts).
@@ -24,7 +28,8 @@ afterAll(async () => {
 
 type Row = Record<string, unknown>;
 
-const rows = async (store: ServiceStore, query: ReturnType<typeof sql>) => ((await store.db.execute(query)) as unknown as { rows: Row[] }).rows;
+const rows = async (store: ServiceStore, query: ReturnType<typeof sql>) =>
+  ((await store.db.execute(query)) as unknown as { rows: Row[] }).rows;
 
 /** The table as the catalog sees it: columns, constraints, indexes. */
 async function describeLedger(store: ServiceStore) {
@@ -40,11 +45,15 @@ async function describeLedger(store: ServiceStore) {
     sql`select conname as name, contype as type, pg_get_constraintdef(oid) as definition
         from pg_constraint where conrelid = 'service.payment'::regclass order by conname`,
   );
-  const indexes = await rows(store, sql`select indexname as name, indexdef as definition from pg_indexes where schemaname = 'service' and tablename = 'payment' order by indexname`);
+  const indexes = await rows(
+    store,
+    sql`select indexname as name, indexdef as definition from pg_indexes where schemaname = 'service' and tablename = 'payment' order by indexname`,
+  );
   return { columns, constraints, indexes };
 }
 
-const applied = async (store: ServiceStore) => rows(store, sql`select hash, created_at from service.__drizzle_migrations order by id`);
+const applied = async (store: ServiceStore) =>
+  rows(store, sql`select hash, created_at from service.__drizzle_migrations order by id`);
 const migrations = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER });
 
 const entry = (nonce: string) => ({
@@ -71,14 +80,22 @@ describe(`service store migrations (${testDatabase})`, () => {
       const pk = config.primaryKeys[0]!;
       expect(fresh.constraints).toEqual([
         { name: pk.getName(), type: "p", definition: `PRIMARY KEY (${pk.columns.map((c) => c.name).join(", ")})` },
-        { name: config.checks[0]!.name, type: "c", definition: expect.stringMatching(/^CHECK .*'pending'.*'settled'.*'failed'.*'waived'/) },
+        {
+          name: config.checks[0]!.name,
+          type: "c",
+          definition: expect.stringMatching(/^CHECK .*'pending'.*'settled'.*'failed'.*'waived'/),
+        },
       ]);
-      expect(fresh.indexes.map((i) => i.name)).toEqual([pk.getName(), ...config.indexes.map((i) => i.config.name)].sort());
+      expect(fresh.indexes.map((i) => i.name)).toEqual(
+        [pk.getName(), ...config.indexes.map((i) => i.config.name)].sort(),
+      );
       expect((await applied(store)).map((m) => Number(m.created_at))).toEqual(migrations.map((m) => m.folderMillis));
 
       await store.db.insert(payment).values(entry("0x01"));
-      await expect(store.db.execute(sql`insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status)
-        values ('t', 'p', 'n', 1, 'r', 'f', 's', 'e', 'bogus')`)).rejects.toThrow(/payment_status_check/);
+      await expect(
+        store.db.execute(sql`insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status)
+        values ('t', 'p', 'n', 1, 'r', 'f', 's', 'e', 'bogus')`),
+      ).rejects.toThrow(/payment_status_check/);
       await expect(store.db.insert(payment).values(entry("0x01"))).rejects.toThrow(/payment_pkey|duplicate key/);
     } finally {
       await store.close();
@@ -99,24 +116,40 @@ describe(`service store migrations (${testDatabase})`, () => {
     }
   });
 
-  it.runIf(testDatabase === "postgres")("replicas opening one fresh store together all succeed, and migrate it once", async () => {
-    const location = await freshLocation();
-    const opened = await Promise.allSettled(Array.from({ length: 4 }, () => openServiceStore(location)));
-    const stores = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
-    try {
-      expect(opened.flatMap((o) => (o.status === "rejected" ? [String(o.reason)] : []))).toEqual([]);
-      expect(await applied(stores[0]!)).toHaveLength(migrations.length);
-      await stores[1]!.db.insert(payment).values(entry("0x03"));
-      expect(await stores[2]!.db.select().from(payment)).toHaveLength(1);
-    } finally {
-      await Promise.all(stores.map((s) => s.close()));
-    }
-  });
+  it.runIf(testDatabase === "postgres")(
+    "replicas opening one fresh store together all succeed, and migrate it once",
+    async () => {
+      const location = await freshLocation();
+      const opened = await Promise.allSettled(Array.from({ length: 4 }, () => openServiceStore(location)));
+      const stores = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
+      try {
+        expect(opened.flatMap((o) => (o.status === "rejected" ? [String(o.reason)] : []))).toEqual([]);
+        expect(await applied(stores[0]!)).toHaveLength(migrations.length);
+        await stores[1]!.db.insert(payment).values(entry("0x03"));
+        expect(await stores[2]!.db.select().from(payment)).toHaveLength(1);
+      } finally {
+        await Promise.all(stores.map((s) => s.close()));
+      }
+    },
+  );
 });
 
 describe(`payment ledger: reads and claims made together (${testDatabase})`, () => {
-  const base = { amount: 10_000n, route: "POST /api/lender/screen", subject: null, fingerprint: "f", signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n };
-  const [usdt, usdc, a, b] = ["0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000a2", "0x00000000000000000000000000000000000000aa", "0x00000000000000000000000000000000000000bb"] as const;
+  const base = {
+    amount: 10_000n,
+    route: "POST /api/lender/screen",
+    subject: null,
+    fingerprint: "f",
+    signatureHash: "s",
+    encoding: "spec",
+    validBefore: 2n ** 40n,
+  };
+  const [usdt, usdc, a, b] = [
+    "0x00000000000000000000000000000000000000a1",
+    "0x00000000000000000000000000000000000000a2",
+    "0x00000000000000000000000000000000000000aa",
+    "0x00000000000000000000000000000000000000bb",
+  ] as const;
   const auth = { signature: "0x01", validAfter: 0n };
 
   it("gives each payment of a batch its own row and its own payer's open amounts in its token", async () => {
@@ -132,7 +165,12 @@ describe(`payment ledger: reads and claims made together (${testDatabase})`, () 
         ledger.lookup({ token: usdt, payer: b, nonce: "0x09" }),
       ]);
       expect(first.row).toEqual(await ledger.find({ token: usdt, payer: a, nonce: "0x01" }));
-      expect([first.open.unsettled, absent.row, absent.open.unsettled, other.open.unsettled]).toEqual([10_000n, undefined, 10_000n, 70_000n]);
+      expect([first.open.unsettled, absent.row, absent.open.unsettled, other.open.unsettled]).toEqual([
+        10_000n,
+        undefined,
+        10_000n,
+        70_000n,
+      ]);
       expect((await ledger.lookup({ token: usdc, payer: a, nonce: "0x09" })).open.unsettled).toBe(30_000n);
     } finally {
       await store.close();
@@ -145,7 +183,9 @@ describe(`payment ledger: reads and claims made together (${testDatabase})`, () 
       const ledger = createSqlLedger(store.db);
       await ledger.claim({ ...base, token: usdt, payer: b, nonce: "0x01", amount: 70_000n });
       await ledger.claim({ ...base, token: usdt, payer: a, nonce: "0x01" });
-      const claims = await Promise.all(["0x11", "0x12", "0x13"].map((nonce) => ledger.claimFirst({ ...base, token: usdt, payer: a, nonce }, auth)));
+      const claims = await Promise.all(
+        ["0x11", "0x12", "0x13"].map((nonce) => ledger.claimFirst({ ...base, token: usdt, payer: a, nonce }, auth)),
+      );
       // The first alone, the two made meanwhile together: none counts the rows of its own statement.
       expect(claims.map((c) => c?.unsettled)).toEqual([10_000n, 20_000n, 20_000n]);
       expect(await ledger.claimFirst({ ...base, token: usdt, payer: a, nonce: "0x11" }, auth)).toBeUndefined();

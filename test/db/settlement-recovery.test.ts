@@ -5,7 +5,6 @@ import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { mount } from "../../api/http/mount.ts";
-import { paidApp } from "../support/paid-app.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createFacilitator } from "../../api/payments/facilitator.ts";
@@ -17,8 +16,16 @@ import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
-import { devnetPaymentSettings, nowSeconds, signAuthorization, specHeader, type Token, tokenBalance } from "../support/payments.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
+import { paidApp } from "../support/paid-app.ts";
+import {
+  devnetPaymentSettings,
+  nowSeconds,
+  signAuthorization,
+  specHeader,
+  type Token,
+  tokenBalance,
+} from "../support/payments.ts";
 import { type RpcProxy, startRpcProxy } from "../support/rpc-proxy.ts";
 
 // Settlements whose outcome is not known when the request ends (the receipt comes late, the
@@ -56,7 +63,11 @@ describe(`settlement recovery (${testDatabase})`, () => {
   }
 
   const rpc = async (method: string, params: unknown[] = []) => {
-    const res = await fetch(devnet.manifest.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+    const res = await fetch(devnet.manifest.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+    });
     const body = (await res.json()) as { result?: unknown; error?: { message: string } };
     if (body.error) throw new Error(`${method}: ${body.error.message}`);
     return body.result;
@@ -64,11 +75,17 @@ describe(`settlement recovery (${testDatabase})`, () => {
   const automine = (on: boolean) => rpc("evm_setAutomine", [on]);
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
   const rowOf = async (nonce: string) => (await store.db.select().from(payment).where(eq(payment.nonce, nonce)))[0]!;
-  const sign = (fields: Partial<Parameters<typeof signAuthorization>[2]> = {}) => signAuthorization(lender.privateKey, USDT, { to: treasury, ...fields });
+  const sign = (fields: Partial<Parameters<typeof signAuthorization>[2]> = {}) =>
+    signAuthorization(lender.privateKey, USDT, { to: treasury, ...fields });
   const screen = (app: ReturnType<typeof appWith>, header: string, walletAddress: Hex = borrower) =>
-    app.request("/api/lender/screen", { method: "POST", headers: { "content-type": "application/json", "x-payment": header }, body: JSON.stringify({ walletAddress, callerAddress: lender.address }) });
+    app.request("/api/lender/screen", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-payment": header },
+      body: JSON.stringify({ walletAddress, callerAddress: lender.address }),
+    });
   /** A core as a service process has it, with short waits so that "the receipt came too late" happens in a test. */
-  const core = () => createPayments(settings, store.db, createFacilitator(settings), { receiptWaitMs: 1_000, settlingWaitMs: 500 });
+  const core = () =>
+    createPayments(settings, store.db, createFacilitator(settings), { receiptWaitMs: 1_000, settlingWaitMs: 500 });
 
   beforeAll(async () => {
     devnet = await startTestDevnet({ wallets: 4, months: 12, slotHours: 24 * 7 });
@@ -128,7 +145,9 @@ describe(`settlement recovery (${testDatabase})`, () => {
   });
 
   it("answers two concurrent retries of such a payment once each, with one charge", async () => {
-    const app = appWith(createPayments(settings, store.db, createFacilitator(settings), { receiptWaitMs: 1_000, settlingWaitMs: 5_000 }));
+    const app = appWith(
+      createPayments(settings, store.db, createFacilitator(settings), { receiptWaitMs: 1_000, settlingWaitMs: 5_000 }),
+    );
     const before = await treasuryUsdt();
     const { header, row } = await unminedSettlement(app);
     const retries = Promise.all([screen(app, header), screen(app, header)]);
@@ -168,10 +187,19 @@ describe(`settlement recovery (${testDatabase})`, () => {
     const dying = appWith(core());
     hangNext = true;
     const died = screen(dying, header, hangingBorrower); // claimed; the handler never ends (the process died)
-    for (let i = 0; i < 100 && !(await store.db.select().from(payment).where(eq(payment.nonce, signed.authorization.nonce))).length; i++) await new Promise((r) => setTimeout(r, 50));
+    for (
+      let i = 0;
+      i < 100 && !(await store.db.select().from(payment).where(eq(payment.nonce, signed.authorization.nonce))).length;
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 50));
     expect((await rowOf(signed.authorization.nonce)).status).toBe("pending");
     // Somebody (the payer, another facilitator) submits the authorization on chain meanwhile.
-    const wallet = createWalletClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl), account: privateKeyToAccount(lender.privateKey) });
+    const wallet = createWalletClient({
+      chain: devnetChain(devnet.manifest.rpcUrl),
+      transport: http(devnet.manifest.rpcUrl),
+      account: privateKeyToAccount(lender.privateKey),
+    });
     const a = signed.authorization;
     const tx = await wallet.writeContract({
       address: USDT.address,
@@ -180,7 +208,10 @@ describe(`settlement recovery (${testDatabase})`, () => {
       args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signed.signature],
     });
     await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: tx });
-    await store.db.update(payment).set({ updatedAt: new Date(Date.now() - 5 * 60_000) }).where(eq(payment.nonce, a.nonce));
+    await store.db
+      .update(payment)
+      .set({ updatedAt: new Date(Date.now() - 5 * 60_000) })
+      .where(eq(payment.nonce, a.nonce));
 
     const restarted = core();
     await restarted.reconcileUnresolved(0);
@@ -212,8 +243,13 @@ describe(`settlement recovery (${testDatabase})`, () => {
     hangNext = true;
     const died = screen(dying, header, hangingBorrower); // claimed; the process "dies" in the handler
     const a = signed.authorization;
-    for (let i = 0; i < 100 && !(await store.db.select().from(payment).where(eq(payment.nonce, a.nonce))).length; i++) await new Promise((r) => setTimeout(r, 50));
-    const wallet = createWalletClient({ chain: devnetChain(devnet.manifest.rpcUrl), transport: http(devnet.manifest.rpcUrl), account: privateKeyToAccount(lender.privateKey) });
+    for (let i = 0; i < 100 && !(await store.db.select().from(payment).where(eq(payment.nonce, a.nonce))).length; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const wallet = createWalletClient({
+      chain: devnetChain(devnet.manifest.rpcUrl),
+      transport: http(devnet.manifest.rpcUrl),
+      account: privateKeyToAccount(lender.privateKey),
+    });
     const tx = await wallet.writeContract({
       address: USDT.address,
       abi: devStablecoinAbi,
@@ -221,14 +257,20 @@ describe(`settlement recovery (${testDatabase})`, () => {
       args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signed.signature],
     });
     await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: tx });
-    await store.db.update(payment).set({ updatedAt: new Date(Date.now() - 5 * 60_000) }).where(eq(payment.nonce, a.nonce));
+    await store.db
+      .update(payment)
+      .set({ updatedAt: new Date(Date.now() - 5 * 60_000) })
+      .where(eq(payment.nonce, a.nonce));
     const restarted = core();
     await restarted.reconcileUnresolved(0);
     expect(await rowOf(a.nonce)).toMatchObject({ status: "settled", transaction: tx, responseBody: null });
 
     const app = appWith(restarted);
     const handledBefore = handled;
-    const [first, second] = await Promise.all([screen(app, header, hangingBorrower), screen(app, header, hangingBorrower)]);
+    const [first, second] = await Promise.all([
+      screen(app, header, hangingBorrower),
+      screen(app, header, hangingBorrower),
+    ]);
     releaseHang();
     await died;
     expect([first.status, second.status]).toEqual([200, 200]);

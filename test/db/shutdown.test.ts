@@ -1,10 +1,10 @@
 import type { Hex } from "viem";
 import { createPublicClient, decodeFunctionData, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
+import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
@@ -27,7 +27,10 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     fetch(`${url}/api/lender/screen`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-payment": header },
-      body: JSON.stringify({ walletAddress: devnet.manifest.personas.salaried!.address, callerAddress: lender.address }),
+      body: JSON.stringify({
+        walletAddress: devnet.manifest.personas.salaried!.address,
+        callerAddress: lender.address,
+      }),
     }).then(
       async (res) => ({ status: res.status, body: await res.text() }),
       (error: Error) => ({ error: String((error.cause as Error)?.message ?? error.message) }),
@@ -49,17 +52,28 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
 
   /** Authorizations in the mempool's pending transactions: the relayer batches them (Multicall3 aggregate3) or sends one alone. */
   const settlementsInMempool = async () => {
-    const { pending } = (await rpc("txpool_content")) as { pending: Record<string, Record<string, { to: string; input: Hex }>> };
+    const { pending } = (await rpc("txpool_content")) as {
+      pending: Record<string, Record<string, { to: string; input: Hex }>>;
+    };
     return Object.values(pending)
       .flatMap((byNonce) => Object.values(byNonce))
-      .reduce((n, tx) => n + (tx.to.toLowerCase() === MULTICALL3 ? decodeFunctionData({ abi: multicall3Abi, data: tx.input }).args[0].length : 1), 0);
+      .reduce(
+        (n, tx) =>
+          n +
+          (tx.to.toLowerCase() === MULTICALL3
+            ? decodeFunctionData({ abi: multicall3Abi, data: tx.input }).args[0].length
+            : 1),
+        0,
+      );
   };
 
   it("finishes the paid requests in flight, settlement included, before exiting: every authorization used on chain got its data, and the treasury gained the price of each answer", async () => {
     const indexer = await env.index();
     const USDT = devnet.manifest.tokens.USDT;
     const before = await treasuryUsdt();
-    const signed = await Promise.all(Array.from({ length: 30 }, () => signAuthorization(lender.privateKey, USDT, { to: treasury })));
+    const signed = await Promise.all(
+      Array.from({ length: 30 }, () => signAuthorization(lender.privateKey, USDT, { to: treasury })),
+    );
     const headers = signed.map((s) => specHeader(s, USDT.address));
 
     // Settlement transactions stay in the mempool until we mine: SIGTERM lands while at least ten
@@ -67,7 +81,12 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     await rpc("evm_setAutomine", [false]);
     const exited = new Promise<number | null>((resolve) => indexer.child.once("exit", (code) => resolve(code)));
     const calls = headers.map((header) => screen(indexer.url, header));
-    await waitFor("ten settlements in the mempool", async () => ((await settlementsInMempool()) >= 10 ? true : undefined), indexer, 60_000);
+    await waitFor(
+      "ten settlements in the mempool",
+      async () => ((await settlementsInMempool()) >= 10 ? true : undefined),
+      indexer,
+      60_000,
+    );
     const signalledAt = Date.now();
     process.kill(-indexer.child.pid!, "SIGTERM");
     await new Promise((r) => setTimeout(r, 1_000));
@@ -84,7 +103,10 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     // nothing. A connection the listener had not accepted yet when it closed (still connecting, or
     // waiting in the kernel's backlog while the process was busy) is refused or reset: that request
     // never reached the service, and the money checks below hold for it too (no charge without data).
-    expect(first.filter((o) => "error" in o && !/ECONNREFUSED|ECONNRESET/.test(o.error)), indexer.output().slice(-3000)).toEqual([]);
+    expect(
+      first.filter((o) => "error" in o && !/ECONNREFUSED|ECONNRESET/.test(o.error)),
+      indexer.output().slice(-3000),
+    ).toEqual([]);
     const answered = first.map((o) => "status" in o && o.status === 200);
     for (const [i, outcome] of first.entries()) {
       if (answered[i] || "error" in outcome) continue;
@@ -97,7 +119,12 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     const usedOnChain = () =>
       Promise.all(
         signed.map((s) =>
-          chain.readContract({ address: USDT.address, abi: devStablecoinAbi, functionName: "authorizationState", args: [s.authorization.from, s.authorization.nonce] }),
+          chain.readContract({
+            address: USDT.address,
+            abi: devStablecoinAbi,
+            functionName: "authorizationState",
+            args: [s.authorization.from, s.authorization.nonce],
+          }),
         ),
       );
     const used = await usedOnChain();

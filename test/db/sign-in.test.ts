@@ -4,33 +4,47 @@ import { type ServerType, serve } from "@hono/node-server";
 import type { RouteConfig } from "@hono/zod-openapi";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { decodePaymentRequiredHeader } from "@x402/core/http";
-import { createSIWxMessage, encodeSIWxHeader, SIGN_IN_WITH_X, type SIWxExtension, type SIWxPayload, wrapFetchWithSIWx } from "@x402/extensions/sign-in-with-x";
+import { ExactEvmScheme } from "@x402/evm";
+import {
+  createSIWxMessage,
+  encodeSIWxHeader,
+  SIGN_IN_WITH_X,
+  type SIWxExtension,
+  type SIWxPayload,
+  wrapFetchWithSIWx,
+} from "@x402/extensions/sign-in-with-x";
+import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { ExactEvmScheme } from "@x402/evm";
-import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { analyzeRoute } from "../../api/analyze/route.ts";
 import { registerPaymentSchemes } from "../../api/http/declare.ts";
 import { mount } from "../../api/http/mount.ts";
 import { openApiDocument } from "../../api/openapi/route.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
-import { configHandler, configRoute } from "../../api/x402/config-route.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
-import { screenRoute } from "../../api/screen/route.ts";
 import { signInFor } from "../../api/payments/sign-in.ts";
+import { screenRoute } from "../../api/screen/route.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { analysisRoute, signalRoute } from "../../api/wallet/routes.ts";
+import { configHandler, configRoute } from "../../api/x402/config-route.ts";
 import { readEnv } from "../../config/env.ts";
 import { StartupError } from "../../config/errors.ts";
 import { resolveSignInOrigin } from "../../config/sign-in.ts";
 import { freePort } from "../../devnet/ports.ts";
-import { type TestDevnet, startTestDevnet } from "../support/devnet.ts";
-import { databaseSlot, type DatabaseSlot, testDatabase } from "../support/indexer.ts";
+import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
+import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 import { documentMismatch, type OpenApiDocument } from "../support/openapi.ts";
 import { paidApp } from "../support/paid-app.ts";
-import { devnetPaymentSettings, randomNonce, signAuthorization, specHeader, type Token, tokenBalance } from "../support/payments.ts";
+import {
+  devnetPaymentSettings,
+  randomNonce,
+  signAuthorization,
+  specHeader,
+  type Token,
+  tokenBalance,
+} from "../support/payments.ts";
 
 // Sign-in-with-x on the real payment path (route declarations, adapter, payment core, ledger, a
 // devnet chain): CAIP-122 messages built and signed with @x402/extensions and viem accounts. The
@@ -62,18 +76,32 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
       mount(app, screenRoute, (c) => c.json(answer(c.req.valid("json").walletAddress, c)) as never);
       mount(app, analyzeRoute, (c) => c.json(answer(c.req.valid("json").walletAddress, c)) as never);
       mount(app, analysisRoute, (c) => c.json(answer(c.req.valid("param").address, c)) as never);
-      mount(app, signalRoute, (c) => c.json({ ...answer(c.req.valid("param").address, c), billing: { chargedUnits: c.var.billing.chargedUnits.toString(), freeRead: c.var.billing.waived } }) as never);
+      mount(
+        app,
+        signalRoute,
+        (c) =>
+          c.json({
+            ...answer(c.req.valid("param").address, c),
+            billing: { chargedUnits: c.var.billing.chargedUnits.toString(), freeRead: c.var.billing.waived },
+          }) as never,
+      );
       mount(app, configRoute, configHandler({ payments: core, routes: [...served, configRoute] as RouteConfig[] }));
       registerPaymentSchemes(app.openAPIRegistry);
     });
   }
 
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
-  const pay = async (key: Hex = lender.privateKey) => ({ "x-payment": specHeader(await signAuthorization(key, USDT, { to: treasury }), USDT.address) });
+  const pay = async (key: Hex = lender.privateKey) => ({
+    "x-payment": specHeader(await signAuthorization(key, USDT, { to: treasury }), USDT.address),
+  });
 
   /** `base`: the origin the request is sent to (its Host), ORIGIN unless a test names another. */
   type Call = { method: "GET" | "POST"; path: string; body?: unknown; base?: string };
-  const analyze = (walletAddress: Hex, extra: Record<string, unknown> = {}): Call => ({ method: "POST", path: "/api/agent/analyze", body: { walletAddress, ...extra } });
+  const analyze = (walletAddress: Hex, extra: Record<string, unknown> = {}): Call => ({
+    method: "POST",
+    path: "/api/agent/analyze",
+    body: { walletAddress, ...extra },
+  });
   const analysis = (wallet: Hex): Call => ({ method: "GET", path: `/api/wallet/${wallet}/analysis` });
   const signal = (wallet: Hex): Call => ({ method: "GET", path: `/api/wallet/${wallet}/signals/reputation` });
   const url = (call: Call) => `${call.base ?? ORIGIN}${call.path}`;
@@ -90,13 +118,20 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
   const challengeOf = async (call: Call): Promise<SIWxExtension> => {
     const res = await send(call);
     expect(res.status).toBe(402);
-    return decodePaymentRequiredHeader(res.headers.get("payment-required")!).extensions![SIGN_IN_WITH_X] as SIWxExtension;
+    return decodePaymentRequiredHeader(res.headers.get("payment-required")!).extensions![
+      SIGN_IN_WITH_X
+    ] as SIWxExtension;
   };
   /** A proof signed with the package's CAIP-122 message; `changes` alter the fields before signing (a wrong domain, chain…). */
   const proof = async (call: Call, key: Hex, changes: Partial<SIWxPayload> = {}, signer: Hex = key) => {
     const challenge = await challengeOf(call);
     const address = privateKeyToAccount(key).address;
-    const info = { ...challenge.info, chainId: challenge.supportedChains[0]!.chainId, type: challenge.supportedChains[0]!.type, ...changes };
+    const info = {
+      ...challenge.info,
+      chainId: challenge.supportedChains[0]!.chainId,
+      type: challenge.supportedChains[0]!.type,
+      ...changes,
+    };
     const signature = await privateKeyToAccount(signer).signMessage({ message: createSIWxMessage(info, address) });
     return { "sign-in-with-x": encodeSIWxHeader({ ...info, address, signature }) };
   };
@@ -128,15 +163,24 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     const first = await send(signal(borrower));
     expect(first.status).toBe(402);
     const inBody = first.body.extensions[SIGN_IN_WITH_X];
-    const inHeader = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions![SIGN_IN_WITH_X] as SIWxExtension;
+    const inHeader = decodePaymentRequiredHeader(first.headers.get("payment-required")!).extensions![
+      SIGN_IN_WITH_X
+    ] as SIWxExtension;
     expect(inHeader).toEqual(inBody);
-    expect(inHeader.info).toMatchObject({ domain: "screening.example", uri: url(signal(borrower)), version: "1", resources: [url(signal(borrower))], nonce: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    expect(inHeader.info).toMatchObject({
+      domain: "screening.example",
+      uri: url(signal(borrower)),
+      version: "1",
+      resources: [url(signal(borrower))],
+      nonce: expect.stringMatching(/^[0-9a-f]{32}$/),
+    });
     expect(Date.parse(inHeader.info.expirationTime!)).toBeGreaterThan(Date.parse(inHeader.info.issuedAt));
     expect(inHeader.supportedChains).toEqual([{ chainId: "eip155:42220", type: "eip191" }]);
     expect(inHeader.schema.required).toContain("signature");
     expect(documentMismatch(doc, "GET", signalRoute.path, 402, first.body)).toBe("");
     expect((await challengeOf(signal(borrower))).info.nonce).not.toBe(inHeader.info.nonce);
-    for (const call of [analyze(borrower), analysis(borrower)]) expect((await send(call)).body.extensions[SIGN_IN_WITH_X].supportedChains).toHaveLength(1);
+    for (const call of [analyze(borrower), analysis(borrower)])
+      expect((await send(call)).body.extensions[SIGN_IN_WITH_X].supportedChains).toHaveLength(1);
     // Where signing in makes nothing free, it is not offered.
     const screen = await send({ method: "POST", path: "/api/lender/screen", body: { walletAddress: borrower } });
     expect(screen.status).toBe(402);
@@ -150,13 +194,21 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
       chains: [{ chainId: "eip155:42220", type: "eip191" }],
       maxAgeSeconds: 300,
       ownWalletAnalysesPerHour: LIMIT,
-      routes: ["POST /api/agent/analyze", "GET /api/wallet/{address}/analysis", "GET /api/wallet/{address}/signals/{signal}"],
+      routes: [
+        "POST /api/agent/analyze",
+        "GET /api/wallet/{address}/analysis",
+        "GET /api/wallet/{address}/signals/{signal}",
+      ],
       refusals: { sign_in_invalid: 402, sign_in_not_entitled: 402 },
     });
-    expect(config.headers.request).toContain("SIGN-IN-WITH-X (x402 sign-in-with-x, base64; instead of a payment where signIn says so)");
+    expect(config.headers.request).toContain(
+      "SIGN-IN-WITH-X (x402 sign-in-with-x, base64; instead of a payment where signIn says so)",
+    );
     const price = (route: string) => config.prices.find((p: { route: string }) => p.route === route);
     expect(price("POST /api/agent/analyze").signIn).toMatch(/your own wallet free/);
-    expect(price("GET /api/wallet/{address}/signals/{signal}").signIn).toMatch(/free read of freeWhen with no payment header/);
+    expect(price("GET /api/wallet/{address}/signals/{signal}").signIn).toMatch(
+      /free read of freeWhen with no payment header/,
+    );
     expect(price("POST /api/lender/screen").signIn).toBeUndefined();
   });
 
@@ -166,7 +218,10 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     // Signed in, but nothing paid for this wallet yet: refused, not charged, the handler never ran.
     const early = await send(signal(borrower), await proof(signal(borrower), lender.privateKey));
     expect(early.status).toBe(402);
-    expect(early.body).toMatchObject({ code: "sign_in_not_entitled", details: { wallet: lender.address.toLowerCase(), subject: borrower.toLowerCase() } });
+    expect(early.body).toMatchObject({
+      code: "sign_in_not_entitled",
+      details: { wallet: lender.address.toLowerCase(), subject: borrower.toLowerCase() },
+    });
     expect(early.body.extensions[SIGN_IN_WITH_X]).toBeDefined();
     expect(handled).toBe(runs);
 
@@ -179,7 +234,11 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     const free = await send(signal(borrower), headers);
     expect(free.status).toBe(200);
     expect(free.body.billing).toEqual({ chargedUnits: "0", freeRead: true });
-    expect(free.body.x402Billing).toMatchObject({ chargedUsdt: "0.00", chargedUnits: "0", payer: lender.address.toLowerCase() });
+    expect(free.body.x402Billing).toMatchObject({
+      chargedUsdt: "0.00",
+      chargedUnits: "0",
+      payer: lender.address.toLowerCase(),
+    });
     expect(free.headers.get("payment-response")).toBeNull();
     expect(await treasuryUsdt()).toBe(before + 10_000n);
 
@@ -217,7 +276,10 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     expect(documentMismatch(doc, "POST", analyzeRoute.path, 429, limited.body)).toBe("");
     // The limit is the wallet's: another wallet still gets its own analysis.
     const otherKey = generatePrivateKey();
-    const other = await send(analysis(privateKeyToAccount(otherKey).address), await proof(analysis(privateKeyToAccount(otherKey).address), otherKey));
+    const other = await send(
+      analysis(privateKeyToAccount(otherKey).address),
+      await proof(analysis(privateKeyToAccount(otherKey).address), otherKey),
+    );
     expect(other.status).toBe(200);
     expect(await treasuryUsdt()).toBe(before);
 
@@ -234,7 +296,8 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
   /** Uses up lender2's own-wallet allowance, then a fresh proof for one more analysis. */
   async function proofLimited(key: Hex) {
     const wallet = privateKeyToAccount(key).address;
-    for (let i = 0; i < LIMIT; i++) expect((await send(analyze(wallet), await proof(analyze(wallet), key))).status).toBe(200);
+    for (let i = 0; i < LIMIT; i++)
+      expect((await send(analyze(wallet), await proof(analyze(wallet), key))).status).toBe(200);
     expect((await send(analyze(wallet), await proof(analyze(wallet), key))).status).toBe(429);
     return proof(analyze(wallet), key);
   }
@@ -242,12 +305,24 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
   it("refuses a signature for another wallet's analysis, without charging or running the handler", async () => {
     const before = await treasuryUsdt();
     const runs = handled;
-    for (const call of [analyze(borrower), analysis(borrower), analyze(lender.address, { callerAddress: lender2.address })]) {
+    for (const call of [
+      analyze(borrower),
+      analysis(borrower),
+      analyze(lender.address, { callerAddress: lender2.address }),
+    ]) {
       const res = await send(call, await proof(call, lender.privateKey));
       expect(res.status).toBe(402);
       expect(res.body.code).toBe("sign_in_not_entitled");
       expect(res.body.accepts.length).toBeGreaterThan(0);
-      expect(documentMismatch(doc, call.method, call.method === "POST" ? analyzeRoute.path : analysisRoute.path, 402, res.body)).toBe("");
+      expect(
+        documentMismatch(
+          doc,
+          call.method,
+          call.method === "POST" ? analyzeRoute.path : analysisRoute.path,
+          402,
+          res.body,
+        ),
+      ).toBe("");
     }
     expect(handled).toBe(runs);
     expect(await treasuryUsdt()).toBe(before);
@@ -258,17 +333,38 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     const key = lender.privateKey;
     const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
     const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
-    const decoded = (headers: Record<string, string>) => JSON.parse(Buffer.from(headers["sign-in-with-x"]!, "base64").toString()) as SIWxPayload;
+    const decoded = (headers: Record<string, string>) =>
+      JSON.parse(Buffer.from(headers["sign-in-with-x"]!, "base64").toString()) as SIWxPayload;
     const cases: [string, () => Promise<Record<string, string>>, string][] = [
       ["signed by another key", () => proof(call, key, {}, lender2.privateKey), "invalid_siwx_signature"],
       ["another domain", () => proof(call, key, { domain: "evil.example" }), "invalid_siwx_domain_mismatch"],
-      ["a URI on another origin", () => proof(call, key, { uri: "https://evil.example/api/agent/analyze" }), "invalid_siwx_uri_mismatch"],
+      [
+        "a URI on another origin",
+        () => proof(call, key, { uri: "https://evil.example/api/agent/analyze" }),
+        "invalid_siwx_uri_mismatch",
+      ],
       ["another chain", () => proof(call, key, { chainId: "eip155:1" }), "invalid_siwx_unsupported_chain"],
-      ["issued too long ago", () => proof(call, key, { issuedAt: minutesAgo(6), expirationTime: undefined }), "invalid_siwx_issued_at_too_old"],
-      ["expired", () => proof(call, key, { issuedAt: minutesAgo(2), expirationTime: minutesAgo(1) }), "invalid_siwx_expired"],
-      ["an address that is not one", async () => ({ "sign-in-with-x": b64({ ...decoded(await proof(call, key)), address: "0x1234" }) }), "invalid_siwx_signature"],
+      [
+        "issued too long ago",
+        () => proof(call, key, { issuedAt: minutesAgo(6), expirationTime: undefined }),
+        "invalid_siwx_issued_at_too_old",
+      ],
+      [
+        "expired",
+        () => proof(call, key, { issuedAt: minutesAgo(2), expirationTime: minutesAgo(1) }),
+        "invalid_siwx_expired",
+      ],
+      [
+        "an address that is not one",
+        async () => ({ "sign-in-with-x": b64({ ...decoded(await proof(call, key)), address: "0x1234" }) }),
+        "invalid_siwx_signature",
+      ],
       ["not base64", async () => ({ "sign-in-with-x": "%% not base64 %%" }), "invalid_siwx_header"],
-      ["base64 JSON missing fields", async () => ({ "sign-in-with-x": b64({ address: lender.address }) }), "invalid_siwx_header"],
+      [
+        "base64 JSON missing fields",
+        async () => ({ "sign-in-with-x": b64({ address: lender.address }) }),
+        "invalid_siwx_header",
+      ],
     ];
     const before = await treasuryUsdt();
     const runs = handled;
@@ -341,7 +437,13 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
       const challenge = (await get(spoofed)).body.extensions[SIGN_IN_WITH_X] as SIWxExtension;
       expect(challenge.info).toMatchObject({ domain: `127.0.0.1:${port}`, uri: `${ours}${call.path}` });
       const signed = async (changes: Partial<SIWxPayload> = {}) => {
-        const info = { ...challenge.info, chainId: "eip155:42220", type: "eip191" as const, nonce: randomNonce().slice(2, 34), ...changes };
+        const info = {
+          ...challenge.info,
+          chainId: "eip155:42220",
+          type: "eip191" as const,
+          nonce: randomNonce().slice(2, 34),
+          ...changes,
+        };
         const signature = await privateKeyToAccount(key).signMessage({ message: createSIWxMessage(info, me) });
         return { "sign-in-with-x": encodeSIWxHeader({ ...info, address: me, signature }) };
       };
@@ -372,14 +474,19 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     const live = { PONDER_RPC_URL_42220: "https://forno.celo.org" };
     expect(() => resolveSignInOrigin(readEnv(live))).toThrow(StartupError);
     expect(() => resolveSignInOrigin(readEnv(live))).toThrow(/Set SIGN_IN_ORIGIN/);
-    expect(resolveSignInOrigin(readEnv({ ...live, SIGN_IN_ORIGIN: "https://api.example.com" }))).toBe("https://api.example.com");
+    expect(resolveSignInOrigin(readEnv({ ...live, SIGN_IN_ORIGIN: "https://api.example.com" }))).toBe(
+      "https://api.example.com",
+    );
     expect(() => readEnv({ ...live, SIGN_IN_ORIGIN: "https://api.example.com/v1" })).toThrow(/SIGN_IN_ORIGIN/);
   });
 
   it("works with the package's own client (wrapFetchWithSIWx), as docs/payments.md shows", async () => {
     const key = generatePrivateKey();
     const me = privateKeyToAccount(key).address;
-    const signedIn = wrapFetchWithSIWx((input, init) => Promise.resolve(app.request(input as Request, init)), privateKeyToAccount(key));
+    const signedIn = wrapFetchWithSIWx(
+      (input, init) => Promise.resolve(app.request(input as Request, init)),
+      privateKeyToAccount(key),
+    );
     const res = await signedIn(url(analysis(me)));
     expect(res.status).toBe(200);
     expect(((await res.json()) as Record<string, any>).x402Billing.chargedUsdt).toBe("0.00");
@@ -395,7 +502,9 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
       },
       {
         schemes: [{ network: "eip155:42220", client: new ExactEvmScheme(privateKeyToAccount(lender2.privateKey)) }],
-        spendControls: { allowedAssets: [{ network: "eip155:42220" as const, asset: USDT.address, maxAmountPerPayment: "100000" }] },
+        spendControls: {
+          allowedAssets: [{ network: "eip155:42220" as const, asset: USDT.address, maxAmountPerPayment: "100000" }],
+        },
       },
     );
     const before = await treasuryUsdt();
@@ -409,7 +518,8 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
   it("documents the sign-in scheme once, on the routes where it applies, and the document validates", async () => {
     const result = await new Validator().validate(structuredClone(doc) as never);
     expect(result.errors ?? null).toBeNull();
-    const schemes = (doc as unknown as { components: { securitySchemes: Record<string, { name: string }> } }).components.securitySchemes;
+    const schemes = (doc as unknown as { components: { securitySchemes: Record<string, { name: string }> } }).components
+      .securitySchemes;
     expect(schemes.signInWithX).toMatchObject({ type: "apiKey", in: "header", name: "SIGN-IN-WITH-X" });
     const op = (path: string, method: string) => (doc.paths[path] as Record<string, any>)[method];
     expect(op(analyzeRoute.path, "post").security).toContainEqual({ signInWithX: [] });

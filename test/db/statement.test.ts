@@ -46,9 +46,18 @@ describe(`statements (${testDatabase})`, () => {
   console.log(`statement test files: ${work}`);
 
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);
-  const pay = async () => ({ "x-payment": specHeader(await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value: 10_000n }), devnet.manifest.tokens.USDT.address) });
+  const pay = async () => ({
+    "x-payment": specHeader(
+      await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury, value: 10_000n }),
+      devnet.manifest.tokens.USDT.address,
+    ),
+  });
   const statement = async (body: Record<string, unknown>, paid = true) => {
-    const res = await fetch(`${indexer.url}/api/agent/statement`, { method: "POST", headers: { "content-type": "application/json", ...(paid ? await pay() : {}) }, body: JSON.stringify(body) });
+    const res = await fetch(`${indexer.url}/api/agent/statement`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(paid ? await pay() : {}) },
+      body: JSON.stringify(body),
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
   const fetchBytes = async (path: string) => {
@@ -71,8 +80,17 @@ describe(`statements (${testDatabase})`, () => {
     const to = BigInt(Date.parse(s.to) / 1000);
     return all
       .filter((t) => t.timestamp >= from && t.timestamp <= to && t.block <= BigInt(s.dataAsOf.block))
-      .flatMap((t) => [...(t.to === w ? [{ t, dir: "in" as const, other: t.from }] : []), ...(t.from === w ? [{ t, dir: "out" as const, other: t.to }] : [])])
-      .sort((a, b) => (a.t.block === b.t.block ? a.t.logIndex - b.t.logIndex || a.dir.localeCompare(b.dir) : a.t.block < b.t.block ? -1 : 1));
+      .flatMap((t) => [
+        ...(t.to === w ? [{ t, dir: "in" as const, other: t.from }] : []),
+        ...(t.from === w ? [{ t, dir: "out" as const, other: t.to }] : []),
+      ])
+      .sort((a, b) =>
+        a.t.block === b.t.block
+          ? a.t.logIndex - b.t.logIndex || a.dir.localeCompare(b.dir)
+          : a.t.block < b.t.block
+            ? -1
+            : 1,
+      );
   };
 
   beforeAll(async () => {
@@ -82,20 +100,37 @@ describe(`statements (${testDatabase})`, () => {
       req.on("end", () => {
         const { cid, name } = JSON.parse(body || "{}");
         if (req.method !== "POST" || req.url !== "/pins") return res.writeHead(404).end();
-        if (pinningMode === "fail") return res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { reason: "INTERNAL_SERVER_ERROR", details: "pinning backend down" } }));
+        if (pinningMode === "fail")
+          return res
+            .writeHead(500, { "content-type": "application/json" })
+            .end(JSON.stringify({ error: { reason: "INTERNAL_SERVER_ERROR", details: "pinning backend down" } }));
         remotePins.push({ cid, name, auth: req.headers.authorization });
-        res.writeHead(202, { "content-type": "application/json" }).end(JSON.stringify({ requestid: `req-${remotePins.length}`, status: "queued", created: new Date().toISOString(), pin: { cid, name }, delegates: [] }));
+        res.writeHead(202, { "content-type": "application/json" }).end(
+          JSON.stringify({
+            requestid: `req-${remotePins.length}`,
+            status: "queued",
+            created: new Date().toISOString(),
+            pin: { cid, name },
+            delegates: [],
+          }),
+        );
       });
     });
     await new Promise<void>((resolve) => pinningServer.listen(0, "127.0.0.1", resolve));
     env = await indexedDevnet({ wallets: 4, months: 13, seed: 23 });
     devnet = env.devnet;
-    indexer = await env.index({ PINNING_SERVICE_URL: `http://127.0.0.1:${(pinningServer.address() as AddressInfo).port}`, PINNING_SERVICE_TOKEN: "secret-token" });
+    indexer = await env.index({
+      PINNING_SERVICE_URL: `http://127.0.0.1:${(pinningServer.address() as AddressInfo).port}`,
+      PINNING_SERVICE_TOKEN: "secret-token",
+    });
     await waitForBlock(indexer, devnet.manifest.headBlock);
     lender = devnet.manifest.lenders[1] as unknown as typeof lender;
     wallet = devnet.manifest.personas.salaried!.address.toLowerCase() as Hex;
     treasury = devnet.manifest.service.treasury.address;
-    tokens = { USDT: devnet.manifest.tokens.USDT.address.toLowerCase(), USDC: devnet.manifest.tokens.USDC.address.toLowerCase() };
+    tokens = {
+      USDT: devnet.manifest.tokens.USDT.address.toLowerCase(),
+      USDC: devnet.manifest.tokens.USDC.address.toLowerCase(),
+    };
   }, 240_000);
 
   afterAll(async () => {
@@ -122,15 +157,31 @@ describe(`statements (${testDatabase})`, () => {
     const res = await statement({ walletAddress: wallet, period: "12M" });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     first = latest = statementResultSchema.parse(res.body);
-    expect(first).toMatchObject({ walletAddress: wallet, period: "12M", x402Billing: { chargedUsdt: "0.01", payer: lender.address.toLowerCase() } });
+    expect(first).toMatchObject({
+      walletAddress: wallet,
+      period: "12M",
+      x402Billing: { chargedUsdt: "0.01", payer: lender.address.toLowerCase() },
+    });
     expect(Date.parse(first.to) / 1000).toBe(Date.parse(first.dataAsOf.time) / 1000);
     expect(Date.parse(first.from) / 1000).toBe(periodStart(Date.parse(first.to) / 1000, "12M"));
     expect(first.pinned).toEqual({
       local: true,
-      remote: { service: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/), ok: true, pins: [expect.objectContaining({ cid: first.cid, status: "queued" }), expect.objectContaining({ cid: first.csvCid, status: "queued" })] },
+      remote: {
+        service: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+        ok: true,
+        pins: [
+          expect.objectContaining({ cid: first.cid, status: "queued" }),
+          expect.objectContaining({ cid: first.csvCid, status: "queued" }),
+        ],
+      },
     });
     expect(remotePins).toHaveLength(2);
-    expect(remotePins).toEqual(expect.arrayContaining([expect.objectContaining({ cid: first.cid, auth: "Bearer secret-token" }), expect.objectContaining({ cid: first.csvCid, auth: "Bearer secret-token" })]));
+    expect(remotePins).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ cid: first.cid, auth: "Bearer secret-token" }),
+        expect.objectContaining({ cid: first.csvCid, auth: "Bearer secret-token" }),
+      ]),
+    );
 
     // Served back by CID: the bytes hash to it, with their media type and an immutable cache header.
     const { res: pdfRes, bytes: pdf } = await fetchBytes(new URL(first.url).pathname);
@@ -138,7 +189,10 @@ describe(`statements (${testDatabase})`, () => {
     expect(pdfRes.headers.get("content-type")).toBe("application/pdf");
     expect(pdfRes.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
     expect(await cidOf(pdf)).toBe(first.cid);
-    expect([pdf.length, (await import("node:crypto")).createHash("sha256").update(pdf).digest("hex")]).toEqual([first.size, first.sha256]);
+    expect([pdf.length, (await import("node:crypto")).createHash("sha256").update(pdf).digest("hex")]).toEqual([
+      first.size,
+      first.sha256,
+    ]);
     const { res: csvRes, bytes: csv } = await fetchBytes(new URL(first.csvUrl).pathname);
     expect(csvRes.headers.get("content-type")).toBe("text/csv; charset=utf-8");
     expect(await cidOf(csv)).toBe(first.csvCid);
@@ -155,19 +209,38 @@ describe(`statements (${testDatabase})`, () => {
     expect(lines.slice(1).map((l) => l.split(","))).toEqual(
       expected.map(({ t, dir, other }) => [
         new Date(Number(t.timestamp) * 1000).toISOString().slice(0, 19).replace("T", " "),
-        String(t.timestamp), String(t.block), t.txHash, String(t.logIndex), dir, wallet, other, symbolOf(t.token), t.token, expect.any(String), String(t.value),
+        String(t.timestamp),
+        String(t.block),
+        t.txHash,
+        String(t.logIndex),
+        dir,
+        wallet,
+        other,
+        symbolOf(t.token),
+        t.token,
+        expect.any(String),
+        String(t.value),
       ]),
     );
 
     // The PDF, read back: every transfer row equals the chain's.
     const text = pdfText(pdf);
     writeFileSync(join(work, "statement.txt"), text);
-    const rowPattern = /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s+(in|out)\s+(0x[0-9a-f]{40})\s+(USDT|USDC)\s+([\d,]+\.\d+)\s+(0x[0-9a-f]{8}…[0-9a-f]{8})$/;
-    const printed = text.split("\n").map((l) => l.trim().match(rowPattern)).filter((m) => m !== null).map((m) => m.slice(1, 7));
+    const rowPattern =
+      /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s+(in|out)\s+(0x[0-9a-f]{40})\s+(USDT|USDC)\s+([\d,]+\.\d+)\s+(0x[0-9a-f]{8}…[0-9a-f]{8})$/;
+    const printed = text
+      .split("\n")
+      .map((l) => l.trim().match(rowPattern))
+      .filter((m) => m !== null)
+      .map((m) => m.slice(1, 7));
     expect(printed).toEqual(
       expected.map(({ t, dir, other }) => [
         new Date(Number(t.timestamp) * 1000).toISOString().slice(0, 19).replace("T", " "),
-        dir, other, symbolOf(t.token), formatAmount(t.value, 6), `${t.txHash.slice(0, 10)}…${t.txHash.slice(-8)}`,
+        dir,
+        other,
+        symbolOf(t.token),
+        formatAmount(t.value, 6),
+        `${t.txHash.slice(0, 10)}…${t.txHash.slice(-8)}`,
       ]),
     );
 
@@ -177,21 +250,43 @@ describe(`statements (${testDatabase})`, () => {
     let allIn = 0n;
     let allOut = 0n;
     for (const [symbol, token] of Object.entries(tokens)) {
-      const side = (t: ChainTransfer) => (t.token !== token ? 0n : (t.to === wallet ? t.value : 0n) - (t.from === wallet ? t.value : 0n));
+      const side = (t: ChainTransfer) =>
+        t.token !== token ? 0n : (t.to === wallet ? t.value : 0n) - (t.from === wallet ? t.value : 0n);
       const opening = mine.filter((t) => t.timestamp < from).reduce((n, t) => n + side(t), 0n);
       const closing = mine.filter((t) => t.block <= BigInt(first.dataAsOf.block)).reduce((n, t) => n + side(t), 0n);
       const inflow = expected.filter((r) => r.dir === "in" && r.t.token === token).reduce((n, r) => n + r.t.value, 0n);
-      const outflow = expected.filter((r) => r.dir === "out" && r.t.token === token).reduce((n, r) => n + r.t.value, 0n);
-      const row = text.match(new RegExp(`^\\s*${symbol}\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\d+)\\s+(\\d+)$`, "m"));
-      expect(row?.slice(1).map((v, i) => (i < 5 ? units(v) : BigInt(v))), symbol).toEqual([
-        opening, inflow, outflow, inflow - outflow, closing,
-        BigInt(expected.filter((r) => r.dir === "in" && r.t.token === token).length), BigInt(expected.filter((r) => r.dir === "out" && r.t.token === token).length),
+      const outflow = expected
+        .filter((r) => r.dir === "out" && r.t.token === token)
+        .reduce((n, r) => n + r.t.value, 0n);
+      const row = text.match(
+        new RegExp(`^\\s*${symbol}\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\S+)\\s+(\\d+)\\s+(\\d+)$`, "m"),
+      );
+      expect(
+        row?.slice(1).map((v, i) => (i < 5 ? units(v) : BigInt(v))),
+        symbol,
+      ).toEqual([
+        opening,
+        inflow,
+        outflow,
+        inflow - outflow,
+        closing,
+        BigInt(expected.filter((r) => r.dir === "in" && r.t.token === token).length),
+        BigInt(expected.filter((r) => r.dir === "out" && r.t.token === token).length),
       ]);
-      expect(first.balances.find((b) => b.token === symbol)).toMatchObject({ openingUnits: String(opening), closingUnits: String(closing), inUnits: String(inflow), outUnits: String(outflow) });
+      expect(first.balances.find((b) => b.token === symbol)).toMatchObject({
+        openingUnits: String(opening),
+        closingUnits: String(closing),
+        inUnits: String(inflow),
+        outUnits: String(outflow),
+      });
       allIn += inflow;
       allOut += outflow;
     }
-    expect([field("Total in"), field("Total out"), field("Net")].map((v) => units(v!))).toEqual([allIn, allOut, allIn - allOut]);
+    expect([field("Total in"), field("Total out"), field("Net")].map((v) => units(v!))).toEqual([
+      allIn,
+      allOut,
+      allIn - allOut,
+    ]);
     expect(text).toMatch(new RegExp(`Transfers\\s+${expected.length} \\(`));
 
     // Every page: its number, and how to verify (the CSV's CID and the verify route).
@@ -209,18 +304,34 @@ describe(`statements (${testDatabase})`, () => {
     const { bytes: pdf } = await fetchBytes(`/ipfs/${first.cid}`);
     const file = join(work, "render.pdf");
     writeFileSync(file, pdf);
-    expect(spawnSync("pdftoppm", ["-png", "-r", "100", "-f", "1", "-l", "1", "-singlefile", file, "/tmp/statement-page1"]).status).toBe(0);
+    expect(
+      spawnSync("pdftoppm", ["-png", "-r", "100", "-f", "1", "-l", "1", "-singlefile", file, "/tmp/statement-page1"])
+        .status,
+    ).toBe(0);
     const gray = spawnSync("pdftoppm", ["-gray", "-r", "30", "-f", "1", "-l", "1", "-singlefile", file]);
     expect(gray.status).toBe(0);
     // PGM (P5): a text header, then one byte per pixel.
     const pgm = gray.stdout as Buffer;
-    const [, w, h] = pgm.subarray(0, 40).toString("latin1").match(/^P5\s+(\d+)\s+(\d+)\s+255\s/)!;
+    const [, w, h] = pgm
+      .subarray(0, 40)
+      .toString("latin1")
+      .match(/^P5\s+(\d+)\s+(\d+)\s+255\s/)!;
     const pixels = pgm.subarray(pgm.length - Number(w) * Number(h));
     const dark = pixels.filter((v) => v < 160).length / pixels.length;
     expect(dark).toBeGreaterThan(0.01);
     expect(dark).toBeLessThan(0.5);
     const page1 = pdfText(pdf, ["-f", "1", "-l", "1"]);
-    for (const words of ["Wallet statement", "Summary", wallet, "Balances and totals by token", "How to verify this statement", "Month by month", "Data as of", `block ${first.dataAsOf.block}`]) expect(page1).toContain(words);
+    for (const words of [
+      "Wallet statement",
+      "Summary",
+      wallet,
+      "Balances and totals by token",
+      "How to verify this statement",
+      "Month by month",
+      "Data as of",
+      `block ${first.dataAsOf.block}`,
+    ])
+      expect(page1).toContain(words);
     expect(readFileSync("/tmp/statement-page1.png").subarray(1, 4).toString()).toBe("PNG");
   });
 
@@ -228,14 +339,28 @@ describe(`statements (${testDatabase})`, () => {
     const res = await fetch(`${indexer.url}/api/wallet/${wallet}/signals/statement`, { headers: await pay() });
     const body = (await res.json()) as any;
     expect(res.status, JSON.stringify(body)).toBe(200);
-    expect(body).toMatchObject({ name: "latestStatement", value: { cid: first.cid, csvCid: first.csvCid, period: "12M", from: first.from, to: first.to, url: `/ipfs/${first.cid}`, createdAt: expect.any(String) } });
+    expect(body).toMatchObject({
+      name: "latestStatement",
+      value: {
+        cid: first.cid,
+        csvCid: first.csvCid,
+        period: "12M",
+        from: first.from,
+        to: first.to,
+        url: `/ipfs/${first.cid}`,
+        createdAt: expect.any(String),
+      },
+    });
   });
 
   it("makes a valid statement that says so for a wallet with no transfers in the period", async () => {
     const quiet = "0x00000000000000000000000000000000000c0de5";
     const res = await statement({ walletAddress: quiet, period: "1M" });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body).toMatchObject({ transferCount: 0, totals: { inUsd: "0.00", outUsd: "0.00", netUsd: "0.00", openingUsd: "0.00", closingUsd: "0.00" } });
+    expect(res.body).toMatchObject({
+      transferCount: 0,
+      totals: { inUsd: "0.00", outUsd: "0.00", netUsd: "0.00", openingUsd: "0.00", closingUsd: "0.00" },
+    });
     const { bytes } = await fetchBytes(`/ipfs/${res.body.cid}`);
     const text = pdfText(bytes);
     expect(text).toContain("0: no transfers in this period");
@@ -249,7 +374,13 @@ describe(`statements (${testDatabase})`, () => {
       const res = await statement({ walletAddress: wallet, period: "1M" });
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       expect(res.body.pinned.local).toBe(true);
-      expect(res.body.pinned.remote).toMatchObject({ ok: false, pins: [{ status: "failed", error: expect.stringContaining("HTTP 500 INTERNAL_SERVER_ERROR: pinning backend down") }, { status: "failed" }] });
+      expect(res.body.pinned.remote).toMatchObject({
+        ok: false,
+        pins: [
+          { status: "failed", error: expect.stringContaining("HTTP 500 INTERNAL_SERVER_ERROR: pinning backend down") },
+          { status: "failed" },
+        ],
+      });
       expect((await fetchBytes(`/ipfs/${res.body.cid}`)).res.status).toBe(200);
     } finally {
       pinningMode = "ok";
@@ -258,7 +389,12 @@ describe(`statements (${testDatabase})`, () => {
 
   it("gives a new CID when a new transfer touches the wallet, with that transfer in it", async () => {
     const { walletClient, publicClient } = devnetClients(devnet.manifest.rpcUrl, lender.privateKey);
-    const hash = await walletClient.writeContract({ address: devnet.manifest.tokens.USDC.address, abi: parseAbi(["function transfer(address to, uint256 value) returns (bool)"]), functionName: "transfer", args: [wallet, 1_234_567n] });
+    const hash = await walletClient.writeContract({
+      address: devnet.manifest.tokens.USDC.address,
+      abi: parseAbi(["function transfer(address to, uint256 value) returns (bool)"]),
+      functionName: "transfer",
+      args: [wallet, 1_234_567n],
+    });
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     await waitForBlock(indexer, Number(receipt.blockNumber));
     const res = await statement({ walletAddress: wallet, period: "12M" });
@@ -288,30 +424,61 @@ describe(`statements (${testDatabase})`, () => {
     await indexer.stop();
     const month = (t: string) => monthOf(Date.parse(t) / 1000);
     const [aggregates, balances] = await env.slot.read(async (query: Query) => [
-      await query<{ token: string; month: string; inflow: string; outflow: string; transfers_in: number; transfers_out: number }>(
+      await query<{
+        token: string;
+        month: string;
+        inflow: string;
+        outflow: string;
+        transfers_in: number;
+        transfers_out: number;
+      }>(
         `select token, month, inflow::text, outflow::text, transfers_in, transfers_out from account_month where address = '${wallet}' and month > '${month(latest.from)}' and month < '${month(latest.to)}' order by month, token`,
       ),
-      await query<{ token: string; balance: string }>(`select token, balance::text from balance where address = '${wallet}'`),
+      await query<{ token: string; balance: string }>(
+        `select token, balance::text from balance where address = '${wallet}'`,
+      ),
     ]);
     // The month table of the PDF: every whole month of the period equals account_month.
     const text = pdfText((await readPinned(latest.cid))!);
-    const printedMonths = [...text.matchAll(/^\s*(\d{4}-\d\d)\s+(USDT|USDC)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)$/gm)]
+    const printedMonths = [
+      ...text.matchAll(/^\s*(\d{4}-\d\d)\s+(USDT|USDC)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\d+)$/gm),
+    ]
       .filter((m) => m[1]! > month(latest.from) && m[1]! < month(latest.to))
       .map((m) => [m[1], m[2], units(m[3]!).toString(), units(m[4]!).toString(), Number(m[6]), Number(m[7])]);
     expect(printedMonths.length).toBeGreaterThanOrEqual(10);
-    expect(printedMonths).toEqual(aggregates.map((a) => [a.month, symbolOf(a.token), a.inflow, a.outflow, Number(a.transfers_in), Number(a.transfers_out)]));
+    expect(printedMonths).toEqual(
+      aggregates.map((a) => [
+        a.month,
+        symbolOf(a.token),
+        a.inflow,
+        a.outflow,
+        Number(a.transfers_in),
+        Number(a.transfers_out),
+      ]),
+    );
     // Closing balances: the balance view (nothing moved after the statement's block).
-    for (const b of balances) expect(latest.balances.find((x) => x.tokenAddress === b.token)?.closingUnits).toBe(b.balance);
+    for (const b of balances)
+      expect(latest.balances.find((x) => x.tokenAddress === b.token)?.closingUnits).toBe(b.balance);
 
     // The generator itself, on the same tables twice: the same bytes, so the same CIDs.
-    const target = { schema: env.slot.schema, tokens: [devnet.manifest.tokens.USDT, devnet.manifest.tokens.USDC].map((t, i) => ({ ...t, symbol: i ? "USDC" : "USDT" })) as never };
+    const target = {
+      schema: env.slot.schema,
+      tokens: [devnet.manifest.tokens.USDT, devnet.manifest.tokens.USDC].map((t, i) => ({
+        ...t,
+        symbol: i ? "USDC" : "USDT",
+      })) as never,
+    };
     const renders = await withIndexDb(async (db) => {
       const out = [];
-      for (let i = 0; i < 2; i++) out.push(await renderStatement(await loadStatement(db, target, wallet, "12M"), cidOf));
+      for (let i = 0; i < 2; i++)
+        out.push(await renderStatement(await loadStatement(db, target, wallet, "12M"), cidOf));
       return out;
     });
     expect(Buffer.compare(renders[0]!.pdf, renders[1]!.pdf)).toBe(0);
-    expect([await cidOf(renders[0]!.pdf), renders[0]!.csvCid]).toEqual([await cidOf(renders[1]!.pdf), renders[1]!.csvCid]);
+    expect([await cidOf(renders[0]!.pdf), renders[0]!.csvCid]).toEqual([
+      await cidOf(renders[1]!.pdf),
+      renders[1]!.csvCid,
+    ]);
     expect(renders[0]!.pdf.length).toBeGreaterThan(1000);
   });
 

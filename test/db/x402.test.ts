@@ -33,10 +33,25 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
     const res = await fetch(`${indexer.url}/api/x402/config`, { headers: { "x-payment": "not a payment" } });
     expect(res.status).toBe(200);
     const config = (await res.json()) as Record<string, any>;
-    expect(config).toMatchObject({ publicPayTo: treasury, chainId: 42220, network: "eip155:42220", settlement: { mode: "self", relayer: expect.any(String) } });
+    expect(config).toMatchObject({
+      publicPayTo: treasury,
+      chainId: 42220,
+      network: "eip155:42220",
+      settlement: { mode: "self", relayer: expect.any(String) },
+    });
     expect(config.tokens).toEqual([
-      { symbol: "USDT", address: devnet.manifest.tokens.USDT.address, decimals: 6, eip712: { name: "Tether USD", version: "1" } },
-      { symbol: "USDC", address: devnet.manifest.tokens.USDC.address, decimals: 6, eip712: { name: "USDC", version: "2" } },
+      {
+        symbol: "USDT",
+        address: devnet.manifest.tokens.USDT.address,
+        decimals: 6,
+        eip712: { name: "Tether USD", version: "1" },
+      },
+      {
+        symbol: "USDC",
+        address: devnet.manifest.tokens.USDC.address,
+        decimals: 6,
+        eip712: { name: "USDC", version: "2" },
+      },
     ]);
     const price = (route: string) => config.prices.find((p: { route: string }) => p.route === route);
     expect(price("POST /api/lender/screen")).toMatchObject({ amountUnits: "10000", usd: 0.01, free: false });
@@ -53,7 +68,9 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
     const screen = doc.paths["/api/lender/screen"].post;
     expect(screen["x-price"]).toEqual({ amountUnits: "10000", usd: 0.01 });
     expect(screen.requestBody.content["application/json"].schema.required).toEqual(["walletAddress"]);
-    expect(screen.responses["200"].content["application/json"].schema.required).toEqual(expect.arrayContaining(["status", "trust", "x402Billing"]));
+    expect(screen.responses["200"].content["application/json"].schema.required).toEqual(
+      expect.arrayContaining(["status", "trust", "x402Billing"]),
+    );
     expect(screen.responses["402"].content["application/json"].schema.properties.accepts).toBeDefined();
     expect(doc.paths["/api/wallet/{address}/signals/{signal}"].get["x-price"].freeWhen).toMatch(/10 minutes/);
     expect(doc.paths["/api/stats"].get["x-price"].usd).toBe(0);
@@ -75,11 +92,26 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
 
   it("answers an unpaid call with 402: the v1 body and the v2 PAYMENT-REQUIRED header", async () => {
     const wallet = devnet.manifest.personas.salaried!.address;
-    const res = await fetch(`${indexer.url}/api/lender/screen`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet }) });
+    const res = await fetch(`${indexer.url}/api/lender/screen`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ walletAddress: wallet }),
+    });
     expect(res.status).toBe(402);
     const body = (await res.json()) as Record<string, any>;
-    expect(body).toMatchObject({ x402Version: 1, code: "payment_required", error: expect.stringMatching(/costs 0.01 USD/) });
-    expect(body.accepts[0]).toMatchObject({ scheme: "exact", network: "celo", maxAmountRequired: "10000", payTo: expect.stringMatching(new RegExp(treasury.slice(2), "i")), maxTimeoutSeconds: 300, extra: { name: "Tether USD", version: "1" } });
+    expect(body).toMatchObject({
+      x402Version: 1,
+      code: "payment_required",
+      error: expect.stringMatching(/costs 0.01 USD/),
+    });
+    expect(body.accepts[0]).toMatchObject({
+      scheme: "exact",
+      network: "celo",
+      maxAmountRequired: "10000",
+      payTo: expect.stringMatching(new RegExp(treasury.slice(2), "i")),
+      maxTimeoutSeconds: 300,
+      extra: { name: "Tether USD", version: "1" },
+    });
     const v2 = decodePaymentRequiredHeader(res.headers.get("payment-required")!);
     expect(v2.accepts.map((a) => [a.network, a.amount, a.asset.toLowerCase()])).toEqual([
       ["eip155:42220", "10000", devnet.manifest.tokens.USDT.address],
@@ -91,12 +123,20 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
   it("is paid by the official x402 client on every paid route, each call moving exactly the price", async () => {
     const pay = x402Fetch(lender.privateKey, Object.values(devnet.manifest.tokens));
     const wallet = devnet.manifest.personas.merchant!.address;
-    const post = (path: string, body: unknown) => pay(`${indexer.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const post = (path: string, body: unknown) =>
+      pay(`${indexer.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
     const calls: [string, () => Promise<Response>][] = [
       // The single-signal read first: before any paid analysis of this wallet it costs 0.01.
       ["signal", () => pay(`${indexer.url}/api/wallet/${wallet}/signals/verifiedMonthlyIncomeUsd`)],
       ["screen", () => post("/api/lender/screen", { walletAddress: wallet, callerAddress: lender.address })],
-      ["analyze", () => post("/api/agent/analyze", { walletAddress: wallet, callerAddress: lender.address, fields: ["summary"] })],
+      [
+        "analyze",
+        () => post("/api/agent/analyze", { walletAddress: wallet, callerAddress: lender.address, fields: ["summary"] }),
+      ],
       ["analysis", () => pay(`${indexer.url}/api/wallet/${wallet}/analysis`)],
       ["signals", () => pay(`${indexer.url}/api/wallet/${wallet}/signals`)],
       ["history", () => pay(`${indexer.url}/api/wallet/${wallet}/history`)],
@@ -106,7 +146,11 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
       const res = await call();
       expect(res.status, name).toBe(200);
       const receipt = decodePaymentResponseHeader(res.headers.get("payment-response")!);
-      expect(receipt, name).toMatchObject({ success: true, network: "eip155:42220", transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      expect(receipt, name).toMatchObject({
+        success: true,
+        network: "eip155:42220",
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      });
       expect((await treasuryUsdt()) - treasuryBefore, name).toBe(10_000n);
       expect(lenderBefore - (await lenderUsdt()), name).toBe(10_000n);
       await res.json();
@@ -132,7 +176,12 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
     });
     expect(res.status).toBe(200);
     const result = lenderScreenResultSchema.parse(await res.json());
-    expect(result.x402Billing).toMatchObject({ chargedUsdt: "0.01", token: "USDC", chain: "eip155:42220", payer: lender.address.toLowerCase() });
+    expect(result.x402Billing).toMatchObject({
+      chargedUsdt: "0.01",
+      token: "USDC",
+      chain: "eip155:42220",
+      payer: lender.address.toLowerCase(),
+    });
     expect(result.recommendation).toBe("approve");
     expect((await tokenBalance(devnet.manifest.rpcUrl, token.address, treasury)) - usdcBefore).toBe(10_000n);
     expect(decodePaymentResponseHeader(res.headers.get("x-payment-response")!).success).toBe(true);

@@ -1,7 +1,24 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
-import { ANSWER, claimOf, codeOf, PAYER_KEYS, paidRequest, REPORT, SCREEN, SIGNAL, sign, SUBJECT, USDC, USDT, v1Payment, v2Payment, World, xPayment } from "./fakes.ts";
+import {
+  ANSWER,
+  claimOf,
+  codeOf,
+  PAYER_KEYS,
+  paidRequest,
+  REPORT,
+  SCREEN,
+  SIGNAL,
+  SUBJECT,
+  sign,
+  USDC,
+  USDT,
+  v1Payment,
+  v2Payment,
+  World,
+  xPayment,
+} from "./fakes.ts";
 
 // Every way the payment core admits, refuses, settles and replays, with its collaborators faked
 // (test/payments/fakes.ts): a chain that keeps EIP-3009 state, a facilitator and a relayer on it,
@@ -26,28 +43,43 @@ describe("admission refusals", () => {
     const admitted = await world.core().admit(SCREEN, paidRequest({}));
     if (!("reply" in admitted)) throw new Error("claimed without payment");
     expect(admitted.reply.status).toBe(402);
-    expect(JSON.parse(admitted.reply.body)).toMatchObject({ x402Version: 1, code: "payment_required", accepts: [{ maxAmountRequired: "10000" }, { maxAmountRequired: "10000" }] });
+    expect(JSON.parse(admitted.reply.body)).toMatchObject({
+      x402Version: 1,
+      code: "payment_required",
+      accepts: [{ maxAmountRequired: "10000" }, { maxAmountRequired: "10000" }],
+    });
     expect(admitted.reply.headers["PAYMENT-REQUIRED"]).toBeTruthy();
     // The payment-identifier extension is declared (optional): a client may send an idempotency key.
-    expect(JSON.parse(admitted.reply.body).extensions["payment-identifier"]).toMatchObject({ info: { required: false } });
+    expect(JSON.parse(admitted.reply.body).extensions["payment-identifier"]).toMatchObject({
+      info: { required: false },
+    });
   });
 
   it("refuses a malformed header (400), a bad signature, a short balance and an expired authorization (402), claiming nothing", async () => {
     const world = new World("before-remote");
     const core = world.core();
     const malformed = await core.admit(SCREEN, paidRequest({ xPayment: "{not json" }));
-    expect("reply" in malformed && [malformed.reply.status, codeOf(malformed.reply)]).toEqual([400, "payment_malformed"]);
+    expect("reply" in malformed && [malformed.reply.status, codeOf(malformed.reply)]).toEqual([
+      400,
+      "payment_malformed",
+    ]);
 
     const good = await sign(alice);
     const forged = { ...good, signature: (await sign(bob, { nonce: good.authorization.nonce })).signature };
     const badSignature = await core.admit(SCREEN, paidRequest(xPayment(forged)));
-    expect("reply" in badSignature && [badSignature.reply.status, codeOf(badSignature.reply)]).toEqual([402, "invalid_signature"]);
+    expect("reply" in badSignature && [badSignature.reply.status, codeOf(badSignature.reply)]).toEqual([
+      402,
+      "invalid_signature",
+    ]);
 
     world.chain.fund(USDT, good.authorization.from, 5_000n);
     const poor = await core.admit(SCREEN, paidRequest(xPayment(good)));
     expect("reply" in poor && codeOf(poor.reply)).toBe("insufficient_balance");
 
-    const expired = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) - 1) }))));
+    const expired = await core.admit(
+      SCREEN,
+      paidRequest(xPayment(await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) - 1) }))),
+    );
     expect("reply" in expired && codeOf(expired.reply)).toBe("authorization_expired");
     expect(world.ledger.snapshot()).toEqual([]);
   });
@@ -56,7 +88,12 @@ describe("admission refusals", () => {
     const world = new World("before-remote");
     const core = world.core();
     const signed = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice")))),
+      answered,
+    );
 
     const reused = await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice"), OTHER));
     expect("reply" in reused && [reused.reply.status, codeOf(reused.reply)]).toEqual([409, "payment_reused"]);
@@ -75,7 +112,12 @@ describe("admission refusals", () => {
 
     // Queued on credit, then cancelled by the payer before the worker settles it.
     const signed = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     world.chain.cancel(USDT.address, signed.authorization.from, signed.authorization.nonce);
     world.settler!.script = ["refuse"];
     await new SettlementWorker(core).run();
@@ -88,7 +130,12 @@ describe("admission refusals", () => {
     const world = new World("deferred");
     const core = world.core();
     const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 20) });
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     // The worker gives a row up 30 s before its validBefore.
     expect(await new SettlementWorker(core).run()).toMatchObject({ expired: 1 });
     const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
@@ -98,9 +145,13 @@ describe("admission refusals", () => {
 
   it("answers 503 settlement_unavailable when the ledger does not answer, and while shutting down: nothing claimed", async () => {
     const world = new World("before-remote");
-    const down = world.core(new Proxy(world.ledger, { get: () => async () => Promise.reject(new Error("connection refused")) }));
+    const down = world.core(
+      new Proxy(world.ledger, { get: () => async () => Promise.reject(new Error("connection refused")) }),
+    );
     const refused = await down.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
-    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply), refused.reply.headers["Retry-After"]]).toEqual([503, "settlement_unavailable", "5"]);
+    expect(
+      "reply" in refused && [refused.reply.status, codeOf(refused.reply), refused.reply.headers["Retry-After"]],
+    ).toEqual([503, "settlement_unavailable", "5"]);
 
     const core = world.core();
     expect(await core.drain(0)).toEqual({ drained: true, inFlight: 0 });
@@ -123,7 +174,13 @@ describe("settlement before the answer", () => {
     expect(world.charged(signed)).toHaveLength(1);
 
     const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
+    expect(retry).toMatchObject({
+      reply: {
+        status: 200,
+        body: ANSWER.body,
+        headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) },
+      },
+    });
     expect(await core.admit(SCREEN, paidRequest(xPayment(signed), OTHER))).toMatchObject({ reply: { status: 409 } });
     expect(world.chain.charges).toHaveLength(1);
   });
@@ -132,13 +189,22 @@ describe("settlement before the answer", () => {
     const world = new World("before-self");
     const core = world.core();
     world.chain.fund(USDC, (await sign(alice)).authorization.from, 1_000_000n);
-    const payments = [xPayment(await sign(alice)), xPayment(await sign(alice, {}, USDC)), v1Payment(await sign(alice)), v1Payment(await sign(alice, {}, USDC)), v2Payment(await sign(alice)), v2Payment(await sign(alice, {}, USDC))];
+    const payments = [
+      xPayment(await sign(alice)),
+      xPayment(await sign(alice, {}, USDC)),
+      v1Payment(await sign(alice)),
+      v1Payment(await sign(alice, {}, USDC)),
+      v2Payment(await sign(alice)),
+      v2Payment(await sign(alice, {}, USDC)),
+    ];
     for (const headers of payments) {
       const claim = claimOf(await core.admit(SCREEN, paidRequest(headers)));
       expect(claim.billing.chargedUnits).toBe(10_000n);
       expect("headers" in (await core.conclude(SCREEN, paidRequest({}), claim, answered))).toBe(true);
     }
-    expect(world.chain.charges.map((c) => [c.token, c.amount])).toEqual([USDT, USDC, USDT, USDC, USDT, USDC].map((t) => [t.address, 10_000n]));
+    expect(world.chain.charges.map((c) => [c.token, c.amount])).toEqual(
+      [USDT, USDC, USDT, USDC, USDT, USDC].map((t) => [t.address, 10_000n]),
+    );
   });
 
   it("settles nothing when the handler failed, and lets the same payment be claimed again", async () => {
@@ -146,7 +212,9 @@ describe("settlement before the answer", () => {
       const world = new World(mode);
       const core = world.core();
       const signed = await sign(alice);
-      await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), { failed: "handler answered 500" });
+      await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), {
+        failed: "handler answered 500",
+      });
       expect(await world.row(signed)).toMatchObject({ status: "failed", transaction: null });
       expect(world.chain.charges).toHaveLength(0);
       expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(signed))))).toBe(true);
@@ -161,7 +229,12 @@ describe("settlement before the answer", () => {
       if (world.settler) world.settler.script = ["refuse"];
       else world.facilitator.script = ["refuse"];
       const signed = await sign(alice);
-      const failed = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+      const failed = await core.conclude(
+        SCREEN,
+        paidRequest({}),
+        claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+        answered,
+      );
       expect("reply" in failed && [failed.reply.status, codeOf(failed.reply)]).toEqual([402, "settlement_failed"]);
       expect(await world.row(signed)).toMatchObject({ status: "failed" });
       const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
@@ -188,10 +261,20 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["unavailable"];
     const signed = await sign(alice);
-    const down = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    const down = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect("reply" in down && [down.reply.status, codeOf(down.reply)]).toEqual([503, "settlement_unavailable"]);
     expect(await world.row(signed)).toMatchObject({ status: "failed" });
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect(world.charged(signed)).toHaveLength(1);
   });
 
@@ -200,7 +283,12 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    const pending = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    const pending = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect("reply" in pending && [pending.reply.status, codeOf(pending.reply)]).toEqual([503, "settlement_pending"]);
     expect(await world.row(signed)).toMatchObject({ status: "settling", responseBody: ANSWER.body });
 
@@ -208,7 +296,9 @@ describe("settlement before the answer", () => {
     expect("reply" in early && codeOf(early.reply)).toBe("settlement_pending");
     world.settler!.release();
     const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(retry).toMatchObject({
+      reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+    });
     expect(world.charged(signed)).toHaveLength(1);
   });
 
@@ -217,12 +307,22 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.facilitator.script = ["throw_after_mining", "throw"];
     const moved = await sign(alice);
-    const settled = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(moved)))), answered);
+    const settled = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(moved)))),
+      answered,
+    );
     expect("headers" in settled && settled.headers["PAYMENT-RESPONSE"]).toBeTruthy();
     expect(await world.row(moved)).toMatchObject({ status: "settled" });
 
     const unknown = await sign(bob);
-    const pending = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(unknown)))), answered);
+    const pending = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(unknown)))),
+      answered,
+    );
     expect("reply" in pending && codeOf(pending.reply)).toBe("settlement_pending");
     expect(world.charged(unknown)).toHaveLength(0);
   });
@@ -231,11 +331,15 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const core = world.core();
     const signed = await sign(alice);
-    const copies = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))].map(async (admitting) => {
-      const admitted = await admitting;
-      if ("claim" in admitted) await core.conclude(SCREEN, paidRequest({}), admitted.claim, answered);
-      return admitted;
-    }));
+    const copies = await Promise.all(
+      [core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))].map(
+        async (admitting) => {
+          const admitted = await admitting;
+          if ("claim" in admitted) await core.conclude(SCREEN, paidRequest({}), admitted.claim, answered);
+          return admitted;
+        },
+      ),
+    );
     expect(copies.filter((a) => "claim" in a)).toHaveLength(1);
     expect(copies.find((a) => "reply" in a)).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
     expect(world.chain.charges).toHaveLength(1);
@@ -245,7 +349,12 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const core = world.core();
     const first = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0002-alice")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0002-alice")))),
+      answered,
+    );
     const resigned = await sign(alice);
     const retry = await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0002-alice")));
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
@@ -255,9 +364,19 @@ describe("settlement before the answer", () => {
     // An earlier payment that failed without charge: the new one pays.
     world.facilitator.script = ["refuse"];
     const failing = await sign(bob);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(failing, "order-0003-bob-retry")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(failing, "order-0003-bob-retry")))),
+      answered,
+    );
     const paying = await sign(bob);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(paying, "order-0003-bob-retry")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(paying, "order-0003-bob-retry")))),
+      answered,
+    );
     expect(world.charged(paying)).toHaveLength(1);
     expect(world.charged(failing)).toHaveLength(0);
   });
@@ -275,7 +394,11 @@ describe("settlement before the answer", () => {
     expect(claim.key.nonce).toBe(resigned.authorization.nonce);
     expect("headers" in (await restarted.conclude(SCREEN, paidRequest({}), claim, answered))).toBe(true);
     expect(world.charged(resigned)).toHaveLength(1);
-    expect(await world.row(resigned)).toMatchObject({ status: "settled", responseBody: ANSWER.body, paymentId: "order-0004-alice" });
+    expect(await world.row(resigned)).toMatchObject({
+      status: "settled",
+      responseBody: ANSWER.body,
+      paymentId: "order-0004-alice",
+    });
     expect(await world.row(first)).toMatchObject({ status: "failed", paymentId: null });
     expect(world.charged(first)).toHaveLength(0);
   });
@@ -285,8 +408,18 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const core = world.core();
     const first = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))), { failed: "handler answered 500" });
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))),
+      { failed: "handler answered 500" },
+    );
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))),
+      answered,
+    );
     const retry = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice), "order-0005-alice")));
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
     expect(world.chain.charges).toHaveLength(1);
@@ -298,7 +431,15 @@ describe("settlement before the answer", () => {
     // The process dies with the claim held; the authorization is settled to the treasury all the same.
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
     const a = signed.authorization;
-    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    world.chain.execute({
+      token: USDT.address,
+      from: a.from,
+      to: a.to,
+      value: a.value,
+      validAfter: a.validAfter,
+      validBefore: a.validBefore,
+      nonce: a.nonce,
+    });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const restarted = world.core();
     expect(await restarted.reconcileUnresolved(0)).toMatchObject({ resolved: 1 });
@@ -311,7 +452,9 @@ describe("settlement before the answer", () => {
     const again = claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed))));
     const concluded = await restarted.conclude(SCREEN, paidRequest({}), again, answered);
     expect("headers" in concluded && concluded.headers["PAYMENT-RESPONSE"]).toBeTruthy();
-    expect(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({
+      reply: { status: 200, body: ANSWER.body },
+    });
     expect(world.facilitator.settlements).toBe(0);
     expect(world.chain.charges).toHaveLength(1);
   });
@@ -321,10 +464,21 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     world.settler!.release();
-    const retries = await Promise.all([core.admit(SCREEN, paidRequest(xPayment(signed))), core.admit(SCREEN, paidRequest(xPayment(signed)))]);
-    expect(retries).toMatchObject([{ reply: { status: 200, body: ANSWER.body } }, { reply: { status: 200, body: ANSWER.body } }]);
+    const retries = await Promise.all([
+      core.admit(SCREEN, paidRequest(xPayment(signed))),
+      core.admit(SCREEN, paidRequest(xPayment(signed))),
+    ]);
+    expect(retries).toMatchObject([
+      { reply: { status: 200, body: ANSWER.body } },
+      { reply: { status: 200, body: ANSWER.body } },
+    ]);
     expect(world.charged(signed)).toHaveLength(1);
   });
 
@@ -333,7 +487,15 @@ describe("settlement before the answer", () => {
     const signed = await sign(alice);
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
     const a = signed.authorization;
-    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    world.chain.execute({
+      token: USDT.address,
+      from: a.from,
+      to: a.to,
+      value: a.value,
+      validAfter: a.validAfter,
+      validBefore: a.validBefore,
+      nonce: a.nonce,
+    });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const core = world.core();
     await core.reconcileUnresolved(0);
@@ -356,16 +518,24 @@ describe("settlement before the answer", () => {
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const restarted = world.core();
-    await restarted.conclude(SCREEN, paidRequest({}), claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    await restarted.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await restarted.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect(world.charged(signed)).toHaveLength(1);
   });
 });
 
 describe("a retry after the authorization's validBefore", () => {
   /** Moves the clock past `signed`'s validBefore: the authorization can pay nothing more. */
-  const lapse = (signed: { authorization: { validBefore: bigint } }) => skipTime((Number(signed.authorization.validBefore) - Math.floor(Date.now() / 1000) + 1) * 1000);
-  const expiredText = (signed: { authorization: { validBefore: bigint } }) => `The authorization expired (validBefore ${signed.authorization.validBefore}, now ${Math.floor(Date.now() / 1000)}).`;
-  const receiptOf = (headers: Record<string, string>) => JSON.parse(Buffer.from(headers["PAYMENT-RESPONSE"]!, "base64").toString()) as { transaction: string };
+  const lapse = (signed: { authorization: { validBefore: bigint } }) =>
+    skipTime((Number(signed.authorization.validBefore) - Math.floor(Date.now() / 1000) + 1) * 1000);
+  const expiredText = (signed: { authorization: { validBefore: bigint } }) =>
+    `The authorization expired (validBefore ${signed.authorization.validBefore}, now ${Math.floor(Date.now() / 1000)}).`;
+  const receiptOf = (headers: Record<string, string>) =>
+    JSON.parse(Buffer.from(headers["PAYMENT-RESPONSE"]!, "base64").toString()) as { transaction: string };
 
   it("reruns the handler for a payment charged whose answer was never stored: nothing charged again, the answer stored, the original transaction's receipt", async () => {
     const world = new World("before-remote");
@@ -373,12 +543,24 @@ describe("a retry after the authorization's validBefore", () => {
     // The process dies with the claim held; the authorization is settled to the treasury all the same.
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
     const a = signed.authorization;
-    world.chain.execute({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    world.chain.execute({
+      token: USDT.address,
+      from: a.from,
+      to: a.to,
+      value: a.value,
+      validAfter: a.validAfter,
+      validBefore: a.validBefore,
+      nonce: a.nonce,
+    });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const core = world.core();
     await core.reconcileUnresolved(0);
     const { transaction } = (await world.row(signed))!;
-    expect(await world.row(signed)).toMatchObject({ status: "settled", responseBody: null, transaction: expect.stringMatching(/^0x/) });
+    expect(await world.row(signed)).toMatchObject({
+      status: "settled",
+      responseBody: null,
+      transaction: expect.stringMatching(/^0x/),
+    });
 
     lapse(signed);
     const rerun = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
@@ -387,7 +569,9 @@ describe("a retry after the authorization's validBefore", () => {
     expect("headers" in concluded && receiptOf(concluded.headers).transaction).toBe(transaction);
     expect(await world.row(signed)).toMatchObject({ status: "settled", responseBody: ANSWER.body, transaction });
     const replay = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(replay).toMatchObject({
+      reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+    });
     expect("reply" in replay && receiptOf(replay.reply.headers).transaction).toBe(transaction);
     expect([world.facilitator.verifies, world.facilitator.settlements, world.chain.charges.length]).toEqual([1, 0, 1]);
   });
@@ -395,18 +579,41 @@ describe("a retry after the authorization's validBefore", () => {
   it("replays the stored answer of a settled, a queued and a waived payment, charging nothing", async () => {
     const before = new World("before-self");
     const settled = await sign(alice);
-    await before.core().conclude(SCREEN, paidRequest({}), claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(settled)))), answered);
+    await before
+      .core()
+      .conclude(
+        SCREEN,
+        paidRequest({}),
+        claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(settled)))),
+        answered,
+      );
     const { transaction } = (await before.row(settled))!;
     // A free read: a screen of the wallet first, then its signal.
-    await before.core().conclude(SCREEN, paidRequest({}), claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(await sign(bob))))), answered);
+    await before
+      .core()
+      .conclude(
+        SCREEN,
+        paidRequest({}),
+        claimOf(await before.core().admit(SCREEN, paidRequest(xPayment(await sign(bob))))),
+        answered,
+      );
     const read = await sign(bob);
     const signal = () => paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals");
-    await before.core().conclude(SIGNAL, paidRequest({}), claimOf(await before.core().admit(SIGNAL, signal())), answered);
+    await before
+      .core()
+      .conclude(SIGNAL, paidRequest({}), claimOf(await before.core().admit(SIGNAL, signal())), answered);
     expect(await before.row(read)).toMatchObject({ status: "waived" });
 
     const deferred = new World("deferred");
     const queued = await sign(alice);
-    await deferred.core().conclude(SCREEN, paidRequest({}), claimOf(await deferred.core().admit(SCREEN, paidRequest(xPayment(queued)))), answered);
+    await deferred
+      .core()
+      .conclude(
+        SCREEN,
+        paidRequest({}),
+        claimOf(await deferred.core().admit(SCREEN, paidRequest(xPayment(queued)))),
+        answered,
+      );
     expect(await deferred.row(queued)).toMatchObject({ status: "queued" });
 
     lapse(settled);
@@ -430,12 +637,19 @@ describe("a retry after the authorization's validBefore", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    const concluded = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    const concluded = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect("reply" in concluded && codeOf(concluded.reply)).toBe("settlement_pending");
     world.settler!.release();
     expect(await world.row(signed)).toMatchObject({ status: "settling" });
     lapse(signed);
-    expect(await world.core().admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(await world.core().admit(SCREEN, paidRequest(xPayment(signed)))).toMatchObject({
+      reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+    });
     expect(world.charged(signed)).toHaveLength(1);
   });
 
@@ -444,15 +658,30 @@ describe("a retry after the authorization's validBefore", () => {
     const core = world.core();
     world.facilitator.script = ["refuse"];
     const signed = await sign(alice);
-    const refused = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+    const refused = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_failed");
     const a = signed.authorization;
-    world.chain.settleElsewhere({ token: USDT.address, from: a.from, to: a.to, value: a.value, validAfter: a.validAfter, validBefore: a.validBefore, nonce: a.nonce });
+    world.chain.settleElsewhere({
+      token: USDT.address,
+      from: a.from,
+      to: a.to,
+      value: a.value,
+      validAfter: a.validAfter,
+      validBefore: a.validBefore,
+      nonce: a.nonce,
+    });
     const [charge] = world.charged(signed);
     lapse(signed);
     // The answer was stored before the settlement was refused: it is the one replayed.
     const replay = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(replay).toMatchObject({
+      reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+    });
     expect("reply" in replay && receiptOf(replay.reply.headers).transaction).toBe(charge!.transaction);
     expect(await world.row(signed)).toMatchObject({ status: "settled", transaction: charge!.transaction });
 
@@ -460,7 +689,15 @@ describe("a retry after the authorization's validBefore", () => {
     const dead = await sign(alice, { validBefore: a.validBefore + 300n });
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
     const d = dead.authorization;
-    world.chain.settleElsewhere({ token: USDT.address, from: d.from, to: d.to, value: d.value, validAfter: d.validAfter, validBefore: d.validBefore, nonce: d.nonce });
+    world.chain.settleElsewhere({
+      token: USDT.address,
+      from: d.from,
+      to: d.to,
+      value: d.value,
+      validAfter: d.validAfter,
+      validBefore: d.validBefore,
+      nonce: d.nonce,
+    });
     lapse(dead);
     const rerun = claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
     expect(rerun.paid).toEqual({ transaction: world.charged(dead)[0]!.transaction });
@@ -475,7 +712,9 @@ describe("a retry after the authorization's validBefore", () => {
     const core = world.core();
     const unclaimed = await sign(alice);
     const failed = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(failed)))), { failed: "handler answered 500" });
+    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(failed)))), {
+      failed: "handler answered 500",
+    });
     const abandoned = await sign(alice);
     claimOf(await core.admit(SCREEN, paidRequest(xPayment(abandoned)))); // the process dies here
     const verifies = world.facilitator.verifies;
@@ -484,7 +723,9 @@ describe("a retry after the authorization's validBefore", () => {
     const restarted = world.core();
     for (const signed of [unclaimed, failed, abandoned]) {
       const refused = await restarted.admit(SCREEN, paidRequest(xPayment(signed)));
-      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply), JSON.parse(refused.reply.body).error]).toEqual([402, "authorization_expired", expiredText(signed)]);
+      expect(
+        "reply" in refused && [refused.reply.status, codeOf(refused.reply), JSON.parse(refused.reply.body).error],
+      ).toEqual([402, "authorization_expired", expiredText(signed)]);
     }
     expect(await world.row(unclaimed)).toBeUndefined();
     expect((await world.row(failed))?.status).toBe("failed");
@@ -496,16 +737,28 @@ describe("a retry after the authorization's validBefore", () => {
     const world = new World("before-remote");
     const core = world.core();
     const first = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))),
+      answered,
+    );
     lapse(first);
     // Signed before the clock moved: lapsed too, and never claimed; it neither follows nor pays.
     const stale = await sign(alice, { validBefore: first.authorization.validBefore });
     const refused = await core.admit(SCREEN, paidRequest(xPayment(stale, "order-0006-alice")));
-    expect("reply" in refused && [codeOf(refused.reply), JSON.parse(refused.reply.body).error]).toEqual(["authorization_expired", expiredText(stale)]);
+    expect("reply" in refused && [codeOf(refused.reply), JSON.parse(refused.reply.body).error]).toEqual([
+      "authorization_expired",
+      expiredText(stale),
+    ]);
     const resigned = await sign(alice);
-    expect(await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0006-alice")))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0006-alice")))).toMatchObject({
+      reply: { status: 200, body: ANSWER.body },
+    });
     // The earlier authorization itself: its own row, replayed.
-    expect(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
+    expect(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))).toMatchObject({
+      reply: { status: 200, body: ANSWER.body },
+    });
     expect(await world.row(stale)).toBeUndefined();
     expect(await world.row(resigned)).toBeUndefined();
     expect(world.chain.charges).toHaveLength(1);
@@ -516,11 +769,18 @@ describe("free reads", () => {
   it("waives a read the route makes free after a paid screen of the same wallet, settles nothing, and replays it", async () => {
     const world = new World("before-remote");
     const core = world.core();
-    const first = claimOf(await core.admit(SIGNAL, paidRequest(xPayment(await sign(alice)), SUBJECT, "/api/wallet/signals")));
+    const first = claimOf(
+      await core.admit(SIGNAL, paidRequest(xPayment(await sign(alice)), SUBJECT, "/api/wallet/signals")),
+    );
     expect(first.waived).toBe(false);
     await core.conclude(SIGNAL, paidRequest({}), first, { failed: "not needed" });
 
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))),
+      answered,
+    );
     const read = await sign(alice);
     const free = claimOf(await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals")));
     expect(free.billing).toMatchObject({ chargedUnits: 0n, waived: true });
@@ -529,11 +789,15 @@ describe("free reads", () => {
     expect(world.chain.charges).toHaveLength(charges);
     expect(await world.row(read)).toMatchObject({ status: "waived" });
     const replay = await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals"));
-    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } } });
+    expect(replay).toMatchObject({
+      reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+    });
     expect("reply" in replay && replay.reply.headers["PAYMENT-RESPONSE"]).toBeUndefined();
 
     // Only to the payer who screened that wallet; the 402 says when it is free.
-    expect(claimOf(await core.admit(SIGNAL, paidRequest(xPayment(await sign(bob)), SUBJECT, "/api/wallet/signals"))).waived).toBe(false);
+    expect(
+      claimOf(await core.admit(SIGNAL, paidRequest(xPayment(await sign(bob)), SUBJECT, "/api/wallet/signals"))).waived,
+    ).toBe(false);
     const unpaid = await core.admit(SIGNAL, paidRequest({}, SUBJECT, "/api/wallet/signals"));
     expect("reply" in unpaid && JSON.parse(unpaid.reply.body).freeWhen).toBe(SIGNAL.freeRead!.rule);
   });
@@ -546,22 +810,41 @@ describe("deferred settlement", () => {
     const payments = [await sign(alice), await sign(alice), await sign(alice)];
     const receipts = [];
     for (const signed of payments) {
-      const concluded = await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))), answered);
+      const concluded = await core.conclude(
+        SCREEN,
+        paidRequest({}),
+        claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+        answered,
+      );
       if (!("headers" in concluded)) throw new Error(concluded.reply.body);
       receipts.push(JSON.parse(Buffer.from(concluded.headers["PAYMENT-RESPONSE"]!, "base64").toString()));
     }
     expect(receipts.map((r) => r.transaction)).toEqual(["", "", expect.stringMatching(/^0x/)]);
     expect(receipts[0].extra).toEqual({ settlement: "pending" });
     expect(world.queued).toBe(2);
-    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual(["queued", "queued", "settled"]);
+    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual([
+      "queued",
+      "queued",
+      "settled",
+    ]);
 
     // A retry of a queued payment replays its answer with the pending receipt.
     const replay = await core.admit(SCREEN, paidRequest(xPayment(payments[0]!)));
-    expect(replay).toMatchObject({ reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) } } });
+    expect(replay).toMatchObject({
+      reply: {
+        status: 200,
+        body: ANSWER.body,
+        headers: { "x-payment-replayed": "true", "PAYMENT-RESPONSE": expect.any(String) },
+      },
+    });
 
     await new SettlementWorker(core).run();
     await flush();
-    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual(["settled", "settled", "settled"]);
+    expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual([
+      "settled",
+      "settled",
+      "settled",
+    ]);
     expect(world.chain.charges).toHaveLength(3);
   });
 
@@ -570,7 +853,12 @@ describe("deferred settlement", () => {
     const core = world.core();
     const payer = (await sign(alice)).authorization.from;
     world.chain.fund(USDT, payer, 15_000n);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))),
+      answered,
+    );
     const second = await sign(alice);
     const refused = await core.admit(SCREEN, paidRequest(xPayment(second)));
     expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([402, "insufficient_balance"]);
@@ -583,7 +871,12 @@ describe("deferred settlement", () => {
     const world = new World("deferred");
     const core = world.core();
     const signed = await sign(alice, { value: 50_000n });
-    const concluded = await core.conclude(REPORT, paidRequest({}), claimOf(await core.admit(REPORT, paidRequest(xPayment(signed)))), answered);
+    const concluded = await core.conclude(
+      REPORT,
+      paidRequest({}),
+      claimOf(await core.admit(REPORT, paidRequest(xPayment(signed)))),
+      answered,
+    );
     expect("headers" in concluded).toBe(true);
     expect(world.charged(signed)).toHaveLength(1);
     expect(world.queued).toBe(0);
@@ -593,7 +886,12 @@ describe("deferred settlement", () => {
     const world = new World("deferred");
     const core = world.core();
     const unpaid = await sign(alice);
-    await core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(xPayment(unpaid)))), answered);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(unpaid)))),
+      answered,
+    );
     world.chain.cancel(USDT.address, unpaid.authorization.from, unpaid.authorization.nonce);
     world.settler!.script = ["refuse"];
     await new SettlementWorker(core).run();
@@ -602,7 +900,10 @@ describe("deferred settlement", () => {
     const refused = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
     if (!("reply" in refused)) throw new Error("claimed with a debt");
     expect([refused.reply.status, codeOf(refused.reply)]).toEqual([402, "unsettled_payment"]);
-    expect(JSON.parse(refused.reply.body)).toMatchObject({ details: { owedUnits: "10000" }, accepts: [{ maxAmountRequired: "20000" }, { maxAmountRequired: "20000" }] });
+    expect(JSON.parse(refused.reply.body)).toMatchObject({
+      details: { owedUnits: "10000" },
+      accepts: [{ maxAmountRequired: "20000" }, { maxAmountRequired: "20000" }],
+    });
 
     const covering = await sign(alice, { value: 20_000n });
     const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(covering))));

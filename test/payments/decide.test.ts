@@ -8,13 +8,24 @@ import { PAYMENT_STATUSES, type PaymentRow, type PaymentStatus } from "../../api
 
 const attempt = { fingerprint: "f", signatureHash: "s" };
 const row = (status: PaymentStatus, more: Partial<PaymentRow> = {}) =>
-  ({ status, fingerprint: "f", signatureHash: "s", responseBody: "{}", failure: "why", updatedAt: new Date(), ...more }) as PaymentRow;
+  ({
+    status,
+    fingerprint: "f",
+    signatureHash: "s",
+    responseBody: "{}",
+    failure: "why",
+    updatedAt: new Date(),
+    ...more,
+  }) as PaymentRow;
 const next = (r: PaymentRow | undefined, round = 0, who: Identity = attempt) => {
   const d = decide(r, who, round);
   return d.next === "refuse" ? `refuse ${d.error.code}` : d.next;
 };
 /** The same attempt, its authorization past validBefore. */
-const lapsed = { ...attempt, lapsed: new PaymentError("authorization_expired", "The authorization expired (validBefore 1, now 2).") };
+const lapsed = {
+  ...attempt,
+  lapsed: new PaymentError("authorization_expired", "The authorization expired (validBefore 1, now 2)."),
+};
 const abandoned = () => ({ updatedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1) });
 
 describe("decide", () => {
@@ -80,7 +91,10 @@ describe("decide", () => {
   it("stops paying after MAX_ROUNDS rounds with the last failure, and only where it would pay", () => {
     expect(next(row("failed"), MAX_ROUNDS - 1)).toBe("pay");
     const exhausted = decide(row("failed", { failure: "reverted" }), attempt, MAX_ROUNDS);
-    expect(exhausted.next === "refuse" && [exhausted.error.code, exhausted.error.message]).toEqual(["settlement_failed", "The payment could not be settled: reverted."]);
+    expect(exhausted.next === "refuse" && [exhausted.error.code, exhausted.error.message]).toEqual([
+      "settlement_failed",
+      "The payment could not be settled: reverted.",
+    ]);
     expect(next(undefined, MAX_ROUNDS)).toBe("refuse settlement_failed");
     expect(next(row("settled"), MAX_ROUNDS)).toBe("replay");
     expect(next(row("pending"), MAX_ROUNDS)).toBe("wait_for_claim");

@@ -2,16 +2,25 @@ import { randomBytes } from "node:crypto";
 import type { FacilitatorClient } from "@x402/core/http";
 import type { PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from "@x402/core/types";
 import { authorizationTypes } from "@x402/evm";
-import { getAddress, type Hex, numberToHex, type TransactionReceipt, pad, TransactionReceiptNotFoundError, toEventSelector, verifyTypedData } from "viem";
+import {
+  getAddress,
+  type Hex,
+  numberToHex,
+  pad,
+  type TransactionReceipt,
+  TransactionReceiptNotFoundError,
+  toEventSelector,
+  verifyTypedData,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { type Claim, PaymentCore, type PaymentDeps, type PricedRoute, type Reply } from "../../api/payments/core.ts";
+import type { Facilitator } from "../../api/payments/facilitator.ts";
+import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
+import type { PayerState } from "../../api/payments/local-verify.ts";
+import type { Settler, SignedSettlement, SubmitResult } from "../../api/payments/relayer.ts";
 import type { Address } from "../../config/addresses.ts";
 import { CELO_TOKENS, type TokenInfo } from "../../config/celo.ts";
 import { PAYMENT_LIMITS, type PaymentSettings } from "../../config/payments.ts";
-import { type Claim, PaymentCore, type PaymentDeps, type PricedRoute, type Reply } from "../../api/payments/core.ts";
-import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
-import type { Facilitator } from "../../api/payments/facilitator.ts";
-import type { PayerState } from "../../api/payments/local-verify.ts";
-import type { Settler, SignedSettlement, SubmitResult } from "../../api/payments/relayer.ts";
 
 // The payment core's collaborators as fakes, in the spirit of x402's resource server tests: a token
 // on a chain that keeps EIP-3009 state (balances, spent nonces, receipts with the events the
@@ -36,9 +45,19 @@ export const USDC = CELO_TOKENS.USDC;
 
 export const SCREEN: PricedRoute = { name: "POST /api/lender/screen", description: "Screen", microUsd: 10_000n };
 /** Free to a payer who paid for a screen of the same wallet recently. */
-export const SIGNAL: PricedRoute = { name: "GET /api/wallet/{address}/signals/{signal}", description: "Signal", microUsd: 10_000n, freeRead: { after: [SCREEN.name], rule: "free after a screen" } };
+export const SIGNAL: PricedRoute = {
+  name: "GET /api/wallet/{address}/signals/{signal}",
+  description: "Signal",
+  microUsd: 10_000n,
+  freeRead: { after: [SCREEN.name], rule: "free after a screen" },
+};
 /** Settled before its answer in every mode (the report). */
-export const REPORT: PricedRoute = { name: "POST /api/lender/report", description: "Report", microUsd: 50_000n, settleFirst: true };
+export const REPORT: PricedRoute = {
+  name: "POST /api/lender/report",
+  description: "Report",
+  microUsd: 50_000n,
+  settleFirst: true,
+};
 
 export type Mode = "before-remote" | "before-self" | "deferred";
 
@@ -49,20 +68,38 @@ function settingsFor(mode: Mode, caps = { perPayer: 30_000n, total: 100_000n }):
     payTo: TREASURY,
     tokens: [USDT, USDC],
     ...PAYMENT_LIMITS,
-    settlement: mode === "before-remote" ? { mode: "facilitator", url: "http://facilitator.invalid" } : { mode: "self", relayerKey: PAYER_KEYS[0] },
-    timing: mode === "deferred" ? { mode: "deferred", maxPerPayerMicroUsd: caps.perPayer, maxTotalMicroUsd: caps.total } : { mode: "before" },
+    settlement:
+      mode === "before-remote"
+        ? { mode: "facilitator", url: "http://facilitator.invalid" }
+        : { mode: "self", relayerKey: PAYER_KEYS[0] },
+    timing:
+      mode === "deferred"
+        ? { mode: "deferred", maxPerPayerMicroUsd: caps.perPayer, maxTotalMicroUsd: caps.total }
+        : { mode: "before" },
     rpcUrl: "http://rpc.invalid",
   };
 }
 
-export type Authorization = { from: Address; to: Address; value: bigint; validAfter: bigint; validBefore: bigint; nonce: Hex };
+export type Authorization = {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+};
 export type Signed = { authorization: Authorization; signature: Hex; token: TokenInfo };
 
 export const chainSeconds = () => BigInt(Math.floor(Date.now() / 1000));
 const randomHex32 = (): Hex => `0x${randomBytes(32).toString("hex")}`;
 
 /** An EIP-3009 TransferWithAuthorization signed by `key`, to the treasury by default. */
-export async function sign(key: Hex, fields: Partial<Authorization> = {}, token: TokenInfo = USDT, chainId = 42220): Promise<Signed> {
+export async function sign(
+  key: Hex,
+  fields: Partial<Authorization> = {},
+  token: TokenInfo = USDT,
+  chainId = 42220,
+): Promise<Signed> {
   const account = privateKeyToAccount(key);
   const authorization: Authorization = {
     from: account.address.toLowerCase() as Address,
@@ -82,24 +119,58 @@ export async function sign(key: Hex, fields: Partial<Authorization> = {}, token:
   return { authorization, signature, token };
 }
 
-const wire = (a: Authorization) => ({ from: a.from, to: a.to, value: `${a.value}`, validAfter: `${a.validAfter}`, validBefore: `${a.validBefore}`, nonce: a.nonce });
+const wire = (a: Authorization) => ({
+  from: a.from,
+  to: a.to,
+  value: `${a.value}`,
+  validAfter: `${a.validAfter}`,
+  validBefore: `${a.validBefore}`,
+  nonce: a.nonce,
+});
 const base64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64");
 
 /** x402 v1: X-PAYMENT base64(JSON {x402Version:1, scheme, network, payload}). */
-export const v1Payment = (signed: Signed, network = "celo") => ({ xPayment: base64({ x402Version: 1, scheme: "exact", network, payload: { signature: signed.signature, authorization: wire(signed.authorization) } }) });
+export const v1Payment = (signed: Signed, network = "celo") => ({
+  xPayment: base64({
+    x402Version: 1,
+    scheme: "exact",
+    network,
+    payload: { signature: signed.signature, authorization: wire(signed.authorization) },
+  }),
+});
 
 /** x402 v2: PAYMENT-SIGNATURE base64(JSON {x402Version:2, accepted, payload}). */
-export const v2Payment = (signed: Signed, asset: string = signed.token.address, network = "eip155:42220", scheme = "exact") => ({
+export const v2Payment = (
+  signed: Signed,
+  asset: string = signed.token.address,
+  network = "eip155:42220",
+  scheme = "exact",
+) => ({
   paymentSignature: base64({
     x402Version: 2,
-    accepted: { scheme, network, asset, amount: `${signed.authorization.value}`, payTo: signed.authorization.to, maxTimeoutSeconds: 300, extra: { name: signed.token.name, version: signed.token.version } },
+    accepted: {
+      scheme,
+      network,
+      asset,
+      amount: `${signed.authorization.value}`,
+      payTo: signed.authorization.to,
+      maxTimeoutSeconds: 300,
+      extra: { name: signed.token.name, version: signed.token.version },
+    },
     payload: { signature: signed.signature, authorization: wire(signed.authorization) },
   }),
 });
 
 /** The service interface's X-PAYMENT JSON (with an x402 payment-identifier when given). */
 export function xPayment(signed: Signed, paymentId?: string): { xPayment: string } {
-  return { xPayment: JSON.stringify({ ...wire(signed.authorization), signature: signed.signature, token: signed.token.address, ...(paymentId ? { paymentId } : {}) }) };
+  return {
+    xPayment: JSON.stringify({
+      ...wire(signed.authorization),
+      signature: signed.signature,
+      token: signed.token.address,
+      ...(paymentId ? { paymentId } : {}),
+    }),
+  };
 }
 
 const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)");
@@ -111,7 +182,15 @@ type Receipt = { status: "success" | "reverted"; logs: Log[]; from: Hex; transac
 const authKey = (token: string, payer: string, nonce: string) => `${token}:${payer}:${nonce}`.toLowerCase();
 
 /** One authorization as the fake chain takes it: the token's and the signed fields. */
-export type Transfer = { token: string; from: string; to: string; value: bigint; validAfter: bigint; validBefore: bigint; nonce: string };
+export type Transfer = {
+  token: string;
+  from: string;
+  to: string;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: string;
+};
 
 /** A transfer to the treasury: the money the payer paid, by authorization. */
 export type Charge = { token: string; payer: string; nonce: string; amount: bigint; transaction: Hex; sender: string };
@@ -165,11 +244,27 @@ export class FakeChain {
     this.balances.set(`${transfer.token.toLowerCase()}:${transfer.from.toLowerCase()}`, balance - transfer.value);
     const to = transfer.to.toLowerCase();
     this.balances.set(`${transfer.token.toLowerCase()}:${to}`, this.balanceOf(transfer.token, to) + transfer.value);
-    if (to === TREASURY) this.charges.push({ token: transfer.token.toLowerCase(), payer: transfer.from.toLowerCase(), nonce: transfer.nonce.toLowerCase(), amount: transfer.value, transaction: hash, sender: sender.toLowerCase() });
+    if (to === TREASURY)
+      this.charges.push({
+        token: transfer.token.toLowerCase(),
+        payer: transfer.from.toLowerCase(),
+        nonce: transfer.nonce.toLowerCase(),
+        amount: transfer.value,
+        transaction: hash,
+        sender: sender.toLowerCase(),
+      });
     const token = transfer.token.toLowerCase() as Hex;
     const logs: Log[] = [
-      { address: token, topics: [AUTHORIZATION_USED, topic(transfer.from), transfer.nonce.toLowerCase() as Hex], data: "0x" },
-      { address: token, topics: [TRANSFER, topic(transfer.from), topic(to)], data: numberToHex(transfer.value, { size: 32 }) },
+      {
+        address: token,
+        topics: [AUTHORIZATION_USED, topic(transfer.from), transfer.nonce.toLowerCase() as Hex],
+        data: "0x",
+      },
+      {
+        address: token,
+        topics: [TRANSFER, topic(transfer.from), topic(to)],
+        data: numberToHex(transfer.value, { size: 32 }),
+      },
     ];
     const receipt: Receipt = { ...base, status: "success", logs };
     this.receipts.set(hash, receipt);
@@ -212,18 +307,38 @@ export class FakeChain {
       this.answer();
       return { number: this.block, timestamp: this.now() };
     },
-    readContract: async ({ address, functionName, args }: { address: Hex; functionName: string; args: readonly unknown[] }) => {
+    readContract: async ({
+      address,
+      functionName,
+      args,
+    }: {
+      address: Hex;
+      functionName: string;
+      args: readonly unknown[];
+    }) => {
       this.answer();
-      if (functionName === "authorizationState") return this.spent.has(authKey(address, args[0] as string, args[1] as string));
+      if (functionName === "authorizationState")
+        return this.spent.has(authKey(address, args[0] as string, args[1] as string));
       if (functionName === "balanceOf") return this.balanceOf(address, args[0] as string);
       throw new Error(`readContract ${functionName}: not in the fake`);
     },
-    getContractEvents: async ({ eventName, args }: { address: Hex; eventName: string; args: { authorizer: string; nonce: string } }) => {
+    getContractEvents: async ({
+      eventName,
+      args,
+    }: {
+      address: Hex;
+      eventName: string;
+      args: { authorizer: string; nonce: string };
+    }) => {
       this.answer();
       const events: { transactionHash: Hex }[] = [];
       for (const [key, spent] of this.spent) {
         if (!key.endsWith(`:${args.authorizer}:${args.nonce}`.toLowerCase())) continue;
-        if ((eventName === "AuthorizationUsed" && spent.kind === "used") || (eventName === "AuthorizationCanceled" && spent.kind === "canceled")) events.push({ transactionHash: spent.transaction });
+        if (
+          (eventName === "AuthorizationUsed" && spent.kind === "used") ||
+          (eventName === "AuthorizationCanceled" && spent.kind === "canceled")
+        )
+          events.push({ transactionHash: spent.transaction });
       }
       return events;
     },
@@ -241,7 +356,10 @@ export class FakeChain {
 
   /** The indexed payer state, as if the indexer were at the chain's head. */
   readonly payerState: PayerState = {
-    read: async (token, wallet, nonce) => ({ balance: this.balanceOf(token, wallet), nonce: this.spentAs(token, wallet, nonce)?.kind ?? null }),
+    read: async (token, wallet, nonce) => ({
+      balance: this.balanceOf(token, wallet),
+      nonce: this.spentAs(token, wallet, nonce)?.kind ?? null,
+    }),
   };
 }
 
@@ -254,10 +372,22 @@ function checkSignature(t: Transfer, requirements: PaymentRequirements, signatur
     const extra = requirements.extra as { name: string; version: string };
     valid = verifyTypedData({
       address: getAddress(t.from),
-      domain: { name: extra.name, version: extra.version, chainId: 42220, verifyingContract: getAddress(requirements.asset) },
+      domain: {
+        name: extra.name,
+        version: extra.version,
+        chainId: 42220,
+        verifyingContract: getAddress(requirements.asset),
+      },
       types: authorizationTypes,
       primaryType: "TransferWithAuthorization",
-      message: { from: getAddress(t.from), to: getAddress(t.to), value: t.value, validAfter: t.validAfter, validBefore: t.validBefore, nonce: t.nonce as Hex },
+      message: {
+        from: getAddress(t.from),
+        to: getAddress(t.to),
+        value: t.value,
+        validAfter: t.validAfter,
+        validBefore: t.validBefore,
+        nonce: t.nonce as Hex,
+      },
       signature,
     }).catch(() => false);
     checked.set(id, valid);
@@ -267,7 +397,15 @@ function checkSignature(t: Transfer, requirements: PaymentRequirements, signatur
 
 const transferOf = (payload: PaymentPayload, requirements: PaymentRequirements): Transfer => {
   const a = (payload.payload as { authorization: Record<string, string> }).authorization;
-  return { token: requirements.asset.toLowerCase(), from: a.from!, to: a.to!, value: BigInt(a.value!), validAfter: BigInt(a.validAfter!), validBefore: BigInt(a.validBefore!), nonce: a.nonce! };
+  return {
+    token: requirements.asset.toLowerCase(),
+    from: a.from!,
+    to: a.to!,
+    value: BigInt(a.value!),
+    validAfter: BigInt(a.validAfter!),
+    validBefore: BigInt(a.validBefore!),
+    nonce: a.nonce!,
+  };
 };
 
 /**
@@ -288,11 +426,17 @@ export class FakeSettler implements Settler {
 
   constructor(private readonly chain: FakeChain) {}
 
-  async submit(payload: PaymentPayload, requirements: PaymentRequirements, record: (signed: SignedSettlement) => Promise<void>): Promise<SubmitResult> {
+  async submit(
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
+    record: (signed: SignedSettlement) => Promise<void>,
+  ): Promise<SubmitResult> {
     this.submits++;
     const step = this.script.shift() ?? "mine";
-    if (step === "unavailable" || this.chain.down) return { sent: false, reason: "connect ECONNREFUSED", unavailable: true };
-    if (step === "refuse") return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
+    if (step === "unavailable" || this.chain.down)
+      return { sent: false, reason: "connect ECONNREFUSED", unavailable: true };
+    if (step === "refuse")
+      return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
     const hash = randomHex32();
     const signed = { transaction: hash, settler: RELAYER as Hex, settlerNonce: this.nonce++, rawTransaction: hash };
     await record(signed);
@@ -360,15 +504,26 @@ export class FakeFacilitator implements FacilitatorClient {
     const step = this.script.shift() ?? "mine";
     const network = requirements.network;
     if (step === "throw" || this.chain.down) throw new Error("fetch failed: connect ECONNREFUSED");
-    if (step === "refuse") return { success: false, errorReason: "invalid_exact_evm_insufficient_balance", transaction: "", network };
+    if (step === "refuse")
+      return { success: false, errorReason: "invalid_exact_evm_insufficient_balance", transaction: "", network };
     const receipt = this.chain.execute(transferOf(payload, requirements));
     if (step === "throw_after_mining") throw new Error("socket hang up");
-    if (receipt.status !== "success") return { success: false, errorReason: "transaction_failed", transaction: receipt.transactionHash, network };
-    return { success: true, transaction: receipt.transactionHash, network, payer: transferOf(payload, requirements).from };
+    if (receipt.status !== "success")
+      return { success: false, errorReason: "transaction_failed", transaction: receipt.transactionHash, network };
+    return {
+      success: true,
+      transaction: receipt.transactionHash,
+      network,
+      payer: transferOf(payload, requirements).from,
+    };
   }
 
   async getSupported() {
-    return { kinds: [{ x402Version: 2, scheme: "exact", network: "eip155:42220" as const }], extensions: [], signers: {} };
+    return {
+      kinds: [{ x402Version: 2, scheme: "exact", network: "eip155:42220" as const }],
+      extensions: [],
+      signers: {},
+    };
   }
 }
 
@@ -409,18 +564,28 @@ export class World {
   }
 
   row(signed: Signed) {
-    return this.ledger.find({ token: signed.token.address, payer: signed.authorization.from, nonce: signed.authorization.nonce });
+    return this.ledger.find({
+      token: signed.token.address,
+      payer: signed.authorization.from,
+      nonce: signed.authorization.nonce,
+    });
   }
 
   charged(signed: Signed): Charge[] {
-    return this.chain.charges.filter((c) => c.nonce === signed.authorization.nonce.toLowerCase() && c.payer === signed.authorization.from);
+    return this.chain.charges.filter(
+      (c) => c.nonce === signed.authorization.nonce.toLowerCase() && c.payer === signed.authorization.from,
+    );
   }
 }
 
 export const SUBJECT = "0x00000000000000000000000000000000000000b0" as Address;
 
 /** A validated paid request as an adapter hands it over (the screen of `subject` unless `input` says otherwise). */
-export const paidRequest = (headers: { xPayment?: string; paymentSignature?: string }, subject: Address = SUBJECT, path = "/api/lender/screen") => ({
+export const paidRequest = (
+  headers: { xPayment?: string; paymentSignature?: string },
+  subject: Address = SUBJECT,
+  path = "/api/lender/screen",
+) => ({
   headers,
   url: `http://service.test${path}`,
   path,

@@ -1,13 +1,27 @@
 import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Address } from "../../config/addresses.ts";
 import type { Claim, PaymentCore, PricedRoute } from "../../api/payments/core.ts";
 import type { Ledger, PaymentKey } from "../../api/payments/ledger/ledger.ts";
 import { ABANDONED_AFTER_MS, broken, isDebt } from "../../api/payments/lifecycle.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import type { PaymentRow } from "../../api/store/schema.ts";
-import { type Mode, OUTSIDER, PAYER_KEYS, paidRequest, payerOf, SCREEN, type SettleScript, SIGNAL, type Signed, sign, USDT, World, xPayment } from "./fakes.ts";
+import type { Address } from "../../config/addresses.ts";
+import {
+  type Mode,
+  OUTSIDER,
+  PAYER_KEYS,
+  paidRequest,
+  payerOf,
+  SCREEN,
+  type SettleScript,
+  SIGNAL,
+  type Signed,
+  sign,
+  USDT,
+  World,
+  xPayment,
+} from "./fakes.ts";
 
 // A model-based test of the payment core: random sequences of calls (a new payment, the same one
 // again, the same authorization for another request, a payment-identifier retry signed anew),
@@ -18,22 +32,49 @@ import { type Mode, OUTSIDER, PAYER_KEYS, paidRequest, payerOf, SCREEN, type Set
 // charge per request at most, and the lifecycle's invariants on every row.
 
 const CAPS = { perPayer: 30_000n, total: 50_000n };
-const SUBJECTS = ["0x00000000000000000000000000000000000000b0", "0x00000000000000000000000000000000000000b1"] as Address[];
+const SUBJECTS = [
+  "0x00000000000000000000000000000000000000b0",
+  "0x00000000000000000000000000000000000000b1",
+] as Address[];
 const ROUTES: Record<"screen" | "signal", { route: PricedRoute; path: string }> = {
   screen: { route: SCREEN, path: "/api/lender/screen" },
   signal: { route: SIGNAL, path: "/api/wallet/signals" },
 };
 /** Ledger methods that write: a process may die before any of them. */
 const WRITES = new Set([
-  "claim", "claimDeferred", "claimFirst", "unclaim", "reference", "waived", "failed", "settling", "settled", "touch", "repay",
-  "claimRerun", "releaseRerun", "answered", "queuedWithinCaps", "takeQueued", "expireQueued", "requeue", "resolve",
+  "claim",
+  "claimDeferred",
+  "claimFirst",
+  "unclaim",
+  "reference",
+  "waived",
+  "failed",
+  "settling",
+  "settled",
+  "touch",
+  "repay",
+  "claimRerun",
+  "releaseRerun",
+  "answered",
+  "queuedWithinCaps",
+  "takeQueued",
+  "expireQueued",
+  "requeue",
+  "resolve",
 ]);
 
 // Authorizations signed once for all runs (each run has its own chain and ledger): signing is the costly step.
 const POOL_SIZE = 40;
 const pool: Signed[][] = [];
 beforeAll(async () => {
-  for (const key of PAYER_KEYS) pool.push(await Promise.all(Array.from({ length: POOL_SIZE }, () => sign(key, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 880) }))));
+  for (const key of PAYER_KEYS)
+    pool.push(
+      await Promise.all(
+        Array.from({ length: POOL_SIZE }, () =>
+          sign(key, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 880) }),
+        ),
+      ),
+    );
 });
 
 // The clock moves when a process dies (its claims must be abandoned before a retry takes them) and
@@ -55,17 +96,69 @@ type Step =
   | { kind: "cancel" | "settleElsewhere"; pick: number }
   | { kind: "drain" | "refill"; payer: number };
 
-const callStep = { outcome: fc.constantFrom<SettleScript>("mine", "mine", "mine", "hold", "refuse", "throw", "throw_after_mining", "unavailable"), crashAt: fc.constantFrom(0, 0, 0, 1, 2, 3, 4), handlerFails: fc.constantFrom(false, false, true) };
+const callStep = {
+  outcome: fc.constantFrom<SettleScript>(
+    "mine",
+    "mine",
+    "mine",
+    "hold",
+    "refuse",
+    "throw",
+    "throw_after_mining",
+    "unavailable",
+  ),
+  crashAt: fc.constantFrom(0, 0, 0, 1, 2, 3, 4),
+  handlerFails: fc.constantFrom(false, false, true),
+};
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant("new" as const), payer: fc.nat(2), subject: fc.nat(1), route: fc.constantFrom("screen" as const, "screen" as const, "signal" as const), withId: fc.boolean(), ...callStep }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constantFrom("retry" as const, "resign" as const, "otherRequest" as const), pick: fc.nat(), ...callStep }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constantFrom("mineHeld" as const, "reconcile" as const, "worker" as const, "restart" as const, "timePasses" as const) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom("cancel" as const, "settleElsewhere" as const), pick: fc.nat() }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant("new" as const),
+      payer: fc.nat(2),
+      subject: fc.nat(1),
+      route: fc.constantFrom("screen" as const, "screen" as const, "signal" as const),
+      withId: fc.boolean(),
+      ...callStep,
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constantFrom("retry" as const, "resign" as const, "otherRequest" as const),
+      pick: fc.nat(),
+      ...callStep,
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constantFrom(
+        "mineHeld" as const,
+        "reconcile" as const,
+        "worker" as const,
+        "restart" as const,
+        "timePasses" as const,
+      ),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constantFrom("cancel" as const, "settleElsewhere" as const), pick: fc.nat() }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom("drain" as const, "refill" as const), payer: fc.nat(2) }) },
 );
 
 /** One request as the client sees it: what it asks, and the authorizations it sent for it (the last is current). */
-type Request = { id: number; payer: number; subject: Address; route: PricedRoute; path: string; paymentId?: string; sent: Signed[] };
+type Request = {
+  id: number;
+  payer: number;
+  subject: Address;
+  route: PricedRoute;
+  path: string;
+  paymentId?: string;
+  sent: Signed[];
+};
 
 class Died extends Error {}
 
@@ -88,8 +181,15 @@ function mortal(ledger: Ledger, crashAt: number): { ledger: Ledger; dead: () => 
 }
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
-const keyOfSigned = (s: Signed): PaymentKey => ({ token: s.token.address, payer: s.authorization.from, nonce: s.authorization.nonce });
-const sameKey = (row: Pick<PaymentRow, "token" | "payer" | "nonce">, c: { token: string; payer: string; nonce: string }) => row.token === c.token && row.payer === c.payer && row.nonce === c.nonce;
+const keyOfSigned = (s: Signed): PaymentKey => ({
+  token: s.token.address,
+  payer: s.authorization.from,
+  nonce: s.authorization.nonce,
+});
+const sameKey = (
+  row: Pick<PaymentRow, "token" | "payer" | "nonce">,
+  c: { token: string; payer: string; nonce: string },
+) => row.token === c.token && row.payer === c.payer && row.nonce === c.nonce;
 
 /** What the runs went through, so that a reader sees the model reaches the cases it claims to. */
 const seen = new Map<string, number>();
@@ -126,7 +226,11 @@ class Model {
 
   /** The request a ledger row was claimed for (same request, same signature). */
   private requestOf(row: PaymentRow): Request | undefined {
-    return this.requests.find((r) => this.fingerprint(r) === row.fingerprint && r.sent.some((s) => sha256(s.signature.toLowerCase()) === row.signatureHash));
+    return this.requests.find(
+      (r) =>
+        this.fingerprint(r) === row.fingerprint &&
+        r.sent.some((s) => sha256(s.signature.toLowerCase()) === row.signatureHash),
+    );
   }
 
   async step(step: Step): Promise<void> {
@@ -137,7 +241,15 @@ class Model {
         if (!signed) return;
         const { route, path } = ROUTES[step.route];
         const id = this.requests.length;
-        const request: Request = { id, payer: step.payer, subject: SUBJECTS[step.subject]!, route, path, paymentId: step.withId ? `model-request-${id}-${Math.random().toString(36).slice(2, 8)}` : undefined, sent: [signed] };
+        const request: Request = {
+          id,
+          payer: step.payer,
+          subject: SUBJECTS[step.subject]!,
+          route,
+          path,
+          paymentId: step.withId ? `model-request-${id}-${Math.random().toString(36).slice(2, 8)}` : undefined,
+          sent: [signed],
+        };
         this.requests.push(request);
         return this.call(request, step);
       }
@@ -154,7 +266,13 @@ class Model {
         }
         if (step.kind === "otherRequest") {
           // The same authorization for another wallet: another request.
-          const other: Request = { ...request, id: this.requests.length, subject: SUBJECTS.find((s) => s !== request.subject)!, paymentId: undefined, sent: [request.sent.at(-1)!] };
+          const other: Request = {
+            ...request,
+            id: this.requests.length,
+            subject: SUBJECTS.find((s) => s !== request.subject)!,
+            paymentId: undefined,
+            sent: [request.sent.at(-1)!],
+          };
           this.requests.push(other);
           return this.call(other, step);
         }
@@ -177,7 +295,8 @@ class Model {
       case "cancel": {
         if (this.requests.length === 0) return;
         const { authorization: a, token } = this.requests[step.pick % this.requests.length]!.sent.at(-1)!;
-        if (!this.world.chain.spentAs(token.address, a.from, a.nonce)) this.world.chain.cancel(token.address, a.from, a.nonce);
+        if (!this.world.chain.spentAs(token.address, a.from, a.nonce))
+          this.world.chain.cancel(token.address, a.from, a.nonce);
         return;
       }
       case "settleElsewhere": {
@@ -211,27 +330,43 @@ class Model {
   private async call(request: Request, step: CallStep): Promise<void> {
     const signed = request.sent.at(-1)!;
     const lapsed = signed.authorization.validBefore < BigInt(Math.floor(Date.now() / 1000) + 6);
-    this.log.push(`  request ${request.id} (${request.route.name.split(" ")[1]}, payer ${request.payer}${request.paymentId ? ", with id" : ""}), authorization ${signed.authorization.nonce.slice(0, 8)}`);
+    this.log.push(
+      `  request ${request.id} (${request.route.name.split(" ")[1]}, payer ${request.payer}${request.paymentId ? ", with id" : ""}), authorization ${signed.authorization.nonce.slice(0, 8)}`,
+    );
     const crash = step.crashAt > 0 ? mortal(this.world.ledger, step.crashAt) : undefined;
     const core = crash ? this.world.core(crash.ledger) : this.core;
     if (this.world.settler) this.world.settler.script = [step.outcome];
     else this.world.facilitator.script = [step.outcome];
-    const http = { ...paidRequest(xPayment(signed, request.paymentId), request.subject, request.path), input: this.inputOf(request) };
+    const http = {
+      ...paidRequest(xPayment(signed, request.paymentId), request.subject, request.path),
+      input: this.inputOf(request),
+    };
     let delivered: { body: string; claim?: Claim } | undefined;
     try {
       const admitted = await core.admit(request.route, http);
       if ("reply" in admitted) {
-        saw(admitted.reply.status < 300 ? "replayed" : `refused ${JSON.parse(admitted.reply.body).code ?? JSON.parse(admitted.reply.body).error?.code}`);
+        saw(
+          admitted.reply.status < 300
+            ? "replayed"
+            : `refused ${JSON.parse(admitted.reply.body).code ?? JSON.parse(admitted.reply.body).error?.code}`,
+        );
         if (admitted.reply.status < 300) delivered = { body: admitted.reply.body };
         this.log.push(`  -> ${admitted.reply.status} ${admitted.reply.body.slice(0, 120)}`);
       } else {
         const answer = this.answerOf(request);
-        const concluded = await core.conclude(request.route, http, admitted.claim, step.handlerFails ? { failed: "handler answered 500" } : { answer });
+        const concluded = await core.conclude(
+          request.route,
+          http,
+          admitted.claim,
+          step.handlerFails ? { failed: "handler answered 500" } : { answer },
+        );
         if (!step.handlerFails && "headers" in concluded) delivered = { body: answer.body, claim: admitted.claim };
         const claim = admitted.claim;
         saw(claim.paid ? "rerun" : claim.waived ? "waived" : claim.deferred ? "claimed deferred" : "claimed");
         if ("reply" in concluded) saw(`concluded ${JSON.parse(concluded.reply.body).code}`);
-        this.log.push(`  -> claimed ${JSON.stringify({ paid: !!admitted.claim.paid, waived: admitted.claim.waived, deferred: admitted.claim.deferred })}, ${"reply" in concluded ? concluded.reply.body.slice(0, 120) : "answered"}`);
+        this.log.push(
+          `  -> claimed ${JSON.stringify({ paid: !!admitted.claim.paid, waived: admitted.claim.waived, deferred: admitted.claim.deferred })}, ${"reply" in concluded ? concluded.reply.body.slice(0, 120) : "answered"}`,
+        );
       }
     } catch (error) {
       // A write that fails in conclude is thrown to the adapter (a 500): here only a death may cause one.
@@ -254,14 +389,20 @@ class Model {
     expect(delivered.body, "a request gets its own answer, never another's").toBe(this.answerOf(request).body);
     // The row(s) that stored this answer: the claim's own, or for a replay any row of this request
     // (an earlier attempt that failed may have stored it too before failing).
-    const rows = this.world.ledger.snapshot().filter((row) => row.responseBody === delivered.body && (!delivered.claim || sameKey(row, delivered.claim.key)));
+    const rows = this.world.ledger
+      .snapshot()
+      .filter((row) => row.responseBody === delivered.body && (!delivered.claim || sameKey(row, delivered.claim.key)));
     expect(rows.length, "the answer given is stored with its payment").toBeGreaterThan(0);
     const paid = (row: PaymentRow) => {
       if (row.status === "waived") return !delivered.claim || delivered.claim.waived;
-      if (row.status === "queued" || (row.status === "settling" && row.deferred)) return row.deferred && !delivered.claim?.waived;
+      if (row.status === "queued" || (row.status === "settling" && row.deferred))
+        return row.deferred && !delivered.claim?.waived;
       return row.status === "settled" && this.world.chain.charges.some((c) => sameKey(row, c));
     };
-    expect(rows.map((r) => `${r.status}${r.deferred ? " deferred" : ""}`), "an answer for money: settled (charged), queued within the caps, or waived").toSatisfy((_: string[]) => rows.some(paid));
+    expect(
+      rows.map((r) => `${r.status}${r.deferred ? " deferred" : ""}`),
+      "an answer for money: settled (charged), queued within the caps, or waived",
+    ).toSatisfy((_: string[]) => rows.some(paid));
   }
 
   /** What must hold after every step. */
@@ -287,7 +428,13 @@ class Model {
     for (const [id, count] of charged) expect(count, `charges of request ${id}`).toBe(1);
     // The caps bound what was answered on credit and not paid yet (queued, settling, or a debt).
     if (this.mode === "deferred") {
-      const credit = rows.filter((r) => r.deferred && r.repaidBy === null && r.responseBody !== null && (["queued", "settling"].includes(r.status) || isDebt(r)));
+      const credit = rows.filter(
+        (r) =>
+          r.deferred &&
+          r.repaidBy === null &&
+          r.responseBody !== null &&
+          (["queued", "settling"].includes(r.status) || isDebt(r)),
+      );
       const perPayer = new Map<string, bigint>();
       for (const r of credit) perPayer.set(r.payer, (perPayer.get(r.payer) ?? 0n) + BigInt(r.amount));
       for (const [payer, sum] of perPayer) expect(sum, `credit of ${payer}`).toBeLessThanOrEqual(CAPS.perPayer);
@@ -340,23 +487,39 @@ describe("payment core, model-based", () => {
     const started = realNow();
     let steps = 0;
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom<Mode>("before-remote", "before-self", "deferred"), fc.array(stepArb, { minLength: 5, maxLength: 40, size: "max" }), fc.boolean(), async (mode, plan, late) => {
-        skew = 0;
-        const model = new Model(mode);
-        try {
-          for (const step of plan) {
-            await model.step(step);
-            model.check();
-            steps++;
+      fc.asyncProperty(
+        fc.constantFrom<Mode>("before-remote", "before-self", "deferred"),
+        fc.array(stepArb, { minLength: 5, maxLength: 40, size: "max" }),
+        fc.boolean(),
+        async (mode, plan, late) => {
+          skew = 0;
+          const model = new Model(mode);
+          try {
+            for (const step of plan) {
+              await model.step(step);
+              model.check();
+              steps++;
+            }
+            await model.settleAll(late);
+          } catch (error) {
+            throw new Error(
+              `${(error as Error).message}\nmode ${mode}${late ? ", retries after validBefore" : ""}, steps:\n${model.log.join("\n")}`,
+            );
           }
-          await model.settleAll(late);
-        } catch (error) {
-          throw new Error(`${(error as Error).message}\nmode ${mode}${late ? ", retries after validBefore" : ""}, steps:\n${model.log.join("\n")}`);
-        }
-      }),
+        },
+      ),
       // MODEL_SEED=<seed> replays a failure that fast-check reported.
-      { numRuns: 200, endOnFailure: true, ...(process.env.MODEL_SEED ? { seed: Number(process.env.MODEL_SEED), path: process.env.MODEL_PATH } : {}) },
+      {
+        numRuns: 200,
+        endOnFailure: true,
+        ...(process.env.MODEL_SEED ? { seed: Number(process.env.MODEL_SEED), path: process.env.MODEL_PATH } : {}),
+      },
     );
-    console.log(`model: ${steps} steps in ${realNow() - started} ms; ${[...seen].sort().map(([what, n]) => `${what}: ${n}`).join(", ")}`);
+    console.log(
+      `model: ${steps} steps in ${realNow() - started} ms; ${[...seen]
+        .sort()
+        .map(([what, n]) => `${what}: ${n}`)
+        .join(", ")}`,
+    );
   });
 });

@@ -10,9 +10,18 @@ import type { AuthorizationFields, Token } from "./payments.ts";
 type Signed = { authorization: AuthorizationFields; signature: Hex };
 
 /** transferWithAuthorization sent by `relayerKey` (the payer pays no gas). */
-export async function settleOnChain(rpcUrl: string, relayerKey: Hex, token: Pick<Token, "address">, signed: Signed): Promise<bigint> {
+export async function settleOnChain(
+  rpcUrl: string,
+  relayerKey: Hex,
+  token: Pick<Token, "address">,
+  signed: Signed,
+): Promise<bigint> {
   const a = signed.authorization;
-  const wallet = createWalletClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl), account: privateKeyToAccount(relayerKey) });
+  const wallet = createWalletClient({
+    chain: devnetChain(rpcUrl),
+    transport: http(rpcUrl),
+    account: privateKeyToAccount(relayerKey),
+  });
   const hash = await wallet.writeContract({
     address: token.address,
     abi: devStablecoinAbi,
@@ -23,16 +32,36 @@ export async function settleOnChain(rpcUrl: string, relayerKey: Hex, token: Pick
 }
 
 /** cancelAuthorization signed by the payer (`payerKey`) and sent by `senderKey`. */
-export async function cancelOnChain(rpcUrl: string, senderKey: Hex, payerKey: Hex, token: Pick<Token, "address" | "name" | "version">, nonce: Hex): Promise<bigint> {
+export async function cancelOnChain(
+  rpcUrl: string,
+  senderKey: Hex,
+  payerKey: Hex,
+  token: Pick<Token, "address" | "name" | "version">,
+  nonce: Hex,
+): Promise<bigint> {
   const payer = privateKeyToAccount(payerKey);
   const signature = await payer.signTypedData({
     domain: { name: token.name, version: token.version, chainId: 42220, verifyingContract: token.address },
-    types: { CancelAuthorization: [{ name: "authorizer", type: "address" }, { name: "nonce", type: "bytes32" }] },
+    types: {
+      CancelAuthorization: [
+        { name: "authorizer", type: "address" },
+        { name: "nonce", type: "bytes32" },
+      ],
+    },
     primaryType: "CancelAuthorization",
     message: { authorizer: payer.address, nonce },
   });
-  const wallet = createWalletClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl), account: privateKeyToAccount(senderKey) });
-  const hash = await wallet.writeContract({ address: token.address, abi: devStablecoinAbi, functionName: "cancelAuthorization", args: [payer.address, nonce, signature] });
+  const wallet = createWalletClient({
+    chain: devnetChain(rpcUrl),
+    transport: http(rpcUrl),
+    account: privateKeyToAccount(senderKey),
+  });
+  const hash = await wallet.writeContract({
+    address: token.address,
+    abi: devStablecoinAbi,
+    functionName: "cancelAuthorization",
+    args: [payer.address, nonce, signature],
+  });
   return receiptBlock(rpcUrl, hash);
 }
 
@@ -49,7 +78,12 @@ const authorizationEvents = [
 
 /** Every AuthorizationUsed / AuthorizationCanceled log of the tokens, as eth_getLogs returns them, in authorization_state's columns. */
 export async function chainAuthorizations(rpcUrl: string, tokens: Hex[], fromBlock: bigint) {
-  const logs = await createPublicClient({ transport: http(rpcUrl) }).getLogs({ address: tokens, events: authorizationEvents, fromBlock, toBlock: "latest" });
+  const logs = await createPublicClient({ transport: http(rpcUrl) }).getLogs({
+    address: tokens,
+    events: authorizationEvents,
+    fromBlock,
+    toBlock: "latest",
+  });
   return logs.map((l) => ({
     token: l.address.toLowerCase(),
     authorizer: l.args.authorizer!.toLowerCase(),

@@ -1,17 +1,35 @@
-import { createPublicClient, http, parseAbiItem, type Address, zeroAddress } from "viem";
+import { type Address, createPublicClient, http, parseAbiItem, zeroAddress } from "viem";
 import { devnetChain } from "../../devnet/chain.ts";
 import { monthOf } from "../../shared/month.ts";
+
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
 
-export type ChainTransfer = { token: string; from: string; to: string; value: bigint; block: bigint; timestamp: bigint; txHash: string; logIndex: number };
+export type ChainTransfer = {
+  token: string;
+  from: string;
+  to: string;
+  value: bigint;
+  block: bigint;
+  timestamp: bigint;
+  txHash: string;
+  logIndex: number;
+};
 
 /**
  * What the chain itself says: every Transfer log of the tokens (eth_getLogs) with its block time,
  * and the aggregates recomputed from them independently of the indexer's code.
  */
 export async function chainTransfers(rpcUrl: string, tokens: string[], fromBlock: bigint): Promise<ChainTransfer[]> {
-  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl, { batch: { batchSize: 500 } }) });
-  const logs = await client.getLogs({ address: tokens as Address[], event: transferEvent, fromBlock, toBlock: "latest" });
+  const client = createPublicClient({
+    chain: devnetChain(rpcUrl),
+    transport: http(rpcUrl, { batch: { batchSize: 500 } }),
+  });
+  const logs = await client.getLogs({
+    address: tokens as Address[],
+    event: transferEvent,
+    fromBlock,
+    toBlock: "latest",
+  });
   const blocks = [...new Set(logs.map((l) => l.blockNumber!))];
   const times = new Map<bigint, bigint>();
   await Promise.all(blocks.map(async (n) => times.set(n, (await client.getBlock({ blockNumber: n })).timestamp)));
@@ -65,7 +83,10 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     : null;
 
   const balances = new Map<string, Record<string, string>>();
-  const months = new Map<string, { row: Record<string, bigint | number>; cps: Set<string>; payers: Set<string>; payees: Set<string> }>();
+  const months = new Map<
+    string,
+    { row: Record<string, bigint | number>; cps: Set<string>; payers: Set<string>; payees: Set<string> }
+  >();
   const pairs = new Map<string, Record<string, bigint | null>>();
   const running = new Map<string, bigint>();
   for (const { other, dir, t } of sides) {
@@ -73,7 +94,16 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     const bal = (running.get(t.token) ?? 0n) + (isIn ? t.value : -t.value);
     running.set(t.token, bal);
 
-    const b = balances.get(t.token) ?? { address: wallet, token: t.token, total_in: "0", total_out: "0", transfers_in: "0", transfers_out: "0", first_at: s(t.timestamp), last_at: "" };
+    const b = balances.get(t.token) ?? {
+      address: wallet,
+      token: t.token,
+      total_in: "0",
+      total_out: "0",
+      transfers_in: "0",
+      transfers_out: "0",
+      first_at: s(t.timestamp),
+      last_at: "",
+    };
     if (isIn) {
       b.total_in = s(BigInt(b.total_in!) + t.value);
       b.transfers_in = s(Number(b.transfers_in) + 1);
@@ -86,7 +116,12 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     balances.set(t.token, b);
 
     const key = `${t.token}:${monthOf(t.timestamp)}`;
-    const m = months.get(key) ?? { row: { inflow: 0n, outflow: 0n, transfers_in: 0, transfers_out: 0, first_at: t.timestamp }, cps: new Set(), payers: new Set(), payees: new Set() };
+    const m = months.get(key) ?? {
+      row: { inflow: 0n, outflow: 0n, transfers_in: 0, transfers_out: 0, first_at: t.timestamp },
+      cps: new Set(),
+      payers: new Set(),
+      payees: new Set(),
+    };
     m.row.last_at = t.timestamp;
     m.cps.add(other);
     if (isIn) {
@@ -101,7 +136,18 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     months.set(key, m);
 
     const pk = `${other}:${t.token}`;
-    const p = pairs.get(pk) ?? { total_in: 0n, total_out: 0n, transfers_in: 0n, transfers_out: 0n, first_at: t.timestamp, last_at: 0n, first_in_at: null, last_in_at: null, first_out_at: null, last_out_at: null };
+    const p = pairs.get(pk) ?? {
+      total_in: 0n,
+      total_out: 0n,
+      transfers_in: 0n,
+      transfers_out: 0n,
+      first_at: t.timestamp,
+      last_at: 0n,
+      first_in_at: null,
+      last_in_at: null,
+      first_out_at: null,
+      last_out_at: null,
+    };
     p.last_at = t.timestamp;
     if (isIn) {
       p.total_in! += t.value;
@@ -140,7 +186,12 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
     counterparties: [...pairs]
       .map(([key, p]) => {
         const [counterparty, token] = key.split(":");
-        return { address: wallet, counterparty: counterparty!, token: token!, ...Object.fromEntries(Object.entries(p).map(([k, v]) => [k, str(v)])) };
+        return {
+          address: wallet,
+          counterparty: counterparty!,
+          token: token!,
+          ...Object.fromEntries(Object.entries(p).map(([k, v]) => [k, str(v)])),
+        };
       })
       .sort((a, b) => `${a.counterparty}${a.token}`.localeCompare(`${b.counterparty}${b.token}`)),
   };

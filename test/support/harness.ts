@@ -1,6 +1,6 @@
 import type { DevnetOptions } from "../../devnet/devnet.ts";
 import { startTestDevnet, type TestDevnet } from "./devnet.ts";
-import { databaseSlot, type DatabaseSlot, type Indexer, startIndexer } from "./indexer.ts";
+import { type DatabaseSlot, databaseSlot, type Indexer, startIndexer } from "./indexer.ts";
 
 export type IndexedDevnet = {
   devnet: TestDevnet;
@@ -20,7 +20,8 @@ export async function indexedDevnet(options: DevnetOptions): Promise<IndexedDevn
   return {
     devnet,
     slot,
-    index: async (env = {}) => (indexer ??= await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, ...env })),
+    index: async (env = {}) =>
+      (indexer ??= await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...slot.env, ...env })),
     stop: async () => {
       await indexer?.stop();
       await slot.drop();

@@ -1,6 +1,6 @@
 import { PGlite } from "@electric-sql/pglite";
-import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
 import { drizzle as pgDrizzle } from "drizzle-orm/node-postgres";
+import { drizzle as pgliteDrizzle } from "drizzle-orm/pglite";
 import pg from "pg";
 import type { IndexDb } from "../../api/db.ts";
 import { devnetDatabaseUrl } from "../../config/target.ts";

@@ -17,7 +17,8 @@ export function databaseSlot(...args: Parameters<typeof freshSlot>): DatabaseSlo
     ...slot,
     prepare: async () => {
       await slot.prepare();
-      for (const dir of [slot.env.PGLITE_DIR!, slot.store.kind === "pglite" ? slot.store.directory : undefined]) if (dir) cpSync(template, dir, { recursive: true });
+      for (const dir of [slot.env.PGLITE_DIR!, slot.store.kind === "pglite" ? slot.store.directory : undefined])
+        if (dir) cpSync(template, dir, { recursive: true });
     },
   };
 }

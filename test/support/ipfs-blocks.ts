@@ -17,10 +17,15 @@ export type StoredBlock = { bytes: Buffer; overwrite: (bytes: Buffer) => Promise
  * access and modification times, so only the bytes tell. PGlite's files are read while the service
  * runs (it does not lock them); Postgres is read through a connection of its own.
  */
-export async function storedBlock(location: BlockLocation, part: string | Uint8Array): Promise<StoredBlock | undefined> {
+export async function storedBlock(
+  location: BlockLocation,
+  part: string | Uint8Array,
+): Promise<StoredBlock | undefined> {
   const needle = Buffer.from(part);
   if (location.kind === "fs") {
-    const files = readdirSync(join(location.directory, "blocks"), { recursive: true, withFileTypes: true }).filter((f) => f.isFile());
+    const files = readdirSync(join(location.directory, "blocks"), { recursive: true, withFileTypes: true }).filter(
+      (f) => f.isFile(),
+    );
     const file = files.map((f) => join(f.parentPath, f.name)).find((f) => readFileSync(f).includes(needle));
     if (!file) return undefined;
     return {
@@ -41,7 +46,14 @@ export async function storedBlock(location: BlockLocation, part: string | Uint8A
       await client.end();
     }
   };
-  const [row] = await query<{ cid: string; bytes: Buffer }>(`select cid, bytes from service.ipfs_block where position($1::bytea in bytes) > 0 limit 1`, [needle]);
+  const [row] = await query<{ cid: string; bytes: Buffer }>(
+    `select cid, bytes from service.ipfs_block where position($1::bytea in bytes) > 0 limit 1`,
+    [needle],
+  );
   if (!row) return undefined;
-  return { bytes: row.bytes, overwrite: async (bytes) => void (await query(`update service.ipfs_block set bytes = $2 where cid = $1`, [row.cid, bytes])) };
+  return {
+    bytes: row.bytes,
+    overwrite: async (bytes) =>
+      void (await query(`update service.ipfs_block set bytes = $2 where cid = $1`, [row.cid, bytes])),
+  };
 }

@@ -12,7 +12,13 @@ const compiled = new Map<object, ReturnType<Ajv2020["compile"]>>();
  * Checks an answer against the document's schema for that operation and status: what a client
  * generated from the document would expect. Returns the problems ("" when it matches).
  */
-export function documentMismatch(doc: OpenApiDocument, method: string, path: string, status: number, body: unknown): string {
+export function documentMismatch(
+  doc: OpenApiDocument,
+  method: string,
+  path: string,
+  status: number,
+  body: unknown,
+): string {
   const operation = doc.paths[path]?.[method.toLowerCase()];
   if (!operation) return `${method} ${path} is not in the document`;
   const response = operation.responses[String(status)];

@@ -3,8 +3,8 @@ import type { AppEnv } from "../../api/http/app-env.ts";
 import { handleError } from "../../api/http/errors.ts";
 import { validationHook } from "../../api/http/validation.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
-import { alwaysCurrent } from "../../harness/index-db.ts";
 import { WalletAssessor } from "../../api/wallet/assess.ts";
+import { alwaysCurrent } from "../../harness/index-db.ts";
 
 /**
  * An app wired like the service's (validation, error model, the payment core in `c.var`) with no

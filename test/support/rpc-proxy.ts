@@ -15,7 +15,10 @@ export type RpcProxy = {
 };
 
 /** A JSON-RPC proxy on 127.0.0.1 in front of anvil that can be slowed down, hung or mislabelled. */
-export async function startRpcProxy(upstream: string, options: Partial<Pick<RpcProxy, "delayMs" | "chainId" | "hang">> = {}): Promise<RpcProxy> {
+export async function startRpcProxy(
+  upstream: string,
+  options: Partial<Pick<RpcProxy, "delayMs" | "chainId" | "hang">> = {},
+): Promise<RpcProxy> {
   let queue = Promise.resolve();
   const proxy = { delayMs: 0, hang: false, down: false, ...options } as RpcProxy;
   const server: Server = createServer((req, res) => {
@@ -30,10 +33,16 @@ export async function startRpcProxy(upstream: string, options: Partial<Pick<RpcP
         try {
           const parsed = JSON.parse(body) as { id: unknown; method: string } | { id: unknown; method: string }[];
           if (proxy.chainId !== undefined && !Array.isArray(parsed) && parsed.method === "eth_chainId") {
-            res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: parsed.id, result: `0x${proxy.chainId.toString(16)}` }));
+            res
+              .writeHead(200, { "content-type": "application/json" })
+              .end(JSON.stringify({ jsonrpc: "2.0", id: parsed.id, result: `0x${proxy.chainId.toString(16)}` }));
             return;
           }
-          const upstreamRes = await fetch(upstream, { method: "POST", headers: { "content-type": "application/json" }, body });
+          const upstreamRes = await fetch(upstream, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+          });
           res.writeHead(upstreamRes.status, { "content-type": "application/json" }).end(await upstreamRes.text());
         } catch (error) {
           res.writeHead(502).end(String(error));
