@@ -55,7 +55,7 @@ const UNRESOLVED: readonly PaymentStatus[] = ["pending", "settling", "failed"];
 
 /**
  * Conditions on a row beyond its status. Named, so that each ledger writes each once: the memory
- * ledger as the predicates below, the SQL ledger as WHERE clauses (ledger/sql/guards.ts).
+ * ledger as the predicates below, the SQL ledger as WHERE clauses (ledger/sql/rules.ts).
  */
 export type Condition = "abandoned" | "deferred" | "queueable" | "unanswered" | "rerunFree" | "rerunHeld" | "debt";
 

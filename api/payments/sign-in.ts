@@ -22,7 +22,7 @@ import { paymentRequiredAnswer, requirementsFor, withExtensions } from "./requir
 
 /**
  * Sign-in-with-x (`@x402/extensions`, CAIP-122 / SIWE): a returning payer proves its wallet with
- * a signed message instead of a payment. Framework-free; the Hono adapter (middleware.ts) asks
+ * a signed message instead of a payment. Framework-free; the Hono adapter (api/http/payment.ts) asks
  * `admit` before the payment core. What a proof grants, by route declaration:
  *   - the free signal read, to the wallet that paid for an analysis of that wallet recently;
  *   - the analysis of the signed-in wallet itself, limited per wallet.
