@@ -108,28 +108,8 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     REPLICA_2_RELAYER_KEY: anvilDevAccount(7).privateKey,
   });
 
-  function run(line: string, timeoutMs = 120_000): Promise<Run> {
-    return new Promise((resolvePromise) => {
-      const child = spawn("bash", ["-c", line], {
-        cwd: checkout,
-        env: shellEnv(),
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      killOnExit(child);
-      let output = "";
-      child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-      child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
-      const timer = setTimeout(() => void stopProcessGroup(child, 1_000), timeoutMs);
-      child.on("exit", (code) => {
-        clearTimeout(timer);
-        resolvePromise({ code, output });
-      });
-    });
-  }
-
-  async function serve(line: string): Promise<Service> {
-    const port = Number(/PORT=(\d+)/.exec(line)?.[1] ?? ports.get("indexer"));
+  /** A doc line run by bash in the checkout, in its own process group (stopped by the tests), its output collected. */
+  function shell(line: string) {
     const child = spawn("bash", ["-c", line], {
       cwd: checkout,
       env: shellEnv(),
@@ -140,12 +120,29 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
-    const service = { name: line, url: `http://127.0.0.1:${port}`, child, output: () => output };
+    return { child, output: () => output };
+  }
+
+  function run(line: string, timeoutMs = 120_000): Promise<Run> {
+    return new Promise((resolvePromise) => {
+      const { child, output } = shell(line);
+      const timer = setTimeout(() => void stopProcessGroup(child, 1_000), timeoutMs);
+      child.on("exit", (code) => {
+        clearTimeout(timer);
+        resolvePromise({ code, output: output() });
+      });
+    });
+  }
+
+  async function serve(line: string): Promise<Service> {
+    const port = Number(/PORT=(\d+)/.exec(line)?.[1] ?? ports.get("indexer"));
+    const { child, output } = shell(line);
+    const service = { name: line, url: `http://127.0.0.1:${port}`, child, output };
     services.push(service);
     const deadline = Date.now() + 240_000;
     while (Date.now() < deadline) {
       if (child.exitCode !== null)
-        throw new Error(`\`${line}\` exited with ${child.exitCode}:\n${output.slice(-3000)}`);
+        throw new Error(`\`${line}\` exited with ${child.exitCode}:\n${output().slice(-3000)}`);
       const ready = await fetch(`${service.url}/ready`).then(
         (r) => r.ok,
         () => false,
@@ -153,7 +150,7 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
       if (ready) return service;
       await new Promise((r) => setTimeout(r, 500));
     }
-    throw new Error(`\`${line}\` not ready in 240 s:\n${output.slice(-3000)}`);
+    throw new Error(`\`${line}\` not ready in 240 s:\n${output().slice(-3000)}`);
   }
 
   beforeAll(async () => {

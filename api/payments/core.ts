@@ -25,17 +25,7 @@ import { keyId, type Resolution } from "./ledger/ledger.ts";
 import { chainOutcome, keyOf, reconcileRow } from "./reconcile.ts";
 
 export { RECEIPT_WAIT_MS } from "./core/settle.ts";
-export type {
-  Admission,
-  Claim,
-  Conclusion,
-  HandlerOutcome,
-  Ledger,
-  PaymentDeps,
-  PaymentRequest,
-  PricedRoute,
-  Reply,
-} from "./core/types.ts";
+export type * from "./core/types.ts";
 
 /** How long a SIGTERM waits for requests holding a claim (settlement included) before the process exits: core.drain(SHUTDOWN_DRAIN_MS). */
 export const SHUTDOWN_DRAIN_MS = 15_000;

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import type { FacilitatorClient } from "@x402/core/http";
 import type { PaymentPayload, PaymentRequirements, SettleResponse, VerifyResponse } from "@x402/core/types";
 import { authorizationTypes } from "@x402/evm";
@@ -15,12 +14,14 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { type Claim, PaymentCore, type PaymentDeps, type PricedRoute, type Reply } from "../../api/payments/core.ts";
 import type { Facilitator } from "../../api/payments/facilitator.ts";
+import type { Authorization } from "../../api/payments/header.ts";
 import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import type { Settler, SignedSettlement, SubmitResult } from "../../api/payments/relayer.ts";
 import type { Address } from "../../config/addresses.ts";
 import { CELO_TOKENS, type TokenInfo } from "../../config/celo.ts";
 import { PAYMENT_LIMITS, type PaymentSettings } from "../../config/payments.ts";
+import { nowSeconds, randomNonce, signAuthorization } from "../../harness/payments.ts";
 
 // The payment core's collaborators as fakes, in the spirit of x402's resource server tests: a token
 // on a chain that keeps EIP-3009 state (balances, spent nonces, receipts with the events the
@@ -80,43 +81,19 @@ function settingsFor(mode: Mode, caps = { perPayer: 30_000n, total: 100_000n }):
   };
 }
 
-export type Authorization = {
-  from: Address;
-  to: Address;
-  value: bigint;
-  validAfter: bigint;
-  validBefore: bigint;
-  nonce: Hex;
-};
 export type Signed = { authorization: Authorization; signature: Hex; token: TokenInfo };
 
-export const chainSeconds = () => BigInt(Math.floor(Date.now() / 1000));
-const randomHex32 = (): Hex => `0x${randomBytes(32).toString("hex")}`;
+export const chainSeconds = nowSeconds;
 
-/** An EIP-3009 TransferWithAuthorization signed by `key`, to the treasury by default. */
+/** An EIP-3009 TransferWithAuthorization signed by `key` (harness/payments.ts), to the treasury by default. */
 export async function sign(
   key: Hex,
   fields: Partial<Authorization> = {},
   token: TokenInfo = USDT,
   chainId = 42220,
 ): Promise<Signed> {
-  const account = privateKeyToAccount(key);
-  const authorization: Authorization = {
-    from: account.address.toLowerCase() as Address,
-    to: TREASURY,
-    value: 10_000n,
-    validAfter: 0n,
-    validBefore: chainSeconds() + 300n,
-    nonce: randomHex32(),
-    ...fields,
-  };
-  const signature = await account.signTypedData({
-    domain: { name: token.name, version: token.version, chainId, verifyingContract: token.address },
-    types: authorizationTypes,
-    primaryType: "TransferWithAuthorization",
-    message: { ...authorization, from: account.address, to: getAddress(authorization.to) },
-  });
-  return { authorization, signature, token };
+  const { authorization, signature } = await signAuthorization(key, token, { to: TREASURY, ...fields }, chainId);
+  return { authorization: authorization as Authorization, signature, token };
 }
 
 const wire = (a: Authorization) => ({
@@ -228,7 +205,7 @@ export class FakeChain {
   }
 
   /** transferWithAuthorization mined in `hash` (sent by `sender`): success with its events, or reverted. */
-  execute(transfer: Transfer, hash: Hex = randomHex32(), sender: string = RELAYER, relayerNonce?: number): Receipt {
+  execute(transfer: Transfer, hash: Hex = randomNonce(), sender: string = RELAYER, relayerNonce?: number): Receipt {
     const key = authKey(transfer.token, transfer.from, transfer.nonce);
     const balance = this.balanceOf(transfer.token, transfer.from);
     const now = this.now();
@@ -274,17 +251,17 @@ export class FakeChain {
   /** The payer cancels its authorization (or spends it elsewhere): the nonce is used without paying us. */
   cancel(token: string, payer: string, nonce: string): void {
     this.block++;
-    this.spent.set(authKey(token, payer, nonce), { kind: "canceled", transaction: randomHex32() });
+    this.spent.set(authKey(token, payer, nonce), { kind: "canceled", transaction: randomNonce() });
   }
 
   /** Someone else (the payer, another relayer) submits the authorization as signed: the treasury is paid, not by us. */
   settleElsewhere(transfer: Transfer): void {
-    this.execute(transfer, randomHex32(), OUTSIDER);
+    this.execute(transfer, randomNonce(), OUTSIDER);
   }
 
   /** The payer's authorization is used by someone else's transaction, to another recipient. */
   spendElsewhere(transfer: Transfer): void {
-    this.execute({ ...transfer, to: "0x00000000000000000000000000000000000000dd" }, randomHex32(), OUTSIDER);
+    this.execute({ ...transfer, to: "0x00000000000000000000000000000000000000dd" }, randomNonce(), OUTSIDER);
   }
 
   receiptOf(hash: Hex): Receipt | undefined {
@@ -437,7 +414,7 @@ export class FakeSettler implements Settler {
       return { sent: false, reason: "connect ECONNREFUSED", unavailable: true };
     if (step === "refuse")
       return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
-    const hash = randomHex32();
+    const hash = randomNonce();
     const signed = { transaction: hash, settler: RELAYER as Hex, settlerNonce: this.nonce++, rawTransaction: hash };
     await record(signed);
     const transfer = transferOf(payload, requirements);
