@@ -52,6 +52,16 @@ const postgresOnly = [
   // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
   "test/db/replicas.test.ts",
   "test/db/deferred-replicas.test.ts",
+  // What the routes answer from the indexed tables: scoring and the drain rule's SQL, chat, batch screens,
+  // request validation. PGlite is Postgres compiled to WebAssembly, so the same SQL answers the same;
+  // what the embedded default changes (one process, the index and the store on disk, its IPFS
+  // blocks) keeps its own files on PGlite: aggregates (every table against eth_getLogs), x402 and
+  // docs (a paid screen end to end), deferred-settlement, tracked, local-verify, reorg, restart,
+  // ledger-restart, shutdown, data, statement, passports, service-store, ipfs-store, ledger-contract.
+  "test/db/screen.test.ts",
+  "test/db/chat.test.ts",
+  "test/db/screen-batch.test.ts",
+  "test/db/requests.test.ts",
 ];
 
 export default defineConfig({

@@ -188,7 +188,7 @@ export async function loadWalletsFacts(
  * DRAIN_SECONDS after an inflow of at least DUST_FLOOR_UNITS or from the wallet itself). Only these
  * payees need their first activity, so ordinary spending costs no extra reads. It is the earliest
  * entry of the payee's transfer index on either side: two index probes per candidate, however busy
- * it is (a candidate can be an exchange). test/db/drain-rule.test.ts holds the two equal.
+ * it is (a candidate can be an exchange). test/db/screen.test.ts holds the two equal.
  */
 async function drainSinksFirstSeen(
   db: IndexDb,

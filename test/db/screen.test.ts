@@ -1,20 +1,38 @@
-import type { Hex } from "viem";
+import { type Hex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../../api/scoring/facts.ts";
+import { DUST_FLOOR_UNITS, drainCandidates, isDrain } from "../../api/scoring/rules.ts";
 import { type LenderScreenResult, lenderScreenResultSchema } from "../../api/screen/schema.ts";
+import { loadWalletFacts } from "../../api/wallet/queries.ts";
+import type { Address } from "../../config/addresses.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import type { ErrorBody } from "../../shared/errors.ts";
+import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
+import { withIndexDb } from "../support/index-db.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 import { x402Fetch } from "../support/payments.ts";
+
+// One seeded devnet and indexer for the file: the screens of its personas first, then the drain
+// rule's SQL against the same chain (both read what scoring reads; one indexer start, not two).
+let env: IndexedDevnet;
+let devnet: TestDevnet;
+let indexer: Indexer;
+
+beforeAll(async () => {
+  env = await indexedDevnet({ wallets: 40, months: 15, seed: 21 });
+  devnet = env.devnet;
+  indexer = await env.index();
+  await waitForBlock(indexer, devnet.manifest.headBlock);
+}, 240_000);
+
+afterAll(() => env?.stop());
 
 // Screening the devnet personas end to end (chain -> indexer -> SQL -> scoring -> response),
 // against the ground truth the devnet seeded on purpose.
 describe(`POST /api/lender/screen (${testDatabase})`, () => {
-  let env: IndexedDevnet;
-  let devnet: TestDevnet;
-  let indexer: Indexer;
   const results: Record<string, LenderScreenResult> = {};
 
   // Every paid call is paid for by a lender with the official x402 client.
@@ -27,19 +45,13 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     });
 
   beforeAll(async () => {
-    env = await indexedDevnet({ wallets: 40, months: 15, seed: 21 });
-    devnet = env.devnet;
     paidFetch = x402Fetch(devnet.manifest.lenders[0]!.privateKey as Hex, Object.values(devnet.manifest.tokens));
-    indexer = await env.index();
-    await waitForBlock(indexer, devnet.manifest.headBlock);
     for (const [name, persona] of Object.entries(devnet.manifest.personas)) {
       const res = await screen({ walletAddress: persona.address, callerAddress: devnet.manifest.lenders[0]!.address });
       expect(res.status, name).toBe(200);
       results[name] = lenderScreenResultSchema.parse(await res.json());
     }
   }, 240_000);
-
-  afterAll(() => env?.stop());
 
   it("answers the LenderScreenResult shape of the service interface", () => {
     for (const [name, r] of Object.entries(results)) {
@@ -216,5 +228,110 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     const bad = await get("/api/wallet/0xnope/signals");
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("invalid_address");
+  });
+});
+
+/** A wallet's transfers over the scoring window, from the chain's own logs (not the indexer's tables). */
+function chainWindow(wallet: Address, transfers: ChainTransfer[], asOf: number): WalletTransfer[] {
+  const out: WalletTransfer[] = [];
+  for (const t of transfers) {
+    const at = Number(t.timestamp);
+    if (at <= asOf - WINDOW_DAYS * DAY) continue;
+    const common = { token: t.token as Address, value: t.value, at };
+    if (t.from === wallet) out.push({ direction: "out", counterparty: t.to as Address, ...common });
+    if (t.to === wallet) out.push({ direction: "in", counterparty: t.from as Address, ...common });
+  }
+  return out;
+}
+
+const sorted = (xs: Iterable<string>) => [...new Set(xs)].sort();
+const key = (t: WalletTransfer) => `${t.direction}|${t.counterparty}|${t.token}|${t.value}|${t.at}`;
+
+// The drain-candidate rule is written once (api/scoring/rules.ts) and applied in SQL to preselect
+// the payees whose first activity a screen reads (WalletFacts.firstSeen). On a seeded chain, the
+// SQL's candidates equal the rule applied in TypeScript to the wallet's transfers from eth_getLogs.
+describe(`drain candidates: the SQL equals the rule (${testDatabase})`, () => {
+  let transfers: ChainTransfer[];
+  const facts = new Map<string, WalletFacts>();
+  const wallets: { label: string; address: Address }[] = [];
+
+  beforeAll(async () => {
+    // The screens above paid, so the chain has moved on: the index is read at the head it has now.
+    const { publicClient } = devnetClients(devnet.manifest.rpcUrl, devnet.manifest.lenders[0]!.privateKey as Hex);
+    const head = Number(await publicClient.getBlockNumber());
+    const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
+    transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));
+    await waitForBlock(indexer, head);
+    // PGlite admits one process at a time: stop the indexer before opening its database.
+    await indexer.stop();
+
+    for (const [name, persona] of Object.entries(devnet.manifest.personas))
+      wallets.push({ label: name, address: persona.address });
+    const personas = new Set(wallets.map((w) => w.address));
+    const background = sorted(transfers.flatMap((t) => [t.from, t.to])).filter(
+      (w) => !personas.has(w as Address) && w !== zeroAddress,
+    );
+    for (const address of background.filter((_, i) => i % 4 === 0)) {
+      wallets.push({ label: `background ${address}`, address: address as Address });
+    }
+
+    await withIndexDb(env.slot, async (db) => {
+      for (const w of wallets) facts.set(w.address, (await loadWalletFacts(db, env.slot.schema, w.address)).facts);
+    });
+  }, 300_000);
+
+  it("reads the same window of transfers the rule is applied to", () => {
+    for (const w of wallets) {
+      const f = facts.get(w.address)!;
+      expect(sorted(f.transfers.map(key)), w.label).toEqual(sorted(chainWindow(w.address, transfers, f.asOf).map(key)));
+    }
+  });
+
+  it("looks up first activity for exactly the rule's candidates, every persona and a sample of wallets", () => {
+    let candidates = 0;
+    for (const w of wallets) {
+      const f = facts.get(w.address)!;
+      const rule = sorted(
+        drainCandidates(w.address, chainWindow(w.address, transfers, f.asOf)).map((t) => t.counterparty),
+      );
+      expect(sorted(f.firstSeen.map((s) => s.address)), w.label).toEqual(rule);
+      candidates += rule.length;
+    }
+    expect(candidates).toBeGreaterThan(20);
+  });
+
+  it("gives each candidate its first activity on the chain", () => {
+    for (const w of wallets) {
+      for (const seen of facts.get(w.address)!.firstSeen) {
+        const first = Math.min(
+          ...transfers.filter((t) => t.from === seen.address || t.to === seen.address).map((t) => Number(t.timestamp)),
+        );
+        expect(seen.firstAt, `${w.label}: ${seen.address}`).toBe(first);
+      }
+    }
+  });
+
+  it("finds the drainer's fresh sinks, each a drain", () => {
+    const drainer = devnet.manifest.personas.drainer!;
+    const f = facts.get(drainer.address)!;
+    const candidates = drainCandidates(drainer.address, f.transfers);
+    // 2-4 inflows a month, each drained to a new sink: a year's worth fall in the window.
+    expect(candidates.length).toBeGreaterThanOrEqual(12);
+    expect(candidates.length).toBeLessThanOrEqual(Number(drainer.truth.freshSinks));
+    const firstSeen = new Map(f.firstSeen.map((s) => [s.address, s.firstAt]));
+    for (const t of candidates) expect(isDrain(t, firstSeen.get(t.counterparty)), t.counterparty).toBe(true);
+  });
+
+  it("follows no dust inflow: the dust-spammed wallet's payments after dust alone are not candidates", () => {
+    const spammed = devnet.manifest.personas["dust-spammed"]!;
+    const f = facts.get(spammed.address)!;
+    // The same transfers with every dust inflow counted as a real one: more candidates, which the
+    // SQL (like the rule) must not name.
+    const dustCounted = f.transfers.map((t) =>
+      t.direction === "in" && t.value < DUST_FLOOR_UNITS ? { ...t, value: DUST_FLOOR_UNITS } : t,
+    );
+    const withDust = sorted(drainCandidates(spammed.address, dustCounted).map((t) => t.counterparty));
+    const sql = sorted(f.firstSeen.map((s) => s.address));
+    expect(withDust.length).toBeGreaterThan(sql.length);
   });
 });
