@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { serviceStoreLocation } from "../../api/store/store.ts";
 import { CELO_TOKENS } from "../../config/celo.ts";
 import { StartupError } from "../../config/errors.ts";
 import type { IndexTarget } from "../../config/target.ts";
@@ -34,8 +35,14 @@ const base: IndexTarget = {
   ipfsDirectory: join(pgliteDir, "ipfs"),
 };
 
+// PGlite: the clusters start as copies of the run's empty one (test/support/pglite-template.ts), as
+// the slots' do, rather than each running initdb (~6 CPU-s). The store's before the first guard; the
+// index's when something is first indexed into it, so that the first guard still finds no index.
+const template = database.kind === "pglite" ? inject("pgliteTemplate") : undefined;
+
 async function exec(sql: string): Promise<void> {
   if (database.kind === "pglite") {
+    if (template && !existsSync(database.directory)) cpSync(template, database.directory, { recursive: true });
     const db = new PGlite(database.directory);
     await db.exec(sql).finally(() => db.close());
     return;
@@ -60,6 +67,8 @@ async function refusal(target: IndexTarget): Promise<StartupError> {
 
 describe(`indexed settings (${testDatabase})`, () => {
   beforeAll(async () => {
+    const store = serviceStoreLocation(database);
+    if (template && store.kind === "pglite") cpSync(template, store.directory, { recursive: true });
     if (database.kind === "postgres") {
       const admin = new pg.Client({ connectionString: POSTGRES_URL });
       await admin.connect();
