@@ -20,8 +20,11 @@ const rpc = async (url: string, method: string, params: unknown[] = []) =>
     ).json()) as { result: string }
   ).result;
 
+// The first two blocks run at once, and so do their tests: each has its own ports and processes, and
+// what they wait on (seeding, indexing, a node's start) is most of their time.
+
 // `npm start` with someone else's node on the preferred port: never adopted, never written to.
-describe("the launcher uses only a node it started itself", () => {
+describe.concurrent("the launcher uses only a node it started itself", () => {
   const cleanup: (() => Promise<void>)[] = [];
   afterAll(async () => {
     for (const stop of cleanup.reverse()) await stop().catch(() => {});
@@ -37,7 +40,8 @@ describe("the launcher uses only a node it started itself", () => {
       "latest",
     ]);
 
-    const devnet: TestDevnet = await startTestDevnet({ port: foreign.port, wallets: 2, months: 12 });
+    // Two months: what is checked is where the devnet goes, not what it holds.
+    const devnet: TestDevnet = await startTestDevnet({ port: foreign.port, wallets: 2, months: 2 });
     cleanup.push(devnet.stop);
     expect(devnet.anvil.port).not.toBe(foreign.port);
     expect(devnet.manifest.chainId).toBe(42220);
@@ -164,7 +168,7 @@ function expectProgressLines(output: string) {
   expect(progress("backfill").at(-1)!.events).toBeGreaterThan(0); // Ponder's count, from the data listener's /metrics
 }
 
-describe("npm start stops everything it started", () => {
+describe.concurrent("npm start stops everything it started", () => {
   const runs: Run[] = [];
   afterAll(() => {
     for (const run of runs) {
@@ -225,8 +229,9 @@ const childOf = (parent: number, command: RegExp) =>
 describe("npm run indexer leaves nothing behind when ponder is stuck", () => {
   let devnet: TestDevnet;
   const runs: { npm: number; ponder: number }[] = [];
+  // Two months of history (about 1,500 transfers): the launchers only have to get ready before ponder is stopped.
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 2, months: 12 });
+    devnet = await startTestDevnet({ wallets: 2, months: 2 });
   }, 120_000);
   afterAll(async () => {
     for (const { npm, ponder } of runs) {

@@ -27,7 +27,7 @@ import { tokenBalance } from "../harness/payments.ts";
 // The mainnet rehearsal: docs/operations.md's "From nothing to a served deployment" walked as
 // written, every shell line of it run in order, in a fresh copy of this checkout, from an empty
 // Postgres database, against an anvil standing in for Celo (chain 42220, the dev token's code at
-// the real USDT and USDC addresses, months of history there, a block a second). Then a lender
+// the real USDT and USDC addresses, two months of history there, a block a second). Then a lender
 // with the stock @x402/fetch client, which knows Celo's USDT and USDC and needs no spend controls:
 // a paid screen, a passport verified through the other replica, a statement fetched from the
 // other replica's /ipfs. Only the operator's own choices (the values typed into .env, each
@@ -37,6 +37,8 @@ const SECTION = /<!-- mainnet-rehearsal:start -->([\s\S]*?)<!-- mainnet-rehearsa
 const DOC_PORTS = { 42069: "indexer", 42070: "data", 42071: "replica-1", 42072: "replica-2" } as const;
 /** Commands that keep running (an operator's terminal each): started in the background, waited for until /ready. */
 const SERVING = /\bnpm (start|run (serve|indexer))\b/;
+/** API replicas: the doc's consecutive replica lines (a terminal each) are started together, then waited for together. */
+const REPLICA = /\bnpm run serve\b/;
 
 /** The shell lines of the section, in order (comments and blank lines dropped). */
 function rehearsalLines(markdown: string): string[] {
@@ -85,6 +87,10 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
   const ports = new Map<string, number>();
   const runs: { line: string; run: Run }[] = [];
   const services: Service[] = [];
+  /** Every doc line's process group (the ones run to completion too): afterAll stops whatever still runs. */
+  const shells: ChildProcess[] = [];
+  /** The last test's refused restart, started as soon as the walk is done (it waits on nothing the paid tests do). */
+  let refusal: Promise<Run> | undefined;
   // The lender: anvil dev key #1 (public knowledge), holding the stand-in's USDT and USDC.
   const lender = privateKeyToAccount(DEVNET_ROLES.lenders[0]!.privateKey as Hex);
 
@@ -117,6 +123,7 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
       stdio: ["ignore", "pipe", "pipe"],
     });
     killOnExit(child);
+    shells.push(child);
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
@@ -148,20 +155,31 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
         () => false,
       );
       if (ready) return service;
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 200));
     }
     throw new Error(`\`${line}\` not ready in 240 s:\n${output().slice(-3000)}`);
   }
 
   beforeAll(async () => {
     for (const name of Object.values(DOC_PORTS)) ports.set(name, await freePort());
-    [celo] = await Promise.all([startCeloStandin(), admin(`create database "${database}"`)]);
+    // Two months of history (the personas' and two background wallets'): nothing below depends on
+    // more, and every month more is about 600 transfers for the indexer to backfill.
+    [celo] = await Promise.all([
+      startCeloStandin({ months: 2, wallets: 2, transfers: 40 }),
+      admin(`create database "${database}"`),
+    ]);
     checkout = operatorCheckout();
 
     // The operator's walk: each line of the section in order. Where the doc says to fill in .env,
     // the operator's values go in (the test's only part in it besides ports).
+    const replicas: Promise<Service>[] = [];
     for (const raw of rehearsalLines(readFileSync(DOC, "utf8"))) {
       const line = localize(raw);
+      if (REPLICA.test(line)) {
+        replicas.push(serve(line));
+        continue;
+      }
+      await Promise.all(replicas.splice(0));
       if (SERVING.test(line)) {
         await serve(line);
         continue;
@@ -186,10 +204,12 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
         for (const [key, value] of Object.entries(values)) setEnvValue(env, key, value);
       }
     }
+    await Promise.all(replicas.splice(0));
+    refusal = run(`CELO_START_BLOCK=${celo.history.startBlock + 1} PORT=${await freePort()} npm start`);
   }, 900_000);
 
   afterAll(async () => {
-    await Promise.all(services.map((s) => stopProcessGroup(s.child, 25_000)));
+    await Promise.all(shells.map((child) => stopProcessGroup(child, 25_000)));
     await celo?.stop();
     await admin(`drop database if exists "${database}" with (force)`).catch(() => {});
     if (checkout) rmSync(checkout, { recursive: true, force: true });
@@ -263,10 +283,10 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
     };
     const verify = async () =>
       (await (await fetch(`${replica(2).url}/api/agent/verify/${passport.reportId}`)).json()) as Verified;
-    // Valid once the indexer has the attestation (a block a second).
+    // Valid once the indexer has the attestation (a block a second): up to 60 s.
     let verified = await verify();
-    for (let i = 0; i < 60 && !verified.valid; i++) {
-      await new Promise((r) => setTimeout(r, 1000));
+    for (let i = 0; i < 240 && !verified.valid; i++) {
+      await new Promise((r) => setTimeout(r, 250));
       verified = await verify();
     }
     expect(verified.valid, JSON.stringify(verified)).toBe(true);
@@ -293,7 +313,7 @@ describe("mainnet rehearsal: docs/operations.md walked as written, against a Cel
   });
 
   it("refuses to resume the index after CELO_START_BLOCK changed, in one line, exit 78", async () => {
-    const result = await run(`CELO_START_BLOCK=${celo.history.startBlock + 1} PORT=${await freePort()} npm start`);
+    const result = await refusal!;
     expect(result.code, result.output).toBe(78);
     expect(result.output).toMatch(
       /Cannot start: CELO_START_BLOCK \(was \d+, now \d+\) changed since schema "reputation" was indexed/,
