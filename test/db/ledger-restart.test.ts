@@ -26,6 +26,7 @@ import { signAuthorization, specHeader, tokenBalance } from "../support/payments
 
 const PAYMENTS = 4;
 const PRICE = 10_000n; // a screen: 0.01 USDT
+const DEVNET = { wallets: 10, months: 2, seed: 47, slotHours: 24 * 7 };
 
 // `npm run indexer` started again on a devnet that is still running rebuilds its index but keeps the
 // payment ledger: a client retrying a paid, answered request with its payment gets its answer, not
@@ -83,7 +84,8 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
   };
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 10, months: 12, seed: 47 });
+    // Two months of weekly blocks: the screens need a salaried persona with a history, not a long one.
+    devnet = await startTestDevnet(DEVNET);
     devnets.push(devnet);
     lender = devnet.manifest.lenders[0] as unknown as typeof lender;
     slot = databaseSlot();
@@ -148,7 +150,7 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
   });
 
   it("a new chain (a fresh anvil under the same addresses) resets the store", async () => {
-    const fresh = await startTestDevnet({ wallets: 10, months: 12, seed: 47 });
+    const fresh = await startTestDevnet(DEVNET);
     devnets.push(fresh);
     expect(fresh.manifest.tokens.USDT.address).toBe(devnet.manifest.tokens.USDT.address);
     // What the launcher does before it starts Ponder (the indexing itself is the first test's).

@@ -47,7 +47,10 @@ describe(`restart during backfill (${testDatabase})`, () => {
   const indexers: Indexer[] = [];
 
   beforeAll(async () => {
-    devnet = await startTestDevnet({ wallets: 40, months: 13, seed: 11 });
+    // Four months of daily blocks (~120; Ponder backfills all but the last 30, then follows them live):
+    // its backfill fetches 25 blocks first, then ranges 1.5 times larger, so the slowed run below is
+    // stopped after its first range with two more still to fetch.
+    devnet = await startTestDevnet({ wallets: 10, months: 4, seed: 11 });
     proxy = await startRpcProxy(devnet.manifest.rpcUrl);
   }, 240_000);
 
@@ -75,40 +78,52 @@ describe(`restart during backfill (${testDatabase})`, () => {
     const reference = databaseSlot();
     const interrupted = databaseSlot();
     slots.push(reference, interrupted);
-    await reference.prepare();
-    await interrupted.prepare();
+    await Promise.all([reference.prepare(), interrupted.prepare()]);
 
-    const clean = await run(reference, devnet.manifestPath);
-    await waitForBlock(clean, devnet.manifest.headBlock);
-    await clean.stop();
-    const expected = await reference.read(digest);
+    // The uninterrupted run (straight to the devnet) goes alongside the interrupted one: each has a database of its own.
+    const uninterrupted = async () => {
+      const clean = await run(reference, devnet.manifestPath);
+      await waitForBlock(clean, devnet.manifest.headBlock);
+      await clean.stop();
+      return reference.read(digest);
+    };
+    const interruptedThenRestarted = async () => {
+      // Each request waits 100 ms, one at a time: the ranges after the first take seconds to fetch.
+      proxy.delayMs = 100;
+      const first = await run(interrupted, slowManifest);
+      const midway = await waitFor(
+        "a partial backfill",
+        async () => {
+          const s = await stats(first);
+          return s.transfers > 0 ? s : undefined;
+        },
+        first,
+      );
+      await first.stop();
 
-    proxy.delayMs = 6;
-    const first = await run(interrupted, slowManifest);
-    const midway = await waitFor(
-      "a partial backfill",
-      async () => {
-        const s = await stats(first);
-        return s.transfers > 0 ? s : undefined;
-      },
-      first,
-    );
-    await first.stop();
+      // What the launchers do before starting the indexer.
+      const restarted = await restartInterruptedPgliteBackfill({
+        database: { kind: "pglite", directory: interrupted.env.PGLITE_DIR ?? "" },
+        schema: interrupted.schema,
+      } as IndexTarget);
+
+      proxy.delayMs = 0;
+      const second = await run(interrupted, slowManifest, { PONDER_LOG_LEVEL: "info" });
+      await waitForBlock(second, devnet.manifest.headBlock);
+      await second.stop();
+      return { midway, restarted, output: second.output(), tables: await interrupted.read(digest) };
+    };
+    // Both settled before anything is asserted: no indexer is started after the test has ended.
+    const [straight, resumed] = await Promise.allSettled([uninterrupted(), interruptedThenRestarted()]);
+    if (straight.status === "rejected") throw straight.reason;
+    if (resumed.status === "rejected") throw resumed.reason;
+    const expected = straight.value;
+    const { midway, restarted, output, tables } = resumed.value;
+
     expect(midway.latestIndexedBlock?.number ?? 0).toBeLessThan(devnet.manifest.headBlock);
     expect(midway.transfers).toBeLessThan(Number(expected.transfer!.split(":")[0]));
-
-    // What the launchers do before starting the indexer.
-    const restarted = await restartInterruptedPgliteBackfill({
-      database: { kind: "pglite", directory: interrupted.env.PGLITE_DIR ?? "" },
-      schema: interrupted.schema,
-    } as IndexTarget);
     expect(restarted).toBe(interrupted.kind === "pglite");
-
-    proxy.delayMs = 0;
-    const second = await run(interrupted, slowManifest, { PONDER_LOG_LEVEL: "info" });
-    await waitForBlock(second, devnet.manifest.headBlock);
-    await second.stop();
-    if (interrupted.kind === "postgres") expect(second.output()).toContain("crash recovery");
-    expect(await interrupted.read(digest)).toEqual(expected);
+    if (interrupted.kind === "postgres") expect(output).toContain("crash recovery");
+    expect(tables).toEqual(expected);
   });
 });

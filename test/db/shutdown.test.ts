@@ -37,7 +37,8 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     );
 
   beforeAll(async () => {
-    env = await indexedDevnet({ wallets: 10, months: 12, seed: 21 });
+    // Two months of weekly blocks: the screens need a salaried persona with a history, not a long one.
+    env = await indexedDevnet({ wallets: 10, months: 2, seed: 21, slotHours: 24 * 7 });
     devnet = env.devnet;
     treasury = devnet.manifest.service.treasury.address;
     lender = devnet.manifest.lenders[0] as unknown as typeof lender;
