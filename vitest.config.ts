@@ -24,10 +24,9 @@ function blankPonderDotenv(): Record<string, string> {
 
 // test/db files that run against one database only (the other project excludes them). Each checks
 // something its database does not change, and the other database keeps its coverage of that code:
+// (The API reference in a browser and the README's first paid call run on PGlite only too: a
+// describe.runIf in x402.test.ts, whose devnet they share.)
 const pgliteOnly = [
-  // The API reference in a browser and the README's first paid call as a newcomer runs it (PGlite, the
-  // default). Postgres: the same paid screen in screen.test.ts, x402.test.ts, requests.test.ts.
-  "test/db/docs.test.ts",
   // Tracked mode's filters (Ponder's, at the RPC) and the handlers' SQL do not depend on the database.
   // Postgres: tracked mode in screen-batch.test.ts; the aggregates' SQL in aggregates.test.ts.
   "test/db/tracked.test.ts",
