@@ -2,7 +2,6 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { createPublicClient, type Hex, http } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -28,16 +27,10 @@ const emptyKey = generatePrivateKey();
 
 type Run = { code: number | null; stdout: string; stderr: string };
 
-/** tsx's loader, as `--import tsx` finds it from this checkout (a script may run in another directory). */
-const tsx = pathToFileURL(resolve("node_modules/tsx/dist/loader.mjs")).href;
-
-/**
- * Runs a script of this repository as its npm script does (`node --import tsx`, npm's node), in
- * `cwd`, with `env` over the suite's environment (ENV_FILES=ignore included).
- */
+/** Runs a script of this repository with tsx, in `cwd`, with `env` over the suite's environment (ENV_FILES=ignore included). */
 function runScript(script: string, args: string[], env: Record<string, string>, cwd = process.cwd()): Promise<Run> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, ["--import", tsx, resolve(script), ...args], {
+    const child = spawn("tsx", [resolve(script), ...args], {
       cwd,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -78,9 +71,7 @@ const blank = Object.fromEntries(
   ].map((k) => [k, ""]),
 );
 
-// Every test of this file only reads its chain and its configuration, or deploys on a chain of its
-// own: they all run at once, the commands (a process each) started first.
-describe.concurrent("npm run check:config: every problem of a configuration in one run", () => {
+describe("npm run check:config: every problem of a configuration in one run", () => {
   const stops: (() => Promise<void>)[] = [];
   let celo: Anvil;
   let otherChain: Anvil;
@@ -133,58 +124,6 @@ describe.concurrent("npm run check:config: every problem of a configuration in o
   const check = (env: Record<string, string>) => checkConfig({ source: env, devnet: "running" });
   const at = (findings: Finding[], level: Finding["level"]) =>
     findings.filter((f) => f.level === level).map((f) => f.message);
-
-  /** Everything that can be wrong together, and what each is reported as. */
-  const allBroken = () => ({
-    ...good,
-    X402_PAY_TO: "",
-    SIGN_IN_ORIGIN: "",
-    LOG_LEVEL: "loud",
-    PONDER_RPC_URL_42220: `${celo.rpcUrl},${otherChain.rpcUrl}`,
-    DATABASE_URL: `postgresql://postgres:secret@127.0.0.1:${closedPort}/test`,
-    X402_RELAYER_PRIVATE_KEY: emptyKey,
-    REPORTER_PRIVATE_KEY: notAReporter.privateKey,
-    INDEX_MODE: "tracked",
-    TRACKED_WALLETS: "0x12",
-  });
-  const allReported: [Finding["level"], RegExp][] = [
-    ["error", /^LOG_LEVEL is invalid/],
-    ["error", /^Tracked wallet "0x12" is not an address/],
-    ["error", /^Set X402_PAY_TO/],
-    ["error", /^Set SIGN_IN_ORIGIN/],
-    ["error", /^Cannot connect to Postgres at /],
-    ["error", /serves chain id 31337, expected 42220/],
-    ["error", /does not hold the reporter role/],
-    ["warn", /^the relayer key's address .* holds 0 CELO/],
-  ];
-
-  it("the command prints each check, what npm start would run, exits 1, and never a key or a password", async () => {
-    const run = await runScript("scripts/check-config.ts", [], allBroken());
-    expect(run.code, run.stderr).toBe(1);
-    const lines = run.stdout.split("\n");
-    for (const [level, message] of allReported)
-      expect(
-        lines.some((l) => l.trimStart().startsWith(level) && message.test(l.replace(/^\s*\w+\s+[\w-]+: /, ""))),
-        String(message),
-      ).toBe(true);
-    expect(run.stdout).toMatch(/^ {2}ok +rpc: http:\/\/127\.0\.0\.1:\d+ answers: chain 42220$/m);
-    expect(run.stdout).toMatch(/What `npm start` would run/);
-    expect(run.stdout).toMatch(/^ {2}database +Postgres postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test$/m);
-    expect(run.stdout).toMatch(/^ {2}command +ponder start --schema reputation --port 42069$/m);
-    expect(run.stdout).toMatch(/^7 errors, 1 warning: `npm start` would stop\.$/m);
-    for (const secret of [emptyKey, notAReporter.privateKey, "secret"])
-      expect(run.stdout + run.stderr).not.toContain(secret);
-    expect(run.stdout + run.stderr).not.toContain(emptyKey.slice(2));
-  });
-
-  it("a good configuration: exit 0, and the word error nowhere", async () => {
-    const run = await runScript("scripts/check-config.ts", [], good);
-    expect(run.code, run.stdout + run.stderr).toBe(0);
-    expect(run.stdout).not.toMatch(/\berror\b/i);
-    expect(run.stdout).toMatch(/^Ready to start\.$/m);
-    expect(run.stdout).toMatch(new RegExp(`^  reporters +${CELO_ONCHAIN_REPORTER}, ${ours}$`, "m"));
-    expect(run.stdout).not.toContain(relayer.privateKey.slice(2));
-  });
 
   it("a good configuration: every check ok, nothing to warn about", async () => {
     const { findings, target } = await check(good);
@@ -311,6 +250,30 @@ describe.concurrent("npm run check:config: every problem of a configuration in o
     expect(problems[0]!.message).toMatch(message);
   });
 
+  /** Everything that can be wrong together, and what each is reported as. */
+  const allBroken = () => ({
+    ...good,
+    X402_PAY_TO: "",
+    SIGN_IN_ORIGIN: "",
+    LOG_LEVEL: "loud",
+    PONDER_RPC_URL_42220: `${celo.rpcUrl},${otherChain.rpcUrl}`,
+    DATABASE_URL: `postgresql://postgres:secret@127.0.0.1:${closedPort}/test`,
+    X402_RELAYER_PRIVATE_KEY: emptyKey,
+    REPORTER_PRIVATE_KEY: notAReporter.privateKey,
+    INDEX_MODE: "tracked",
+    TRACKED_WALLETS: "0x12",
+  });
+  const allReported: [Finding["level"], RegExp][] = [
+    ["error", /^LOG_LEVEL is invalid/],
+    ["error", /^Tracked wallet "0x12" is not an address/],
+    ["error", /^Set X402_PAY_TO/],
+    ["error", /^Set SIGN_IN_ORIGIN/],
+    ["error", /^Cannot connect to Postgres at /],
+    ["error", /serves chain id 31337, expected 42220/],
+    ["error", /does not hold the reporter role/],
+    ["warn", /^the relayer key's address .* holds 0 CELO/],
+  ];
+
   it("all of them at once: one run lists every one", async () => {
     const { findings } = await check(allBroken());
     const problems = findings.filter((f) => f.level !== "ok");
@@ -324,9 +287,37 @@ describe.concurrent("npm run check:config: every problem of a configuration in o
         String(message),
       ).toBe(true);
   });
+
+  it("the command prints each check, what npm start would run, exits 1, and never a key or a password", async () => {
+    const run = await runScript("scripts/check-config.ts", [], allBroken());
+    expect(run.code, run.stderr).toBe(1);
+    const lines = run.stdout.split("\n");
+    for (const [level, message] of allReported)
+      expect(
+        lines.some((l) => l.trimStart().startsWith(level) && message.test(l.replace(/^\s*\w+\s+[\w-]+: /, ""))),
+        String(message),
+      ).toBe(true);
+    expect(run.stdout).toMatch(/^ {2}ok +rpc: http:\/\/127\.0\.0\.1:\d+ answers: chain 42220$/m);
+    expect(run.stdout).toMatch(/What `npm start` would run/);
+    expect(run.stdout).toMatch(/^ {2}database +Postgres postgresql:\/\/postgres@127\.0\.0\.1:\d+\/test$/m);
+    expect(run.stdout).toMatch(/^ {2}command +ponder start --schema reputation --port 42069$/m);
+    expect(run.stdout).toMatch(/^7 errors, 1 warning: `npm start` would stop\.$/m);
+    for (const secret of [emptyKey, notAReporter.privateKey, "secret"])
+      expect(run.stdout + run.stderr).not.toContain(secret);
+    expect(run.stdout + run.stderr).not.toContain(emptyKey.slice(2));
+  });
+
+  it("a good configuration: exit 0, and the word error nowhere", async () => {
+    const run = await runScript("scripts/check-config.ts", [], good);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).not.toMatch(/\berror\b/i);
+    expect(run.stdout).toMatch(/^Ready to start\.$/m);
+    expect(run.stdout).toMatch(new RegExp(`^  reporters +${CELO_ONCHAIN_REPORTER}, ${ours}$`, "m"));
+    expect(run.stdout).not.toContain(relayer.privateKey.slice(2));
+  });
 });
 
-describe.concurrent("npm run reporter:deploy", () => {
+describe("npm run reporter:deploy", () => {
   let celo: Anvil;
   const stops: (() => Promise<void>)[] = [];
   beforeAll(async () => {

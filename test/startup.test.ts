@@ -42,15 +42,10 @@ const file = (name: string, content: string) => {
   return path;
 };
 
-type Run = { code: number | null; stderr: string; stdout: string };
-
-/**
- * Runs the indexer launcher as `npm run indexer` does (`node --import tsx`, npm's node) and returns
- * its exit code and what it printed.
- */
-function startIndexer(env: Record<string, string>): Promise<Run> {
+/** Runs the indexer launcher and returns its exit code and what it printed. */
+function startIndexer(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "scripts/indexer.ts"], {
+    const child = spawn("tsx", ["scripts/indexer.ts"], {
       env: {
         ...process.env,
         PGLITE_DIR: join(dir, "pglite"),
@@ -77,53 +72,20 @@ function startIndexer(env: Record<string, string>): Promise<Run> {
   });
 }
 
-/** Runs each of `jobs` once, at most `limit` at a time, in order; each result as its own promise. */
-function limited<T>(jobs: (() => Promise<T>)[], limit: number): Promise<T>[] {
-  let free = limit;
-  const queue: (() => void)[] = [];
-  return jobs.map(async (job) => {
-    if (free > 0) free--;
-    else await new Promise<void>((r) => queue.push(r));
-    try {
-      return await job();
-    } finally {
-      // The slot passes to the next job waiting, else it is free again.
-      const next = queue.shift();
-      if (next) next();
-      else free++;
-    }
-  });
-}
-
 // A bad start stops with clear lines naming every problem at once: no stack trace, no endless retries.
 describe("a bad start", () => {
   let wrongChain: RpcProxy;
   let hanging: RpcProxy;
   let closedPort: number;
-  /** Each case's run, by name: all started in beforeAll, three at a time (each is a process of its own that waits mostly on its RPC or its imports). */
-  const runs = new Map<string, Promise<Run>>();
 
   beforeAll(async () => {
-    [wrongChain, hanging, closedPort] = await Promise.all([
-      startRpcProxy("http://127.0.0.1:1", { chainId: 1 }),
-      startRpcProxy("http://127.0.0.1:1", { hang: true }),
-      freePort(),
-    ]);
-    const started = limited(
-      cases.map(
-        ([, env]) =>
-          () =>
-            startIndexer(env()),
-      ),
-      3,
-    );
-    for (const [i, [name]] of cases.entries()) runs.set(name, started[i]!);
+    wrongChain = await startRpcProxy("http://127.0.0.1:1", { chainId: 1 });
+    hanging = await startRpcProxy("http://127.0.0.1:1", { hang: true });
+    closedPort = await freePort();
   });
   afterAll(async () => {
-    // Every run has exited (or been killed by its own timer) before the proxies close.
-    await Promise.all(runs.values());
-    await wrongChain?.close();
-    await hanging?.close();
+    await wrongChain.close();
+    await hanging.close();
   });
 
   const payments = {
@@ -227,8 +189,8 @@ describe("a bad start", () => {
     ],
   ];
 
-  it.each(cases)("%s: every problem named, nothing else", async (name, _, messages) => {
-    const { code, stderr, stdout } = await runs.get(name)!;
+  it.each(cases)("%s: every problem named, nothing else", async (_, env, messages) => {
+    const { code, stderr, stdout } = await startIndexer(env());
     expect(code).toBe(1);
     const lines = stderr.split("\n").filter((l) => l.trim() && !l.startsWith("npm warn"));
     expect(lines[0]).toMatch(/^Cannot start: /);
