@@ -86,9 +86,10 @@ export const envSchema = z.object({
   TRACKED_WALLETS_FILE: z.preprocess(blankAsUndefined, z.string().optional()),
   /** Devnet manifest written by `npm run devnet`. */
   DEVNET_MANIFEST: z.preprocess(blankAsUndefined, z.string().default(".devnet/manifest.json")),
-  /** `npm start`: preferred anvil port (a free one is used if it is taken) and background wallets. */
+  /** `npm start`: preferred anvil port (a free one is used if it is taken), background wallets, months of history. */
   DEVNET_PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(8545)),
   DEVNET_WALLETS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).default(300)),
+  DEVNET_MONTHS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(2).max(36).default(15)),
   /** Paid routes answer only when the indexed block is at most this many blocks behind the chain head (and the backfill is done); otherwise 503 `index_not_current`. */
   MAX_LAG_BLOCKS: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(100_000).default(10)),
   /** How often the indexer polls for new blocks. */

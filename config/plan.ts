@@ -24,7 +24,7 @@ export function describePlan(check: ConfigCheck, ponderArgs: (schema: string) =>
       "network",
       target
         ? `the running devnet (chain ${CELO_CHAIN_ID}, ${env.DEVNET_MANIFEST})`
-        : `a new local devnet: anvil on 127.0.0.1:${env.DEVNET_PORT} (or a free port), ${env.DEVNET_WALLETS} background wallets`,
+        : `a new local devnet: anvil on 127.0.0.1:${env.DEVNET_PORT} (or a free port), ${env.DEVNET_WALLETS} background wallets, ${env.DEVNET_MONTHS} months of history`,
     );
     if (target) row("rpc", redactUrl(target.rpcUrls[0]!));
   }

@@ -1,7 +1,5 @@
 import { preflight } from "../config/preflight.ts";
-import { prepareDevnetData } from "./devnet-data.ts";
 import { backfillProgress } from "./launch-progress.ts";
-import { prepareLiveData } from "./live-data.ts";
 import { launch, runPonder } from "./ponder-process.ts";
 
 // The indexer and API alone, against live Celo or an already running devnet (`npm run devnet`).
@@ -9,10 +7,13 @@ import { launch, runPonder } from "./ponder-process.ts";
 // payment ledger is kept while the chain is the same one.
 await launch(async () => {
   const { env, target } = await preflight();
+  // Loaded once the configuration passed: a refused start stops without loading the service store
+  // (drizzle, PGlite), about 3 s of CPU.
   if (target.network === "devnet") {
+    const { prepareDevnetData } = await import("./devnet-data.ts");
     if ((await prepareDevnetData(target, env.DATABASE_URL)) === "same chain")
       console.log("Same devnet chain as the last run: the payment ledger is kept, the index is rebuilt.");
-  } else await prepareLiveData(target);
+  } else await (await import("./live-data.ts")).prepareLiveData(target);
   const { finish, ...backfill } = backfillProgress(env);
   return runPonder(target, { port: env.PORT, ...backfill, onReady: finish });
 });

@@ -17,6 +17,7 @@ await launch(async () => {
     const seeding = seedingProgress();
     devnet = await startDevnet({
       wallets: env.DEVNET_WALLETS,
+      months: env.DEVNET_MONTHS,
       port: env.DEVNET_PORT,
       apiUrl: `http://127.0.0.1:${env.PORT}`,
       manifestPath,

@@ -74,7 +74,7 @@ type Run = {
 };
 
 /** `npm start` on a small devnet, in its own process group (as a terminal would start it). */
-async function npmStart(): Promise<Run> {
+async function npmStart(extraEnv: Record<string, string> = {}): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), "start-"));
   const devnetPort = await freePort();
   const apiPort = await freePort();
@@ -93,6 +93,7 @@ async function npmStart(): Promise<Run> {
       PONDER_RPC_URL_42220: "",
       // info: the launcher's progress lines (JSON, as stdout is not a terminal) are at info.
       LOG_LEVEL: "info",
+      ...extraEnv,
       PONDER_LOG_LEVEL: "warn",
     },
   });
@@ -201,7 +202,8 @@ describe.concurrent("npm start stops everything it started", () => {
   }, 120_000);
 
   it("SIGTERM to the npm process alone once the service is ready: ponder and anvil stop, the ports are freed", async () => {
-    const run = await npmStart();
+    // Two months of history: what is tested is the stop once ready, not the indexing of a long one.
+    const run = await npmStart({ DEVNET_MONTHS: "2" });
     runs.push(run);
     await until(
       "the service",

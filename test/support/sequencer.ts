@@ -2,27 +2,30 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Seconds a file took in a full run (2026-11-24, two cores, busy), for files without a time in
- * vitest's cache (a fresh checkout: CI after npm ci). Only the order matters. Unlisted files count
+ * Seconds a file takes in a full run (2026-11-25, two cores, estimated from single runs), for files
+ * without a time in vitest's cache (a fresh checkout: CI after npm ci). Only the order matters. Unlisted files count
  * as DEFAULT_DB_SECONDS under test/db (an indexer each) and DEFAULT_SECONDS elsewhere.
  */
 const RECORDED_SECONDS: Record<string, number> = {
-  "test/launcher.test.ts": 242,
-  "test/db/restart.test.ts": 143,
-  "test/db/shutdown.test.ts": 117,
-  "test/mainnet-rehearsal.test.ts": 115,
-  "test/db/passports.test.ts": 104,
-  "test/startup.test.ts": 93,
-  "test/db/index-readiness.test.ts": 83,
-  "test/db/replicas.test.ts": 79,
-  "test/db/requests.test.ts": 78,
-  "test/db/ledger-restart.test.ts": 70,
-  "test/db/deferred-settlement.test.ts": 61,
-  "test/db/screen-batch.test.ts": 59,
-  "test/db/chat.test.ts": 48,
-  "test/db/authorization-events.test.ts": 45,
-  "test/db/data.test.ts": 43,
-  "test/db/statement.test.ts": 40,
+  "test/launcher.test.ts": 125,
+  "test/db/restart.test.ts": 110,
+  "test/db/ledger-restart.test.ts": 100,
+  "test/mainnet-rehearsal.test.ts": 100,
+  "test/db/passports.test.ts": 90,
+  "test/startup.test.ts": 80,
+  "test/db/index-readiness.test.ts": 80,
+  "test/db/replicas.test.ts": 80,
+  "test/db/deferred-settlement.test.ts": 60,
+  "test/db/x402.test.ts": 55,
+  "test/db/screen-batch.test.ts": 55,
+  "test/db/screen.test.ts": 50,
+  "test/db/shutdown.test.ts": 50,
+  "test/db/requests.test.ts": 50,
+  "test/db/statement.test.ts": 50,
+  "test/db/data.test.ts": 50,
+  "test/db/chat.test.ts": 50,
+  "test/db/aggregates.test.ts": 45,
+  "test/db/reorg.test.ts": 40,
 };
 const DEFAULT_DB_SECONDS = 30;
 const DEFAULT_SECONDS = 5;
