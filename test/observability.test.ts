@@ -5,6 +5,7 @@ import { createApp } from "../api/app.ts";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { requestLog } from "../api/http/log.ts";
 import { createLogger } from "../shared/log.ts";
+import { settingsOnlyCore } from "./support/paid-app.ts";
 
 // The request log (one JSON line per request, nothing secret in it) and the free routes' limit.
 const LIMIT = 6;
@@ -20,22 +21,7 @@ const logged = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
 const PRIVATE_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 const SIGNATURE = `0x${"ab".repeat(65)}`;
 const PAYER = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
-/** Enough of a payment core for the free routes (the x402 config reads its settings once). */
-const payments = {
-  settings: {
-    payTo: PAYER,
-    chainId: 42220,
-    network: "eip155:42220",
-    tokens: [],
-    settlement: { mode: "facilitator", url: "http://127.0.0.1:9" },
-    timing: { mode: "before" },
-    maxTimeoutSeconds: 60,
-    maxLifetimeSeconds: 3600,
-    maxAmountMicroUsd: 1n,
-    maxHeaderBytes: 4096,
-  },
-  facilitator: {},
-} as never;
+const payments = settingsOnlyCore();
 const paymentHeader = Buffer.from(
   JSON.stringify({ signature: SIGNATURE, from: PAYER, privateKey: PRIVATE_KEY }),
 ).toString("base64");

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
 import { checkPonderVersion, installedPonderVersion, PONDER_VERSION } from "../api/host/ponder.ts";
 import { createLogger } from "../shared/log.ts";
+import { settingsOnlyCore } from "./support/paid-app.ts";
 
 // What lives under Ponder is in api/host/ponder.ts, written for one Ponder version; the app itself has no side effects.
 describe("the Ponder host", () => {
@@ -22,21 +23,7 @@ describe("the Ponder host", () => {
   it("leaves the process alone when the app is built: no server hook, no signal handler, no listener", () => {
     const createServer = http.createServer;
     const signals = [process.listenerCount("SIGTERM"), process.listenerCount("SIGINT")];
-    const payments = {
-      settings: {
-        payTo: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
-        chainId: 42220,
-        network: "eip155:42220",
-        tokens: [],
-        settlement: { mode: "facilitator", url: "http://127.0.0.1:9" },
-        timing: { mode: "before" },
-        maxTimeoutSeconds: 60,
-        maxLifetimeSeconds: 3600,
-        maxAmountMicroUsd: 1n,
-        maxHeaderBytes: 4096,
-      },
-      facilitator: { mode: "self", relayer: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8" },
-    } as never;
+    const payments = settingsOnlyCore({ mode: "self", relayer: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8" });
     createApp({
       db: undefined as never,
       target: {

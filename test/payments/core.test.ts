@@ -430,16 +430,7 @@ describe("settlement before the answer", () => {
     const signed = await sign(alice);
     // The process dies with the claim held; the authorization is settled to the treasury all the same.
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
-    const a = signed.authorization;
-    world.chain.execute({
-      token: USDT.address,
-      from: a.from,
-      to: a.to,
-      value: a.value,
-      validAfter: a.validAfter,
-      validBefore: a.validBefore,
-      nonce: a.nonce,
-    });
+    world.chain.execute({ token: USDT.address, ...signed.authorization });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const restarted = world.core();
     expect(await restarted.reconcileUnresolved(0)).toMatchObject({ resolved: 1 });
@@ -486,16 +477,7 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const signed = await sign(alice);
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
-    const a = signed.authorization;
-    world.chain.execute({
-      token: USDT.address,
-      from: a.from,
-      to: a.to,
-      value: a.value,
-      validAfter: a.validAfter,
-      validBefore: a.validBefore,
-      nonce: a.nonce,
-    });
+    world.chain.execute({ token: USDT.address, ...signed.authorization });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const core = world.core();
     await core.reconcileUnresolved(0);
@@ -542,16 +524,7 @@ describe("a retry after the authorization's validBefore", () => {
     const signed = await sign(alice);
     // The process dies with the claim held; the authorization is settled to the treasury all the same.
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(signed))));
-    const a = signed.authorization;
-    world.chain.execute({
-      token: USDT.address,
-      from: a.from,
-      to: a.to,
-      value: a.value,
-      validAfter: a.validAfter,
-      validBefore: a.validBefore,
-      nonce: a.nonce,
-    });
+    world.chain.execute({ token: USDT.address, ...signed.authorization });
     skipTime(ABANDONED_AFTER_MS + 1_000);
     const core = world.core();
     await core.reconcileUnresolved(0);
@@ -665,16 +638,7 @@ describe("a retry after the authorization's validBefore", () => {
       answered,
     );
     expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_failed");
-    const a = signed.authorization;
-    world.chain.settleElsewhere({
-      token: USDT.address,
-      from: a.from,
-      to: a.to,
-      value: a.value,
-      validAfter: a.validAfter,
-      validBefore: a.validBefore,
-      nonce: a.nonce,
-    });
+    world.chain.settleElsewhere({ token: USDT.address, ...signed.authorization });
     const [charge] = world.charged(signed);
     lapse(signed);
     // The answer was stored before the settlement was refused: it is the one replayed.
@@ -686,18 +650,9 @@ describe("a retry after the authorization's validBefore", () => {
     expect(await world.row(signed)).toMatchObject({ status: "settled", transaction: charge!.transaction });
 
     // A claim whose request died, sent by someone else: no answer stored, so a rerun.
-    const dead = await sign(alice, { validBefore: a.validBefore + 300n });
+    const dead = await sign(alice, { validBefore: signed.authorization.validBefore + 300n });
     claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
-    const d = dead.authorization;
-    world.chain.settleElsewhere({
-      token: USDT.address,
-      from: d.from,
-      to: d.to,
-      value: d.value,
-      validAfter: d.validAfter,
-      validBefore: d.validBefore,
-      nonce: d.nonce,
-    });
+    world.chain.settleElsewhere({ token: USDT.address, ...dead.authorization });
     lapse(dead);
     const rerun = claimOf(await world.core().admit(SCREEN, paidRequest(xPayment(dead))));
     expect(rerun.paid).toEqual({ transaction: world.charged(dead)[0]!.transaction });

@@ -26,16 +26,7 @@ const world = new World("before-self");
 world.chain.fund(USDT, (await sign(broke)).authorization.from, 0n);
 const used = await sign(payer);
 const cancelled = await sign(payer);
-const a = used.authorization;
-world.chain.execute({
-  token: USDT.address,
-  from: a.from,
-  to: a.to,
-  value: a.value,
-  validAfter: a.validAfter,
-  validBefore: a.validBefore,
-  nonce: a.nonce,
-});
+world.chain.execute({ token: USDT.address, ...used.authorization });
 world.chain.cancel(USDT.address, cancelled.authorization.from, cancelled.authorization.nonce);
 
 type Headers = { xPayment?: string; paymentSignature?: string };

@@ -24,3 +24,25 @@ export function paidApp(payments: PaymentCore, mountRoutes: (app: OpenAPIHono<Ap
   app.onError(handleError);
   return app;
 }
+
+/**
+ * Enough of a payment core for the free routes, which read only its settings (the x402 config reads
+ * them once): an app built on it can be asked for nothing paid.
+ */
+export function settingsOnlyCore(facilitator: object = {}): PaymentCore {
+  return {
+    settings: {
+      payTo: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+      chainId: 42220,
+      network: "eip155:42220",
+      tokens: [],
+      settlement: { mode: "facilitator", url: "http://127.0.0.1:9" },
+      timing: { mode: "before" },
+      maxTimeoutSeconds: 60,
+      maxLifetimeSeconds: 3600,
+      maxAmountMicroUsd: 1n,
+      maxHeaderBytes: 4096,
+    },
+    facilitator,
+  } as never;
+}
