@@ -2,3 +2,4 @@
 export { devStablecoinAbi } from "./DevStablecoin.ts";
 export { reputationReporterAbi } from "./ReputationReporter.ts";
 export { multicall3Abi } from "./Multicall3.ts";
+export { sanctionsListAbi } from "./SanctionsList.ts";

@@ -50,6 +50,9 @@ export const CELO_TOKENS: Record<TokenInfo["symbol"], TokenInfo> = {
  */
 export const MULTICALL3: Address = "0xca11bde05977b3631167028862be2a173976ca11";
 
+/** Chainalysis sanctions oracle (`SanctionsList`: isSanctioned), same address on Celo as on most EVM chains; the devnet installs a stand-in here. */
+export const SANCTIONS_ORACLE: Address = "0x40c57923924b5c5c5455c48d93317139addac8fb";
+
 /**
  * Below this balance a key that pays gas (the relayer, the reporter) is reported low, by the
  * configuration check and by /api/health/integrations: it stops working when it runs out.

@@ -27,6 +27,12 @@ export const manifestSchema = z.object({
   history: z.object({ from: z.iso.datetime(), to: z.iso.datetime(), months: z.number() }),
   tokens: z.object({ USDT: tokenSchema, USDC: tokenSchema }),
   reporter: z.object({ address: addressSchema, admin: addressSchema }),
+  /**
+   * The Chainalysis sanctions oracle's stand-in, at its real address, and its owner (the deployer).
+   * Optional: a manifest from before the devnet had one still validates (the sanctions signal is
+   * then inconclusive).
+   */
+  sanctions: z.object({ address: addressSchema, owner: addressSchema }).optional(),
   /** Anvil's well-known dev accounts (never real keys): who deployed and who pays. */
   deployer: z.object({ address: addressSchema, privateKey: hexKey }),
   lenders: z.array(z.object({ label: z.string(), address: addressSchema, privateKey: hexKey })).min(1),

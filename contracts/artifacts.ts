@@ -4,9 +4,11 @@ import type { Abi, Hex } from "viem";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import { multicall3Abi } from "../abis/Multicall3.ts";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
+import { sanctionsListAbi } from "../abis/SanctionsList.ts";
 import devStablecoinJson from "./artifacts/DevStablecoin.json" with { type: "json" };
 import multicall3Json from "./artifacts/Multicall3.json" with { type: "json" };
 import reputationReporterJson from "./artifacts/ReputationReporter.json" with { type: "json" };
+import sanctionsListJson from "./artifacts/SanctionsList.json" with { type: "json" };
 
 export type ContractArtifact<TAbi extends Abi> = { readonly abi: TAbi; readonly bytecode: Hex };
 
@@ -28,4 +30,9 @@ export const reputationReporterArtifact: ContractArtifact<typeof reputationRepor
 export const multicall3Artifact: ContractArtifact<typeof multicall3Abi> = {
   abi: multicall3Abi,
   bytecode: bytecodeOf(multicall3Json),
+};
+
+export const sanctionsListArtifact: ContractArtifact<typeof sanctionsListAbi> = {
+  abi: sanctionsListAbi,
+  bytecode: bytecodeOf(sanctionsListJson),
 };

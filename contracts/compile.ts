@@ -6,7 +6,7 @@ import solc from "solc";
 
 /** Pinned so a different solc in node_modules fails the build instead of silently changing bytecode. */
 const SOLC_VERSION = "0.8.37";
-const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter", "Multicall3"] as const;
+const CONTRACT_NAMES = ["DevStablecoin", "ReputationReporter", "Multicall3", "SanctionsList"] as const;
 type ContractName = (typeof CONTRACT_NAMES)[number];
 
 /** Repository root; output paths in the compile result are relative to it. */

@@ -3,6 +3,7 @@ import type { Address } from "../config/addresses.ts";
 import { MULTICALL3 } from "../config/celo.ts";
 import { devStablecoinArtifact, multicall3Artifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
 import { devnetClients } from "./chain.ts";
+import { placeSanctionsOracle } from "./sanctions.ts";
 
 export type Deployment = {
   tokens: Record<
@@ -10,11 +11,16 @@ export type Deployment = {
     { address: Address; name: string; version: string; symbol: "USDT" | "USDC"; decimals: 6 }
   >;
   reporter: Address;
+  /** The Chainalysis sanctions oracle's stand-in at its real address (SANCTIONS_ORACLE), owned by the deployer; its list starts empty. */
+  sanctions: { address: Address; owner: Address };
   /** Block of the first deployment: the indexer starts here. */
   startBlock: number;
 };
 
-/** Deploys USDT and USDC with Celo's EIP-712 domains, the reporter with a separate reporter role, and Multicall3 at its address. */
+/**
+ * Deploys USDT and USDC with Celo's EIP-712 domains, the reporter with a separate reporter role, and
+ * Multicall3 and the sanctions oracle (owned by the deployer) at their real addresses.
+ */
 export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporterRole: Address): Promise<Deployment> {
   const { publicClient, walletClient } = devnetClients(rpcUrl, deployerKey);
   const deploy = async (hash: Hex) => {
@@ -38,12 +44,14 @@ export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporter
     method: "anvil_setCode" as never,
     params: [MULTICALL3, await publicClient.getCode({ address: multicall.address })] as never,
   });
+  const sanctions = await placeSanctionsOracle(rpcUrl, deployerKey);
   return {
     tokens: {
       USDT: { address: usdt.address, name: "Tether USD", version: "1", symbol: "USDT", decimals: 6 },
       USDC: { address: usdc.address, name: "USDC", version: "2", symbol: "USDC", decimals: 6 },
     },
     reporter: reporter.address,
+    sanctions,
     startBlock: usdt.block,
   };
 }

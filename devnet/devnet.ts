@@ -5,6 +5,7 @@ import { type Manifest, manifestSchema } from "../config/manifest.ts";
 import { DEVNET_ROLES } from "./accounts.ts";
 import { type Anvil, PortTakenError, startAnvil } from "./anvil.ts";
 import { deployContracts } from "./deploy.ts";
+import { listSanctionedPersonas } from "./sanctions.ts";
 import { DAY, historyMonths } from "./scenario/calendar.ts";
 import { planPersonas } from "./scenario/personas.ts";
 import type { PlannedTransfer } from "./scenario/plan.ts";
@@ -35,7 +36,10 @@ export type SeedingProgress = { days: number; ofDays: number; transfers: number;
 
 export type Devnet = { anvil: Anvil; manifest: Manifest; stop: () => Promise<void> };
 
-/** Starts anvil, deploys the tokens and the reporter, seeds the history and writes the manifest. */
+/**
+ * Starts anvil, deploys the tokens, the reporter and the sanctions oracle, seeds the history, lists
+ * the sanctioned personas on the oracle and writes the manifest.
+ */
 export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   const started = performance.now();
   const log = options.log ?? (() => {});
@@ -102,8 +106,15 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       ),
     );
     await seeder.seed(funding);
-    const headBlock = await seeder.end(now);
+    const historyHead = await seeder.end(now);
     await seeder.verify();
+    // After the history, before anyone is handed the devnet: the owner lists the `sanctioned` and
+    // `delisted` personas on the sanctions oracle, then removes `delisted` (one block each).
+    const listings = await listSanctionedPersonas(anvil.rpcUrl, deployer.privateKey, personas);
+    const headBlock = Math.max(historyHead, listings.addedBlock ?? 0, listings.removedBlock ?? 0);
+    log(
+      `sanctions oracle ${deployment.sanctions.address}: listed in block ${listings.addedBlock}, delisted in block ${listings.removedBlock} (history ends at ${historyHead})`,
+    );
 
     const manifest: Manifest = manifestSchema.parse({
       chainId: 42220,
@@ -119,6 +130,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       },
       tokens: deployment.tokens,
       reporter: { address: deployment.reporter, admin: deployer.address },
+      sanctions: deployment.sanctions,
       deployer,
       lenders,
       service: { reporter, relayer, treasury: { address: treasury.address } },
@@ -151,6 +163,9 @@ export function describeDevnet(manifest: Manifest, manifestPath?: string): strin
     `  USDT      ${manifest.tokens.USDT.address} ("${manifest.tokens.USDT.name}" v${manifest.tokens.USDT.version})`,
     `  USDC      ${manifest.tokens.USDC.address} ("${manifest.tokens.USDC.name}" v${manifest.tokens.USDC.version})`,
     `  reporter  ${manifest.reporter.address}`,
+    ...(manifest.sanctions
+      ? [`  sanctions ${manifest.sanctions.address} (Chainalysis oracle stand-in, owner ${manifest.sanctions.owner})`]
+      : []),
     ...manifest.lenders.map((l) => `  ${l.label.padEnd(9)} ${l.address} (25,000 USDT + 25,000 USDC)`),
     "  personas:",
     ...Object.entries(manifest.personas).map(

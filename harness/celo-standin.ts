@@ -8,11 +8,12 @@ import {
   zeroAddress,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { CELO_CHAIN_ID, CELO_TOKENS, MULTICALL3 } from "../config/celo.ts";
+import { CELO_CHAIN_ID, CELO_TOKENS, MULTICALL3, SANCTIONS_ORACLE } from "../config/celo.ts";
 import { multicall3Artifact } from "../contracts/artifacts.ts";
 import { DEVNET_ROLES } from "../devnet/accounts.ts";
 import { startAnvil } from "../devnet/anvil.ts";
 import { devnetChain } from "../devnet/chain.ts";
+import { listSanctionedPersonas, placeSanctionsOracle } from "../devnet/sanctions.ts";
 import { DAY, historyMonths } from "../devnet/scenario/calendar.ts";
 import { planPersonas } from "../devnet/scenario/personas.ts";
 import type { PersonaTruth, PlannedTransfer } from "../devnet/scenario/plan.ts";
@@ -45,9 +46,14 @@ export type CeloStandin = {
   stop: () => Promise<void>;
   /** Celo's USDT and USDC: the real addresses, names, versions and decimals (config/celo.ts). */
   tokens: typeof CELO_TOKENS;
+  /**
+   * The Chainalysis sanctions oracle's stand-in at its real address (SANCTIONS_ORACLE), owned by the
+   * deployer, listing the `sanctioned` persona (and having listed, then removed, `delisted`).
+   */
+  sanctions: { address: Address; owner: Address };
   /** Anvil dev keys (public knowledge), each holding 1,000,000 native CELO for gas. */
   accounts: {
-    /** Owner of both tokens (it seeded the history) and deployer of Multicall3: deploys the reporter. */
+    /** Owner of both tokens (it seeded the history) and of the sanctions oracle, deployer of Multicall3: deploys the reporter. */
     deployer: Key;
     /** Hold 25,000 USDT and 25,000 USDC each, to pay for calls. */
     lenders: (Key & { label: string })[];
@@ -63,7 +69,7 @@ export type CeloStandin = {
   history: {
     /** First block with a transfer: CELO_START_BLOCK. */
     startBlock: number;
-    /** The head when seeding ended; blocks after it are mined once a second and are empty. */
+    /** The head when seeding ended (the sanctions listings included); blocks after it are mined once a second and are empty. */
     headBlock: number;
     /** Transfer events in [startBlock, headBlock], USDT and USDC together. */
     transfers: number;
@@ -79,8 +85,9 @@ export type CeloStandin = {
 
 /**
  * An anvil standing in for Celo mainnet: chain 42220, the dev token's code and state at the real
- * USDT and USDC addresses with Celo's EIP-712 domains, Multicall3 at its address, and months of
- * history already there (personas, background wallets, funded lenders), then a block every second
+ * USDT and USDC addresses with Celo's EIP-712 domains, Multicall3 and the Chainalysis sanctions
+ * oracle at their addresses, and months of history already there (personas, background wallets,
+ * funded lenders, the `sanctioned` persona listed on the oracle), then a block every second
  * as on Celo. Nothing is deployed at a devnet address the service would be told about: it runs as
  * on Celo, with PONDER_RPC_URL_42220 set to `rpcUrl` and CELO_START_BLOCK to `history.startBlock`.
  *
@@ -114,6 +121,8 @@ export async function startCeloStandin(options: CeloStandinOptions = {}): Promis
       address: MULTICALL3,
       bytecode: (await clients.publicClient.getCode({ address: multicall.contractAddress! }))!,
     });
+    // Celo has the Chainalysis sanctions oracle: its code at its address, the deployer its owner.
+    const sanctions = await placeSanctionsOracle(anvil.rpcUrl, deployer.privateKey);
     log(
       `anvil on ${anvil.rpcUrl} (chain ${CELO_CHAIN_ID}): dev token at USDT ${CELO_TOKENS.USDT.address} and USDC ${CELO_TOKENS.USDC.address}`,
     );
@@ -156,9 +165,14 @@ export async function startCeloStandin(options: CeloStandinOptions = {}): Promis
       ),
     );
     await seeder.seed(funding);
-    const headBlock = await seeder.end(now);
+    const historyHead = await seeder.end(now);
     await seeder.verify();
-    log(`seeded ${seeder.stats.transfers} transfers in blocks ${startBlock}-${headBlock}`);
+    // The personas the devnet lists on the oracle, listed here too (automine is still on).
+    const listings = await listSanctionedPersonas(anvil.rpcUrl, deployer.privateKey, personas);
+    const headBlock = Math.max(historyHead, listings.addedBlock ?? 0, listings.removedBlock ?? 0);
+    log(
+      `seeded ${seeder.stats.transfers} transfers in blocks ${startBlock}-${historyHead}; sanctions oracle ${SANCTIONS_ORACLE} listings up to block ${headBlock}`,
+    );
 
     // From here on, a block a second whether or not anything is sent, as on Celo.
     await clients.testClient.setAutomine(false);
@@ -170,6 +184,7 @@ export async function startCeloStandin(options: CeloStandinOptions = {}): Promis
       pid: anvil.pid,
       stop: anvil.stop,
       tokens: CELO_TOKENS,
+      sanctions,
       accounts: { deployer, lenders, reporter, relayer, treasury: { address: treasury.address } },
       personas,
       history: {

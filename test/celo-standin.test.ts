@@ -18,7 +18,8 @@ import {
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
-import type { TokenInfo } from "../config/celo.ts";
+import { sanctionsListAbi } from "../abis/SanctionsList.ts";
+import { SANCTIONS_ORACLE, type TokenInfo } from "../config/celo.ts";
 import { devnetChain } from "../devnet/chain.ts";
 import { type CeloStandin, startCeloStandin } from "../harness/celo-standin.ts";
 import { celoDomainSeparator } from "../harness/place-dev-token.ts";
@@ -81,6 +82,26 @@ describe("Celo stand-in", () => {
     expect(standin.tokens.USDC.address).toBe("0xceba9300f2b948710d2653dd7b07f33a8b32118c");
     for (const token of tokens())
       expect((await publicClient.getCode({ address: token.address }))?.length).toBeGreaterThan(2);
+  });
+
+  it("has the Chainalysis sanctions oracle at its address: `sanctioned` listed, `delisted` no longer", async () => {
+    const oracle = { address: SANCTIONS_ORACLE, abi: sanctionsListAbi } as const;
+    expect(standin.sanctions).toEqual({ address: SANCTIONS_ORACLE, owner: standin.accounts.deployer.address });
+    expect(await publicClient.readContract({ ...oracle, functionName: "name" })).toBe("Chainalysis sanctions oracle");
+    expect((await publicClient.readContract({ ...oracle, functionName: "owner" })).toLowerCase()).toBe(
+      standin.accounts.deployer.address,
+    );
+    const isSanctioned = (persona: string) =>
+      publicClient.readContract({
+        ...oracle,
+        functionName: "isSanctioned",
+        args: [standin.personas[persona]!.address],
+      });
+    expect([await isSanctioned("sanctioned"), await isSanctioned("delisted"), await isSanctioned("salaried")]).toEqual([
+      true,
+      false,
+      false,
+    ]);
   });
 
   it("answers name, symbol, decimals and version as Celo's tokens", async () => {

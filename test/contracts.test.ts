@@ -19,16 +19,20 @@ import {
   serializeSignature,
   slice,
   type TransactionReceipt,
+  toEventSelector,
+  toFunctionSelector,
   toHex,
   type WalletClient,
   zeroAddress,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { devStablecoinAbi, reputationReporterAbi } from "../abis/index.ts";
+import { devStablecoinAbi, reputationReporterAbi, sanctionsListAbi } from "../abis/index.ts";
+import { SANCTIONS_ORACLE } from "../config/celo.ts";
 import { devStablecoinArtifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
 import { compileContracts, REPO_ROOT } from "../contracts/compile.ts";
 import { type Anvil, startAnvil } from "../devnet/anvil.ts";
+import { placeSanctionsOracle } from "../devnet/sanctions.ts";
 
 // ------------------------------------------------------------------ helpers
 
@@ -108,10 +112,12 @@ describe("generated files", () => {
       "abis/DevStablecoin.ts",
       "abis/Multicall3.ts",
       "abis/ReputationReporter.ts",
+      "abis/SanctionsList.ts",
       "abis/index.ts",
       "contracts/artifacts/DevStablecoin.json",
       "contracts/artifacts/Multicall3.json",
       "contracts/artifacts/ReputationReporter.json",
+      "contracts/artifacts/SanctionsList.json",
     ]);
     for (const [path, expected] of files) {
       const committed = await readFile(join(REPO_ROOT, path), "utf8").catch(() => "<missing>");
@@ -772,5 +778,64 @@ describe("ReputationReporter", () => {
     const count = await read({ address: reporter, abi: reputationReporterAbi, functionName: "reportCount" });
     await mined(publish(alice, nextReport()));
     expect(await read({ address: reporter, abi: reputationReporterAbi, functionName: "reportCount" })).toBe(count + 1n);
+  });
+});
+
+// ------------------------------------------------------------ SanctionsList
+
+describe("SanctionsList (the Chainalysis sanctions oracle's stand-in)", () => {
+  const listed = holder(9101);
+  const other = holder(9102);
+  const isSanctioned = (addr: Address) =>
+    pub.readContract({ address: SANCTIONS_ORACLE, abi: sanctionsListAbi, functionName: "isSanctioned", args: [addr] });
+
+  beforeAll(async () => {
+    expect(await placeSanctionsOracle(anvil.rpcUrl, ANVIL_DEV_KEY_0)).toEqual({
+      address: SANCTIONS_ORACLE,
+      owner: owner.account.address.toLowerCase(),
+    });
+  });
+
+  it("has the original's selectors and event topics", () => {
+    const selectors: Record<string, Hex> = {};
+    for (const item of sanctionsListAbi) {
+      if (item.type === "event") selectors[item.name] = toEventSelector(item);
+      if (item.type === "function") selectors[item.name] = toFunctionSelector(item);
+    }
+    expect(selectors).toMatchObject({
+      isSanctioned: "0xdf592f7d",
+      addToSanctionsList: "0xb972dfcc",
+      removeFromSanctionsList: "0xef782431",
+      owner: "0x8da5cb5b",
+      name: "0x06fdde03",
+      SanctionedAddressesAdded: toEventSelector("SanctionedAddressesAdded(address[])"),
+      SanctionedAddressesRemoved: toEventSelector("SanctionedAddressesRemoved(address[])"),
+      SanctionedAddress: toEventSelector("SanctionedAddress(address)"),
+    });
+  });
+
+  it("sits at the real address, owned by the deployer, named as the original", async () => {
+    const at = { address: SANCTIONS_ORACLE, abi: sanctionsListAbi } as const;
+    expect(await pub.readContract({ ...at, functionName: "name" })).toBe("Chainalysis sanctions oracle");
+    expect(await pub.readContract({ ...at, functionName: "owner" })).toBe(owner.account.address);
+    expect(await isSanctioned(listed)).toBe(false);
+  });
+
+  it("lists and delists for its owner only, logging each change", async () => {
+    const write = (
+      sender: typeof owner,
+      functionName: "addToSanctionsList" | "removeFromSanctionsList",
+      addrs: Address[],
+    ) => sender.writeContract({ address: SANCTIONS_ORACLE, abi: sanctionsListAbi, functionName, args: [addrs] });
+    await expect(write(alice, "addToSanctionsList", [listed])).rejects.toThrow(/Ownable: caller is not the owner/);
+    const added = await mined(write(owner, "addToSanctionsList", [listed, other]));
+    expect([await isSanctioned(listed), await isSanctioned(other)]).toEqual([true, true]);
+    const removed = await mined(write(owner, "removeFromSanctionsList", [other]));
+    expect([await isSanctioned(listed), await isSanctioned(other)]).toEqual([true, false]);
+    const events = parseEventLogs({ abi: sanctionsListAbi, logs: [...added.logs, ...removed.logs] });
+    expect(events.map((e) => [e.address, e.eventName, e.args])).toEqual([
+      [SANCTIONS_ORACLE, "SanctionedAddressesAdded", { addrs: [listed, other] }],
+      [SANCTIONS_ORACLE, "SanctionedAddressesRemoved", { addrs: [other] }],
+    ]);
   });
 });

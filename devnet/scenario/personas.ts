@@ -34,6 +34,9 @@ export function planPersonas(ctx: PersonaContext): {
     whale: whale(ctx),
     "one-off": oneOff(ctx),
     "dust-spammed": dustSpammed(ctx),
+    // Last, so the shared rng draws the personas above exactly as before these two existed.
+    sanctioned: sanctioned(ctx),
+    delisted: delisted(ctx),
   };
   const personas: Record<string, PersonaTruth> = {};
   const transfers: PlannedTransfer[] = [];
@@ -341,6 +344,91 @@ function dustSpammed(ctx: PersonaContext): PersonaPlan {
     expected: "decline",
     description: "Hundreds of sub-cent inflows from 120 spam addresses, one real 200 USDT inflow, little else.",
     truth: { dustInflows, dustMaxUnits: 9, realInflowUsd: 200 },
+    transfers,
+  };
+}
+
+/**
+ * A salaried-like history of its own: an employer minting on the 1st and paying on `payDay`, rent
+ * to its own landlord, card-like spending at the shops. For personas whose only difference from an
+ * ordinary employee is what the sanctions oracle says about them.
+ */
+function employee(
+  ctx: PersonaContext,
+  label: string,
+  terms: { salaryUsd: number; payDay: number; rentUsd: number; rentDay: number },
+) {
+  const wallet = actorAddress(ctx.seed, `persona:${label}`);
+  const employer = actorAddress(ctx.seed, `${label}-employer`);
+  const landlord = actorAddress(ctx.seed, `${label}-landlord`);
+  const transfers: PlannedTransfer[] = [];
+  let salaryPayments = 0;
+  let firstPayday: number | null = null;
+  for (const month of ctx.months) {
+    const funding = dayOf(month, 1, 6);
+    if (funding !== null) transfers.push(mint(funding, "USDT", employer, usd(terms.salaryUsd * 2)));
+    const payday = dayOf(month, terms.payDay, 9);
+    if (payday !== null) {
+      transfers.push(pay(payday, "USDT", employer, wallet, usd(terms.salaryUsd)));
+      salaryPayments++;
+      firstPayday ??= payday;
+    }
+    if (firstPayday === null) continue;
+    const rent = dayOf(month, terms.rentDay, 10);
+    if (rent !== null && rent > firstPayday) transfers.push(pay(rent, "USDT", wallet, landlord, usd(terms.rentUsd)));
+    transfers.push(...spending(ctx, month, wallet, "USDT", ctx.rng.int(18, 28), 32, firstPayday + HOUR));
+  }
+  const truth = {
+    employer,
+    payDay: terms.payDay,
+    monthlySalaryUsd: terms.salaryUsd,
+    salaryPayments,
+    token: "USDT",
+  };
+  return { wallet, transfers, truth, firstPayday };
+}
+
+function sanctioned(ctx: PersonaContext): PersonaPlan {
+  const { wallet, transfers, truth, firstPayday } = employee(ctx, "sanctioned", {
+    salaryUsd: 3_000,
+    payDay: 15,
+    rentUsd: 1_000,
+    rentDay: 3,
+  });
+  // It pays one associate directly about once a month over the last 8 months (within the last 12),
+  // so that wallet has a sanctioned counterparty of its own.
+  const counterparty = actorAddress(ctx.seed, "sanctioned-associate");
+  const historyStart = ctx.months[0]!.start;
+  let counterpartyPayments = 0;
+  for (let k = 0; k < 8; k++) {
+    const at = ctx.now - (3 + 30 * k) * DAY + ctx.rng.int(0, 8) * HOUR;
+    if (at >= ctx.now || at < historyStart || firstPayday === null || at <= firstPayday + HOUR) continue;
+    transfers.push(pay(at, "USDT", wallet, counterparty, usd(ctx.rng.int(150, 400))));
+    counterpartyPayments++;
+  }
+  return {
+    address: wallet,
+    expected: "decline",
+    description:
+      "A salaried-like history (payroll on the 15th, rent, card-like spending), but listed on the Chainalysis sanctions oracle at the end of the history.",
+    truth: { ...truth, listed: true, counterparty, counterpartyPayments },
+    transfers,
+  };
+}
+
+function delisted(ctx: PersonaContext): PersonaPlan {
+  const { wallet, transfers, truth } = employee(ctx, "delisted", {
+    salaryUsd: 3_100,
+    payDay: 10,
+    rentUsd: 950,
+    rentDay: 4,
+  });
+  return {
+    address: wallet,
+    expected: "approve",
+    description:
+      "A salaried-like history (payroll on the 10th, rent, card-like spending); listed on the sanctions oracle, then removed from it: not sanctioned now.",
+    truth: { ...truth, listed: false, delisted: true },
     transfers,
   };
 }
