@@ -1,6 +1,8 @@
 import { createConfig } from "ponder";
 import { devStablecoinAbi } from "./abis/DevStablecoin.ts";
 import { reputationReporterAbi } from "./abis/ReputationReporter.ts";
+import { sanctionsListAbi } from "./abis/SanctionsList.ts";
+import { SANCTIONS_ORACLE } from "./config/celo.ts";
 import { resolveIndexTarget } from "./config/target.ts";
 
 // Live Celo when PONDER_RPC_URL_42220 is set, the local devnet (from its manifest) otherwise.
@@ -37,6 +39,14 @@ export default createConfig({
       address: target.reporters,
       // The earlier of CELO_START_BLOCK and our reporter's deployment block: every passport of ours is indexed (config/target.ts).
       startBlock: target.reporterStartBlock,
+    },
+    // Always an entry (src/SanctionsList.ts handles its events): with no known creation block, from
+    // startBlock, and the API calls its listings inconclusive (target.sanctions is null).
+    SanctionsList: {
+      chain: "celo",
+      abi: sanctionsListAbi,
+      address: target.sanctions?.address ?? SANCTIONS_ORACLE,
+      startBlock: target.sanctions?.startBlock ?? target.startBlock,
     },
   },
 });

@@ -255,3 +255,22 @@ export const report = onchainTable(
     idHashIdx: index().on(table.reportIdHash),
   }),
 );
+
+/**
+ * Each listing on the sanctions oracle (Chainalysis `SanctionsList`): a wallet added at a block and,
+ * once removed, the block it was removed at. A wallet listed again after a removal gets a new row;
+ * its current listing is the row without `delistedBlock`.
+ */
+export const sanctionsListing = onchainTable(
+  "sanctions_listing",
+  (t) => ({
+    address: t.hex().notNull(),
+    listedBlock: t.bigint().notNull(),
+    listedAt: t.bigint().notNull(),
+    listedTx: t.hex().notNull(),
+    delistedBlock: t.bigint(),
+    delistedAt: t.bigint(),
+    delistedTx: t.hex(),
+  }),
+  (table) => ({ pk: primaryKey({ columns: [table.address, table.listedBlock] }) }),
+);

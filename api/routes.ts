@@ -37,7 +37,7 @@ import { configHandler, configRoute } from "./x402/config-route.ts";
 /** What handlers are built from. */
 export type RouteDeps = {
   db: IndexDb;
-  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters"> &
+  target: Pick<IndexTarget, "network" | "tokens" | "tracked" | "schema" | "reporters" | "sanctions"> &
     Partial<Pick<IndexTarget, "startBlock">>;
   /** Reads the chain head (index state, stats and health); never on a screening path. */
   chain?: Pick<PublicClient, "getBlock">;

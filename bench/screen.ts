@@ -143,7 +143,7 @@ async function measure(label: string, chain: IndexedChain, rpcSamples: number): 
     for (const table of ["transfer", "flow", "received"]) await pool.query(`vacuum analyze "${chain.schema}".${table}`);
     await warmIndexes(pool, chain.schema);
     const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
-    const target = { schema: chain.schema, tracked: null };
+    const target = { schema: chain.schema, tracked: null, sanctions: null };
     const { rows } = await pool.query<{ address: Address }>(
       `select address from (select distinct "to" as address from flow) a order by random() limit ${Number(values.samples)}`,
     );

@@ -87,6 +87,13 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
   errors("settings", settingProblems);
   const reporter = target && resolveReporterSettings(target, env);
   if (target?.network === "celo") findings.push(...reporterSettingFindings(env, reporter!));
+  if (target?.network === "celo" && !target.sanctions)
+    findings.push({
+      level: "warn",
+      check: "sanctions",
+      message:
+        "SANCTIONS_START_BLOCK unset: the sanctions oracle is indexed from CELO_START_BLOCK only, so a wallet not seen listed is reported as inconclusive, not as clear; set it to the oracle's creation block",
+    });
   if (target?.network === "celo" && target.database.kind === "pglite") {
     add(
       "warn",
@@ -204,21 +211,23 @@ async function checkChain({ target, payTo, settlement, reporter }: ChainInput, t
     : undefined;
   const ours = reporter.contract;
 
-  const [head, tokenCode, reporterCode, treasuryCode, relayerBalance, role, reporterBalance] = await Promise.all([
-    read("the head block", () => client.getBlockNumber()),
-    read("the token contracts", () => Promise.all(target.tokens.map((token) => hasCode(token.address)))),
-    read("the reporter contracts", () => Promise.all(target.reporters.map(hasCode))),
-    payTo ? read("the treasury", () => hasCode(payTo)) : undefined,
-    relayer ? read("the relayer's balance", () => client.getBalance({ address: relayer })) : undefined,
-    ours && reporterKey
-      ? readRole(client, ours, reporterKey, (what, error) =>
-          add("error", "rpc", `Could not read ${what} from ${at} (${rpcFailure(error, timeoutMs)}).`),
-        )
-      : undefined,
-    reporterKey && ours
-      ? read("the reporter key's balance", () => client.getBalance({ address: reporterKey }))
-      : undefined,
-  ]);
+  const [head, tokenCode, reporterCode, treasuryCode, relayerBalance, role, reporterBalance, oracleCode] =
+    await Promise.all([
+      read("the head block", () => client.getBlockNumber()),
+      read("the token contracts", () => Promise.all(target.tokens.map((token) => hasCode(token.address)))),
+      read("the reporter contracts", () => Promise.all(target.reporters.map(hasCode))),
+      payTo ? read("the treasury", () => hasCode(payTo)) : undefined,
+      relayer ? read("the relayer's balance", () => client.getBalance({ address: relayer })) : undefined,
+      ours && reporterKey
+        ? readRole(client, ours, reporterKey, (what, error) =>
+            add("error", "rpc", `Could not read ${what} from ${at} (${rpcFailure(error, timeoutMs)}).`),
+          )
+        : undefined,
+      reporterKey && ours
+        ? read("the reporter key's balance", () => client.getBalance({ address: reporterKey }))
+        : undefined,
+      target.sanctions ? read("the sanctions oracle", () => hasCode(target.sanctions!.address)) : undefined,
+    ]);
 
   if (head !== undefined && BigInt(target.startBlock) > head)
     add(
@@ -226,6 +235,20 @@ async function checkChain({ target, payTo, settlement, reporter }: ChainInput, t
       "index",
       `CELO_START_BLOCK ${target.startBlock} is past the chain head (${head}): nothing is indexed until the chain gets there`,
     );
+  if (target.sanctions && oracleCode !== undefined) {
+    if (oracleCode)
+      add(
+        "ok",
+        "sanctions",
+        `the sanctions oracle ${target.sanctions.address}, indexed from block ${target.sanctions.startBlock}`,
+      );
+    else
+      add(
+        "error",
+        "sanctions",
+        `No sanctions oracle at ${target.sanctions.address} on ${at}: is this Celo? Unset SANCTIONS_START_BLOCK on a chain without it (sanctions then answer inconclusive).`,
+      );
+  }
   target.tokens.forEach((token, i) => {
     if (!tokenCode) return;
     if (tokenCode[i]) add("ok", "tokens", `${token.symbol} ${token.address}`);

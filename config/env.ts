@@ -27,6 +27,8 @@ export const envSchema = z.object({
   PONDER_RPC_URL_42220: z.preprocess(blankAsUndefined, csv.pipe(z.array(z.url()).min(1)).optional()),
   /** First block indexed on live Celo. */
   CELO_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
+  /** The block the sanctions oracle (Chainalysis SanctionsList, 0x40C57923924B5c5c5455c48D93317139ADDaC8fb) was created in on live Celo: its listings are indexed from there. Unset: indexed from CELO_START_BLOCK, and a wallet not seen listed is "inconclusive", never "not listed" (a block explorer shows the creation block). */
+  SANCTIONS_START_BLOCK: z.preprocess(blankAsUndefined, z.coerce.number().int().nonnegative().optional()),
   /** Our own reporter contract on live Celo, indexed beside the original OnchainReporter. */
   REPORTER_ADDRESS: z.preprocess(blankAsUndefined, addressSchema.optional()),
   /** The block our reporter was deployed in (`npm run reporter:deploy` prints it). Our reporter is indexed from there even when CELO_START_BLOCK is later, so every passport it published is indexed. */

@@ -1,7 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Address, addressSchema } from "./addresses.ts";
-import { CELO_DEFAULT_START_BLOCK, CELO_ONCHAIN_REPORTER, CELO_TOKENS, type TokenInfo } from "./celo.ts";
+import {
+  CELO_DEFAULT_START_BLOCK,
+  CELO_ONCHAIN_REPORTER,
+  CELO_TOKENS,
+  SANCTIONS_ORACLE,
+  type TokenInfo,
+} from "./celo.ts";
 import { type Env, readEnv } from "./env.ts";
 import { collectProblems, StartupError } from "./errors.ts";
 import { readManifest } from "./manifest.ts";
@@ -20,6 +26,13 @@ export type IndexTarget = {
    * OnchainReporter is then indexed from there too: a few more passports, never fewer.
    */
   reporterStartBlock: number;
+  /**
+   * The sanctions oracle whose listings are indexed (from its creation block), or null when no
+   * listing can be trusted to be complete: a devnet without one, live Celo before its creation
+   * block is known. The oracle's address is indexed either way (one Ponder build); the sanctions
+   * signal says "inconclusive" while this is null.
+   */
+  sanctions: { address: Address; startBlock: number } | null;
   /** Lowercase wallets to index in tracked mode; null indexes every transfer of the tokens. */
   tracked: ReadonlySet<Address> | null;
   database: { kind: "pglite"; directory: string } | { kind: "postgres"; connectionString: string };
@@ -108,6 +121,10 @@ export function checkIndexTarget(env: Env): { target: IndexTarget | undefined; p
         env.REPORTER_ADDRESS && env.REPORTER_START_BLOCK !== undefined
           ? Math.min(startBlock, env.REPORTER_START_BLOCK)
           : startBlock,
+      sanctions:
+        env.SANCTIONS_START_BLOCK === undefined
+          ? null
+          : { address: SANCTIONS_ORACLE, startBlock: env.SANCTIONS_START_BLOCK },
       ...common,
     };
     return { target, problems };
@@ -132,6 +149,8 @@ export function checkIndexTarget(env: Env): { target: IndexTarget | undefined; p
     reporters: [...(env.ONCHAIN_REPORTER_ADDRESS ? [env.ONCHAIN_REPORTER_ADDRESS] : []), manifest.reporter.address],
     startBlock: manifest.startBlock,
     reporterStartBlock: manifest.startBlock,
+    // Placed at its Celo address before the first block with contracts (devnet/deploy.ts).
+    sanctions: manifest.sanctions ? { address: manifest.sanctions.address, startBlock: manifest.startBlock } : null,
     ...common,
   };
   return { target, problems };

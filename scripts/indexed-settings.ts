@@ -45,6 +45,7 @@ export function indexedSettings(target: IndexTarget, root = "."): Record<string,
     "REPORTER_ADDRESS / ONCHAIN_REPORTER_ADDRESS": JSON.stringify(target.reporters),
     // The earlier of CELO_START_BLOCK and REPORTER_START_BLOCK (config/target.ts): named only when it is the latter.
     REPORTER_START_BLOCK: target.reporterStartBlock === target.startBlock ? "unset" : String(target.reporterStartBlock),
+    SANCTIONS_START_BLOCK: target.sanctions ? String(target.sanctions.startBlock) : "unset",
     "the token addresses (config/celo.ts)": JSON.stringify(target.tokens.map((token) => token.address)),
     INDEX_MODE: target.tracked ? "tracked" : "all",
     "TRACKED_WALLETS / TRACKED_WALLETS_FILE": target.tracked

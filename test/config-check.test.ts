@@ -6,7 +6,7 @@ import { createPublicClient, type Hex, http } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reputationReporterAbi } from "../abis/ReputationReporter.ts";
-import { CELO_ONCHAIN_REPORTER, CELO_TOKENS, celoChain } from "../config/celo.ts";
+import { CELO_ONCHAIN_REPORTER, CELO_TOKENS, celoChain, SANCTIONS_ORACLE } from "../config/celo.ts";
 import { checkConfig, type Finding } from "../config/check.ts";
 import { reputationReporterArtifact } from "../contracts/artifacts.ts";
 import { anvilDevAccount } from "../devnet/accounts.ts";
@@ -58,6 +58,7 @@ const blank = Object.fromEntries(
     "SIGN_IN_ORIGIN",
     "REPORTER_ADDRESS",
     "REPORTER_START_BLOCK",
+    "SANCTIONS_START_BLOCK",
     "REPORTER_PRIVATE_KEY",
     "REPORTER_DEPLOYER_PRIVATE_KEY",
     "ONCHAIN_REPORTER_ADDRESS",
@@ -94,7 +95,12 @@ describe("npm run check:config: every problem of a configuration in one run", ()
     ]);
     const { publicClient, walletClient } = devnetClients(celo.rpcUrl, deployer.privateKey);
     // Code where Celo's tokens and the original OnchainReporter live, so that only what a case breaks is wrong.
-    for (const address of [CELO_TOKENS.USDT.address, CELO_TOKENS.USDC.address, CELO_ONCHAIN_REPORTER]) {
+    for (const address of [
+      CELO_TOKENS.USDT.address,
+      CELO_TOKENS.USDC.address,
+      CELO_ONCHAIN_REPORTER,
+      SANCTIONS_ORACLE,
+    ]) {
       await publicClient.request({ method: "anvil_setCode" as never, params: [address, "0x00"] as never });
     }
     const receipt = await publicClient.waitForTransactionReceipt({
@@ -114,6 +120,7 @@ describe("npm run check:config: every problem of a configuration in one run", ()
       REPORTER_ADDRESS: ours,
       REPORTER_START_BLOCK: String(deployBlock),
       REPORTER_PRIVATE_KEY: reporterKey.privateKey,
+      SANCTIONS_START_BLOCK: "0",
     };
   });
 
@@ -229,6 +236,12 @@ describe("npm run check:config: every problem of a configuration in one run", ()
       /^REPORTER_START_BLOCK unset: our reporter is indexed from CELO_START_BLOCK only/,
     ],
     [
+      "the sanctions oracle's start block unset",
+      () => ({ SANCTIONS_START_BLOCK: "" }),
+      "warn",
+      /^SANCTIONS_START_BLOCK unset: the sanctions oracle is indexed from CELO_START_BLOCK only, so a wallet not seen listed is reported as inconclusive/,
+    ],
+    [
       "a start block past the head",
       () => ({ CELO_START_BLOCK: "99999999" }),
       "warn",
@@ -248,6 +261,21 @@ describe("npm run check:config: every problem of a configuration in one run", ()
     expect(problems, JSON.stringify(problems, null, 1)).toHaveLength(1);
     expect(problems[0]!.level).toBe(level);
     expect(problems[0]!.message).toMatch(message);
+  });
+
+  it("no sanctions oracle at its address while SANCTIONS_START_BLOCK is set: an error", async () => {
+    const { publicClient } = devnetClients(celo.rpcUrl, deployer.privateKey);
+    const setCode = (code: string) =>
+      publicClient.request({ method: "anvil_setCode" as never, params: [SANCTIONS_ORACLE, code] as never });
+    await setCode("0x");
+    try {
+      const { findings } = await check(good);
+      expect(at(findings, "error")).toEqual([
+        expect.stringMatching(/^No sanctions oracle at 0x40c57923924b5c5c5455c48d93317139addac8fb on http:/),
+      ]);
+    } finally {
+      await setCode("0x00");
+    }
   });
 
   /** Everything that can be wrong together, and what each is reported as. */

@@ -29,7 +29,7 @@ const paymentHeader = Buffer.from(
 describe("structured request logs", () => {
   const app = createApp({
     db: undefined as never,
-    target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [] },
+    target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [], sanctions: null },
     payments,
     ipfs: undefined as never,
     logger,
@@ -102,7 +102,7 @@ describe("structured request logs", () => {
 describe("free routes are rate limited per client", () => {
   const app = createApp({
     db: undefined as never,
-    target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [] },
+    target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [], sanctions: null },
     payments,
     ipfs: undefined as never,
     logger: createLogger({ level: "silent" }),

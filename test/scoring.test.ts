@@ -216,4 +216,46 @@ describe("scoring properties", () => {
     ]);
     expect(result.incomeLabel).toBe("recurring monthly");
   });
+
+  it("declines a listed wallet whatever its history, with no loan; holds an exposed one to review; never calls an unknown clear", async () => {
+    const wallet = actorAddress(4, "wallet");
+    const facts = await factsOf(wallet, [...salary(4, wallet, 12, 4_000), ...salary(5, wallet, 12, 3_000)]);
+    const clear = scoreWallet({ ...facts, sanctions: { complete: true, listed: null, delisted: null, exposure: [] } });
+    expect(clear.recommendation).toBe("approve");
+    expect(clear.signals.sanctions.status).toBe("not_listed");
+
+    const listing = { block: 1234, at: ASOF - 10 * DAY };
+    const listed = scoreWallet({
+      ...facts,
+      sanctions: { complete: true, listed: listing, delisted: null, exposure: [] },
+    });
+    expect(listed.recommendation).toBe("decline");
+    expect(listed.rationale).toMatch(/sanctions oracle.*since block 1234/);
+    expect(listed.concerns.some((c) => c.includes("listed on the sanctions oracle since block 1234"))).toBe(true);
+    expect([listed.loan.minUnits, listed.loan.maxUnits]).toEqual([0n, 0n]);
+    // A listing seen is a listing even when the oracle's history is not complete.
+    expect(
+      scoreWallet({ ...facts, sanctions: { complete: false, listed: listing, delisted: null, exposure: [] } }).signals
+        .sanctions.status,
+    ).toBe("listed");
+
+    const listedWallet = actorAddress(4, "listed");
+    const exposure = [{ wallet: listedWallet, transfers: 2, units: usd(300), lastAt: ASOF - 20 * DAY }];
+    const exposed = scoreWallet({ ...facts, sanctions: { complete: true, listed: null, delisted: null, exposure } });
+    expect(exposed.recommendation).toBe("review");
+    expect(exposed.rationale).toMatch(/1 wallet\(s\) listed on the sanctions oracle/);
+    expect(exposed.concerns.some((c) => c.includes(listedWallet) && c.includes("2 direct transfer(s)"))).toBe(true);
+    expect(exposed.topFactors).toContainEqual({
+      score: "reputation",
+      factor: "sanctioned counterparties",
+      points: -30,
+    });
+    expect(exposed.scores.reputation).toBeLessThan(clear.scores.reputation);
+
+    for (const unknown of [undefined, { complete: false, listed: null, delisted: null, exposure: [] }]) {
+      const result = scoreWallet({ ...facts, sanctions: unknown });
+      expect(result.signals.sanctions.status).toBe("inconclusive");
+      expect(result.concerns.some((c) => c.startsWith("sanctions status inconclusive"))).toBe(true);
+    }
+  });
 });

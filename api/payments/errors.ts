@@ -22,6 +22,7 @@ export const PAYMENT_ERRORS = {
   insufficient_balance: 402,
   verification_failed: 402,
   caller_mismatch: 400,
+  sanctioned_payer: 403,
   payment_reused: 409,
   payment_id_reused: 409,
   settlement_failed: 402,

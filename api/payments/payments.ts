@@ -11,7 +11,10 @@ export function createPayments(
   db: Promise<ServiceDb> | ServiceDb,
   facilitator: Facilitator = createFacilitator(settings),
   /** Shorter waits (tests), and what follows a reconciled outcome (the app: revoking unpaid passports). */
-  options: Pick<PaymentDeps, "receiptWaitMs" | "settlingWaitMs" | "onOutcome" | "payerState" | "onQueued"> = {},
+  options: Pick<
+    PaymentDeps,
+    "receiptWaitMs" | "settlingWaitMs" | "onOutcome" | "payerState" | "onQueued" | "sanctions"
+  > = {},
 ): PaymentCore {
   return new PaymentCore({
     settings,

@@ -22,6 +22,23 @@ export type WalletFacts = {
    * inflow, from everyone else together. Enough to tell wallets it funded itself.
    */
   funding: { wallet: Address; funder: Address | null; total: bigint }[];
+  /** What the indexed sanctions oracle says of it; absent when it was not read (the status is then inconclusive). */
+  sanctions?: SanctionsFacts;
+};
+
+/** A block and its time. */
+export type BlockMoment = { block: number; at: number };
+
+/** The wallet on the sanctions oracle, as indexed (api/sanctions/queries.ts). */
+export type SanctionsFacts = {
+  /** Every listing since the oracle's creation is indexed: a wallet not listed is known not to be. */
+  complete: boolean;
+  /** Its current listing, or null. */
+  listed: BlockMoment | null;
+  /** Its latest removal from the list, when it was listed before. */
+  delisted: BlockMoment | null;
+  /** Currently listed wallets it moved money with directly over the window: transfers either way, their total and the latest. */
+  exposure: { wallet: Address; transfers: number; units: bigint; lastAt: number }[];
 };
 
 export type WalletTransfer = {

@@ -8,7 +8,7 @@ export const monthlyIncomeEstimateUnits = (
 ): bigint => (s.verifiedMonthlyIncomeUnits > 0n ? s.verifiedMonthlyIncomeUnits : s.monthlyIncomeUnits);
 
 /** Bumped whenever a rule, weight or threshold changes; every result carries it. */
-const MODEL_VERSION = "2026-11-21.2";
+const MODEL_VERSION = "2026-11-25.1";
 
 type Recommendation = "approve" | "review" | "decline";
 type Confidence = "low" | "medium" | "high";
@@ -30,6 +30,7 @@ export type ScoreResult = {
 };
 
 const USD = 1_000_000;
+const isoDay = (at: number) => new Date(at * 1000).toISOString().slice(0, 10);
 const clamp = (n: number) => Math.max(0, Math.min(100, Math.round(n)));
 const fmt = formatWholeUsd;
 
@@ -86,8 +87,12 @@ export function reputationFactors(s: Signals): Factor[] {
     f("recurring payers", s.verifiedMonthlyIncomeUnits > 0n ? 10 : 0),
     f("drain pattern", -50 * s.drainShare),
     f("cycled own money", -50 * s.cycledShare),
+    f("sanctioned counterparties", s.sanctions.exposure.length ? -SANCTIONS_EXPOSURE_POINTS : 0),
   ];
 }
+
+/** Points a wallet loses for moving money directly with a listed wallet over the year (any amount). */
+const SANCTIONS_EXPOSURE_POINTS = 30;
 
 /** The most each factor can give (penalties give at most 0): what the chat engine measures "room to raise" against. */
 export const FACTOR_MAX: Record<Factor["score"], Record<string, number>> = {
@@ -109,6 +114,7 @@ export const FACTOR_MAX: Record<Factor["score"], Record<string, number>> = {
     "recurring payers": 10,
     "drain pattern": 0,
     "cycled own money": 0,
+    "sanctioned counterparties": 0,
   },
 };
 
@@ -138,9 +144,17 @@ export function scoreWallet(facts: WalletFacts): ScoreResult {
   const thinFile = thinFileOf(s);
   const dormant = s.daysSinceLastActivity !== null && s.daysSinceLastActivity > 90;
 
+  const { sanctions } = s;
+  const exposed = sanctions.exposure.length;
   let recommendation: Recommendation;
   let rationale: string;
-  if (thinFile.thinFile)
+  // A listing overrides everything: no lender may lend to it, whatever its history.
+  if (sanctions.listed)
+    [recommendation, rationale] = [
+      "decline",
+      `Listed on the sanctions oracle (Chainalysis SanctionsList) since block ${sanctions.listed.block} (${isoDay(sanctions.listed.at)}): no lending.`,
+    ];
+  else if (thinFile.thinFile)
     [recommendation, rationale] = ["decline", `${thinFile.reason} This is not evidence of bad behaviour.`];
   else if (dormant)
     [recommendation, rationale] = [
@@ -162,7 +176,8 @@ export function scoreWallet(facts: WalletFacts): ScoreResult {
     reputationScore >= 65 &&
     s.verifiedMonthlyIncomeUnits > 0n &&
     s.drainShare < 0.2 &&
-    s.cycledShare < 0.2
+    s.cycledShare < 0.2 &&
+    exposed === 0
   )
     [recommendation, rationale] = [
       "approve",
@@ -172,6 +187,12 @@ export function scoreWallet(facts: WalletFacts): ScoreResult {
     [recommendation, rationale] = [
       "decline",
       `Health ${financialHealth} or reputation ${reputationScore} is under 35.`,
+    ];
+  else if (exposed)
+    // Money moved with a listed wallet: a person must look, however good the rest is.
+    [recommendation, rationale] = [
+      "review",
+      `Moved money directly with ${exposed} wallet(s) listed on the sanctions oracle over the last year (${fmt(sanctions.exposureUnits)}); a person should look at it.`,
     ];
   else
     [recommendation, rationale] = [
@@ -208,6 +229,16 @@ export function scoreWallet(facts: WalletFacts): ScoreResult {
   if (s.ageDays >= 365) positive.push(`wallet active for ${Math.floor(s.ageDays / 30)} months`);
   if (s.weeklyConsistency >= 0.75)
     positive.push(`income in ${Math.round(s.weeklyConsistency * 13)} of the last 13 weeks`);
+  if (sanctions.listed)
+    concerns.push(
+      `listed on the sanctions oracle since block ${sanctions.listed.block} (${isoDay(sanctions.listed.at)})`,
+    );
+  for (const e of sanctions.exposure)
+    concerns.push(
+      `${e.transfers} direct transfer(s) totalling ${fmt(e.units)} with ${e.wallet}, listed on the sanctions oracle (latest ${isoDay(e.lastAt)})`,
+    );
+  if (sanctions.status === "inconclusive")
+    concerns.push("sanctions status inconclusive: the sanctions oracle is not indexed from its creation here");
   if (thinFile.reason) concerns.push(thinFile.reason);
   if (dormant) concerns.push(`no activity for ${s.daysSinceLastActivity} days`);
   if (s.drainShare >= 0.2)

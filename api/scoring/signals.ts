@@ -1,7 +1,7 @@
 import { zeroAddress } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import { monthOf } from "../../shared/month.ts";
-import { DAY, type WalletFacts, type WalletTransfer } from "./facts.ts";
+import { type BlockMoment, DAY, type SanctionsFacts, type WalletFacts, type WalletTransfer } from "./facts.ts";
 import { DUST_FLOOR_UNITS, drainCandidates, isDrain, isSelfFunded } from "./rules.ts";
 
 type InflowKind = "income" | "dust" | "cycled" | "returned" | "self";
@@ -41,7 +41,31 @@ export type Signals = {
   /** Share of the window's non-dust inflow that was its own money coming back. */
   cycledShare: number;
   selfFundedWallets: number;
+  sanctions: SanctionsSignal;
 };
+
+/**
+ * The wallet on the sanctions oracle: listed, not listed, or inconclusive when the index cannot
+ * tell (the oracle is not indexed from its creation). Never "not listed" on an unknown.
+ */
+type SanctionsSignal = {
+  status: "listed" | "not_listed" | "inconclusive";
+  listed: BlockMoment | null;
+  delisted: BlockMoment | null;
+  exposure: SanctionsFacts["exposure"];
+  exposureUnits: bigint;
+};
+
+function sanctionsSignal(facts: SanctionsFacts | undefined): SanctionsSignal {
+  const exposure = facts?.exposure ?? [];
+  return {
+    status: facts?.listed ? "listed" : facts?.complete ? "not_listed" : "inconclusive",
+    listed: facts?.listed ?? null,
+    delisted: facts?.delisted ?? null,
+    exposure,
+    exposureUnits: sum(exposure.map((e) => e.units)),
+  };
+}
 
 /** "YYYY-MM" of a time, memoised per day: a merchant's few hundred transfers share a few hundred days. */
 const monthsOfDays = new Map<number, string>();
@@ -262,5 +286,6 @@ export function deriveSignals(facts: WalletFacts): Signals {
     drainShare: Math.min(1, ratio(drained, nonDustInflow)),
     cycledShare: ratio(inflowByKind.cycled, nonDustInflow),
     selfFundedWallets: selfFunded.size,
+    sanctions: sanctionsSignal(facts.sanctions),
   };
 }

@@ -1,5 +1,6 @@
 import type { IndexTarget } from "../../config/target.ts";
 import { isoFromSeconds as iso, formatUsdCents as money, usdRoundedToCents as usd } from "../money.ts";
+import { sanctionsView } from "../sanctions/view.ts";
 import { monthlyIncomeEstimateUnits } from "../scoring/model.ts";
 import type { Assessment } from "../wallet/assess.ts";
 import type { ValidReport } from "../wallet/queries.ts";
@@ -58,6 +59,7 @@ export function toLenderScreenResult(a: Assessment, ctx: ScreenContext): LenderS
       walletAgeMonths: Math.floor(ageDays / 30),
     },
     signals: { positive: r.positive, concerns: r.concerns },
+    sanctions: sanctionsView(a),
     whatLendersAlreadySee: {
       balances: ctx.target.tokens.map((t) => ({
         token: t.address,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { addressSchema, addressString } from "../../config/addresses.ts";
 import { x402BillingSchema } from "../payments/billing.ts";
+import { sanctionsViewSchema } from "../sanctions/view.ts";
 
 const walletAddress = addressString;
 
@@ -56,6 +57,7 @@ export const lenderScreenResultSchema = z
       .partial()
       .loose(),
     signals: z.object({ positive: z.array(z.string()), concerns: z.array(z.string()) }).partial(),
+    sanctions: sanctionsViewSchema,
     whatLendersAlreadySee: z.object({
       balances: z.array(z.object({ token: z.string(), symbol: z.string(), balanceUsd: z.number() })),
       stablecoinBalanceUsd: z.number(),

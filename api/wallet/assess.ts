@@ -3,6 +3,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import { ApiError } from "../../shared/errors.ts";
 import type { IndexDb } from "../db.ts";
 import { INDEX_NOT_CURRENT } from "../indexing/gate.ts";
+import { sanctionsVersion } from "../sanctions/queries.ts";
 import type { WalletFacts } from "../scoring/facts.ts";
 import { type ScoreResult, scoreWallet } from "../scoring/model.ts";
 import { indexedHead } from "../stats/queries.ts";
@@ -17,7 +18,7 @@ export type Assessment = {
   cached: boolean;
 };
 
-export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked"> };
+export type AssessDeps = { db: IndexDb; target: Pick<IndexTarget, "schema" | "tracked" | "sanctions"> };
 
 /** Reads of one answer made again at most this many times while blocks keep being committed under them. */
 const READ_ATTEMPTS = 5;
@@ -96,17 +97,25 @@ export class WalletAssessor {
     const { db, target } = this.deps;
     // A cached result needs only the wallet's position to be confirmed; without one, the position
     // is read with everything else in a single round.
+    // A listing added or removed changes answers without a transfer of the wallet's: it is part of the key.
     const hits = addresses.filter((a) => Date.now() - (this.cache.get(a)?.at ?? -Infinity) < MAX_AGE_MS);
-    const known = hits.length ? await walletPositions(db, target.schema, hits) : new Map<Address, WalletPosition>();
+    const [known, listings] = await Promise.all([
+      hits.length ? walletPositions(db, target.schema, hits) : new Map<Address, WalletPosition>(),
+      sanctionsVersion(db, target.schema),
+    ]);
+    const fingerprint = (position: WalletPosition) => `${position.fingerprint}|${listings}`;
     const answers = new Map<Address, Assessment>();
     for (const [address, position] of known) {
       const hit = this.cache.get(address)!;
-      if (hit.fingerprint === position.fingerprint) answers.set(address, { ...hit.value, cached: true });
+      if (hit.fingerprint === fingerprint(position)) answers.set(address, { ...hit.value, cached: true });
     }
     const misses = addresses.filter((a) => !answers.has(a));
     const fresh = new Map<Address, { fingerprint: string; value: Omit<Assessment, "cached"> }>();
     if (misses.length) {
-      const { wallets } = await loadWalletsFacts(db, target.schema, misses, { positions: known });
+      const { wallets } = await loadWalletsFacts(db, target.schema, misses, {
+        positions: known,
+        sanctions: { complete: target.sanctions !== null },
+      });
       for (const [address, { facts, position }] of wallets) {
         const value = {
           facts,
@@ -114,7 +123,7 @@ export class WalletAssessor {
           asOf: { block: 0, timestamp: facts.asOf },
           computedAt: Date.now(),
         };
-        fresh.set(address, { fingerprint: position.fingerprint, value });
+        fresh.set(address, { fingerprint: fingerprint(position), value });
         answers.set(address, { ...value, cached: false });
       }
     }

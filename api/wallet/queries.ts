@@ -2,6 +2,7 @@ import { desc, inArray } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
+import { sanctionsOf } from "../sanctions/queries.ts";
 import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
 import { type IndexedHead, indexedHead } from "../stats/queries.ts";
@@ -141,13 +142,18 @@ export async function loadWalletsFacts(
   db: IndexDb,
   schema: string,
   addresses: readonly Address[],
-  options: { windowDays?: number; positions?: Map<Address, WalletPosition> } = {},
+  options: {
+    windowDays?: number;
+    positions?: Map<Address, WalletPosition>;
+    /** Read each wallet's standing on the sanctions oracle; `complete` when its listings are indexed from its creation. */
+    sanctions?: { complete: boolean };
+  } = {},
 ): Promise<{ head: IndexedHead | null; wallets: Map<Address, { facts: WalletFacts; position: WalletPosition }> }> {
   const windowDays = options.windowDays ?? WINDOW_DAYS;
   const unknown = addresses.filter((a) => !options.positions?.has(a));
   const window = windowTransfers(db, schema, addresses, windowDays);
   const outflows = coalesced(outflowsOf(db, schema));
-  const [read, head, transfers, firstSeen, funding] = await Promise.all([
+  const [read, head, transfers, firstSeen, funding, sanctions] = await Promise.all([
     unknown.length ? walletPositions(db, schema, unknown) : new Map<Address, WalletPosition>(),
     indexedHead(db, schema),
     window,
@@ -162,6 +168,10 @@ export async function loadWalletsFacts(
         ),
       ),
     ),
+    options.sanctions &&
+      exposureSince(db, schema, windowDays).then((since) =>
+        sanctionsOf(db, schema, addresses, since, options.sanctions!.complete),
+      ),
   ]);
   const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
   const wallets = new Map(
@@ -175,11 +185,23 @@ export async function loadWalletsFacts(
         transfers: transfers.get(address)!,
         firstSeen: firstSeen.get(address)!,
         funding: funding[i]!,
+        ...(sanctions ? { sanctions: sanctions.get(address)! } : {}),
       };
       return [address, { facts, position }];
     }),
   );
   return { head, wallets };
+}
+
+/** The start of the window, in unix seconds: the exposure read filters flow rows by it. */
+async function exposureSince(db: IndexDb, schema: string, windowDays: number): Promise<number> {
+  const [row] = await queryPrepared<{ since: string | null }>(
+    db,
+    `window_start:${schema}`,
+    `select (${windowStart(schema, "$1")})::text as since`,
+    [windowDays],
+  );
+  return Number(row?.since ?? 0);
 }
 
 /**

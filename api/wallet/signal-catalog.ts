@@ -1,4 +1,5 @@
 import { unitsToUsd, usdRoundedToCents as usd } from "../money.ts";
+import { sanctionsView } from "../sanctions/view.ts";
 import type { Assessment } from "./assess.ts";
 
 type Value = number | boolean | string | null | Record<string, unknown>[] | Record<string, unknown>;
@@ -64,6 +65,11 @@ export const SIGNALS = {
     read: (a) => Math.round(a.result.signals.cycledShare * 100),
   },
   dustInflows: { description: "Inflows under $1 ignored as dust", read: (a) => a.result.signals.dustInflows },
+  sanctioned: {
+    description:
+      "On the Chainalysis sanctions oracle: listed, not_listed or inconclusive (when the index cannot tell), since which block, direct exposure to listed wallets over 12 months, the source, and the indexed block it is as of",
+    read: (a) => sanctionsView(a),
+  },
   loanCapacity: {
     description: "Suggested loan range in USD with its confidence",
     read: (a) => ({

@@ -16,6 +16,7 @@ import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { isListed } from "../../api/sanctions/queries.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
@@ -43,6 +44,7 @@ const payments = createPayments(
     onOutcome: revokeUnpaidReports(reporter),
     payerState: indexedPayerState(db, target),
     onQueued: () => worker?.kick(),
+    sanctions: { isListed: (payer) => isListed(db, target.schema, payer) },
   },
 );
 worker = new SettlementWorker(payments).start();

@@ -1,9 +1,14 @@
-import { zeroAddress } from "viem";
+import { type Address, createPublicClient, http, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sanctionsListAbi } from "../../abis/SanctionsList.ts";
 import { type Stats, statsSchema } from "../../api/stats/schema.ts";
+import { SANCTIONS_ORACLE } from "../../config/celo.ts";
+import { devnetChain } from "../../devnet/chain.ts";
 import {
   balanceAtHead,
+  type ChainListing,
   type ChainTransfer,
+  chainListings,
   chainTransfers,
   expectedAggregates,
   normalise,
@@ -30,7 +35,9 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     months: Row[];
     pairs: Row[];
     received: Row[];
+    listings: Row[];
   };
+  let listings: ChainListing[];
 
   beforeAll(async () => {
     env = await indexedDevnet({});
@@ -38,6 +45,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
     indexer = await env.index();
     const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
     transfers = await chainTransfers(devnet.manifest.rpcUrl, tokens, BigInt(devnet.manifest.startBlock));
+    listings = await chainListings(devnet.manifest.rpcUrl, SANCTIONS_ORACLE);
     await waitForBlock(indexer, devnet.manifest.headBlock);
     statsBody = statsSchema.parse(await (await fetch(`${indexer.url}/api/stats`)).json());
 
@@ -66,6 +74,9 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
         `select * from counterparty where address in (${list(wallets)}) order by address, counterparty, token`,
       ),
       received: await query(`select address, total from received where address in (${list(wallets)}) order by address`),
+      listings: await query(
+        "select address, listed_block, listed_tx, delisted_block, delisted_tx from sanctions_listing order by listed_block, address",
+      ),
     }));
   }, 240_000);
 
@@ -124,6 +135,31 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
       expect(String(row.balance), `${row.token} ${row.address}`).toBe(
         String(await balanceAtHead(devnet.manifest.rpcUrl, row.token, row.address)),
       );
+    }
+  });
+
+  it("keeps every sanctions listing as the oracle's logs have it, open exactly when isSanctioned says so", async () => {
+    expect(listings.length).toBeGreaterThanOrEqual(2);
+    const expected = [...listings]
+      .sort((a, b) => Number(a.listedBlock - b.listedBlock) || a.address.localeCompare(b.address))
+      .map((l) => ({
+        address: l.address,
+        listed_block: String(l.listedBlock),
+        listed_tx: l.listedTx,
+        delisted_block: l.delistedBlock === null ? null : String(l.delistedBlock),
+        delisted_tx: l.delistedTx,
+      }));
+    expect(normalise(tables.listings)).toEqual(normalise(expected));
+    const { rpcUrl } = devnet.manifest;
+    const publicClient = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl) });
+    for (const l of listings) {
+      const onChain = await publicClient.readContract({
+        address: SANCTIONS_ORACLE,
+        abi: sanctionsListAbi,
+        functionName: "isSanctioned",
+        args: [l.address as Address],
+      });
+      expect(onChain, l.address).toBe(l.delistedBlock === null);
     }
   });
 

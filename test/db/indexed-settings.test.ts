@@ -28,6 +28,7 @@ const base: IndexTarget = {
   reporters: ["0xe7621af5de3806ba26115bdc89190c65ed835c21"],
   startBlock: 52_000_000,
   reporterStartBlock: 52_000_000,
+  sanctions: null,
   tracked: null,
   database,
   schema: "reputation",

@@ -108,7 +108,7 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   it("documents every route the app serves, and serves every documented operation", async () => {
     const app = createApp({
       db: undefined as never,
-      target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [] },
+      target: { network: "devnet", tokens: [], tracked: null, schema: "unused", reporters: [], sanctions: null },
       payments: createPayments(devnetPaymentSettings(devnet.manifestPath), undefined as never),
       ipfs: undefined as never,
     });

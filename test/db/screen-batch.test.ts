@@ -264,7 +264,7 @@ describe(`POST ${PATH} (${testDatabase})`, () => {
     // one-wallet reads, each on an empty cache. PGlite admits one process: the indexer stops first.
     await indexer.stop();
     await withIndexDb(env.slot, async (db) => {
-      const target = { schema: env.slot.schema, tracked: null };
+      const target = { schema: env.slot.schema, tracked: null, sanctions: null };
       const comparable = ({ computedAt: _t, facts, ...rest }: Assessment) => ({
         ...rest,
         facts: {

@@ -1,3 +1,5 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { type Hex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
@@ -8,12 +10,14 @@ import { loadWalletFacts } from "../../api/wallet/queries.ts";
 import type { Address } from "../../config/addresses.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import type { ErrorBody } from "../../shared/errors.ts";
-import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
+import { type ChainTransfer, chainListings, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { withIndexDb } from "../support/index-db.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
-import { x402Fetch } from "../support/payments.ts";
+import { signAuthorization, specHeader, tokenBalance, x402Fetch } from "../support/payments.ts";
+
+const run = promisify(execFile);
 
 // One seeded devnet and indexer for the file: the screens of its personas first, then the drain
 // rule's SQL against the same chain (both read what scoring reads; one indexer start, not two).
@@ -228,6 +232,107 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
     const bad = await get("/api/wallet/0xnope/signals");
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe("invalid_address");
+  });
+
+  // Sanctions, read from the oracle's logs (eth_getLogs), not from the indexer.
+  it("declines a wallet listed on the sanctions oracle with no loan, says since which block; a delisted one is clear; exposure is a concern", async () => {
+    const oracle = devnet.manifest.sanctions!.address;
+    const listings = await chainListings(devnet.manifest.rpcUrl, oracle);
+    const persona = devnet.manifest.personas.sanctioned!;
+    const listing = listings.find((l) => l.address === persona.address && l.delistedBlock === null)!;
+    const sanctioned = results.sanctioned!;
+    expect(sanctioned.recommendation).toBe("decline");
+    expect(sanctioned.recommendationRationale).toMatch(/sanctions oracle/);
+    expect(sanctioned.lending).toMatchObject({ recommendedMinUsd: 0, recommendedMaxUsd: 0 });
+    expect(sanctioned.sanctions).toMatchObject({
+      status: "listed",
+      listed: true,
+      listedSince: { block: Number(listing.listedBlock) },
+      source: { contract: oracle, chain: "celo" },
+      asOf: { block: sanctioned.dataAsOf.block },
+    });
+    expect(sanctioned.signals.concerns?.some((c) => c.includes("listed on the sanctions oracle"))).toBe(true);
+
+    const removal = listings.find((l) => l.address === devnet.manifest.personas.delisted!.address)!;
+    expect(removal.delistedBlock).not.toBeNull();
+    expect(results.delisted!.sanctions).toMatchObject({
+      status: "not_listed",
+      listed: false,
+      listedSince: null,
+      delistedAt: { block: Number(removal.delistedBlock) },
+    });
+    expect(results.delisted!.recommendation).toBe("approve");
+    expect(results.salaried!.sanctions).toMatchObject({ status: "not_listed", exposure: { wallets: [] } });
+
+    const counterparty = persona.truth.counterparty as Address;
+    const exposed = lenderScreenResultSchema.parse(await (await screen({ walletAddress: counterparty })).json());
+    expect(exposed.sanctions.exposure.wallets).toEqual([expect.objectContaining({ wallet: persona.address })]);
+    expect(exposed.recommendation).not.toBe("approve");
+    expect(exposed.signals.concerns?.some((c) => c.includes(persona.address))).toBe(true);
+
+    const signal = await get(`/api/wallet/${persona.address}/signals/sanctioned`);
+    expect(signal.body.value).toMatchObject({ status: "listed", listedSince: { block: Number(listing.listedBlock) } });
+  });
+
+  it("follows a listing as the chain moves: the next screen declines and the payer is refused with nothing charged; delisted, both recover", async () => {
+    const { publicClient } = devnetClients(devnet.manifest.rpcUrl, devnet.manifest.deployer.privateKey as Hex);
+    // docs/devnet.md's way to list a wallet by hand, run as written: it prints the block it was mined in.
+    const change = async (wallets: Address[], remove = false) => {
+      let block = 0;
+      for (const wallet of wallets) {
+        const { stdout } = await run(
+          "npx",
+          ["tsx", "docs/examples/sanction-wallet.ts", wallet, ...(remove ? ["--remove"] : [])],
+          { env: { ...process.env, DEVNET_MANIFEST: devnet.manifestPath } },
+        );
+        expect(stdout).toContain(`isSanctioned(${wallet}) = ${!remove}`);
+        block = Number(/^block (\d+) \(success\)/.exec(stdout)![1]);
+      }
+      await waitForBlock(indexer, block);
+      return block;
+    };
+    const merchant = devnet.manifest.personas.merchant!.address;
+    const lender = devnet.manifest.lenders[1]!;
+    const { USDT } = devnet.manifest.tokens;
+    const balance = () => tokenBalance(devnet.manifest.rpcUrl, USDT.address, lender.address);
+    const listedAt = await change([lender.address, merchant]);
+
+    const after = lenderScreenResultSchema.parse(await (await screen({ walletAddress: merchant })).json());
+    expect(after.recommendation).toBe("decline");
+    expect(after.sanctions).toMatchObject({ status: "listed", listedSince: { block: listedAt } });
+    expect(after.cached).toBe(false);
+
+    const held = await balance();
+    const signed = await signAuthorization(lender.privateKey as Hex, USDT, {
+      to: devnet.manifest.service.treasury.address,
+      value: 10_000n,
+    });
+    const paidBy = () =>
+      fetch(`${indexer.url}/api/lender/screen`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-payment": specHeader(signed, USDT.address) },
+        body: JSON.stringify({ walletAddress: merchant, callerAddress: lender.address }),
+      });
+    const refused = await paidBy();
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as ErrorBody).error.code).toBe("sanctioned_payer");
+    const used = () =>
+      publicClient.readContract({
+        address: USDT.address,
+        abi: devStablecoinAbi,
+        functionName: "authorizationState",
+        args: [lender.address, signed.authorization.nonce],
+      });
+    expect(await used()).toBe(false);
+    expect(await balance()).toBe(held);
+
+    const delistedAt = await change([lender.address, merchant], true);
+    const recovered = lenderScreenResultSchema.parse(await (await screen({ walletAddress: merchant })).json());
+    expect(recovered.recommendation).toBe(results.merchant!.recommendation);
+    expect(recovered.sanctions).toMatchObject({ status: "not_listed", delistedAt: { block: delistedAt } });
+    // The refused payment was never touched: the same one now buys the answer.
+    const paid = await paidBy();
+    expect(paid.status).toBe(200);
   });
 });
 

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import type { Address } from "../../config/addresses.ts";
 import {
   ANSWER,
   claimOf,
@@ -82,6 +83,27 @@ describe("admission refusals", () => {
     );
     expect("reply" in expired && codeOf(expired.reply)).toBe("authorization_expired");
     expect(world.ledger.snapshot()).toEqual([]);
+  });
+
+  it("refuses a payer listed on the sanctions oracle (403 sanctioned_payer) in both modes, before verifying, claiming or settling; another payer pays", async () => {
+    for (const mode of ["before-remote", "deferred"] as const) {
+      const world = new World(mode);
+      const listed = new Set([(await sign(alice)).authorization.from]);
+      const core = world.core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } });
+      const refused = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)], mode).toEqual([
+        403,
+        "sanctioned_payer",
+      ]);
+      expect(world.ledger.snapshot(), mode).toEqual([]);
+      const paid = await core.admit(SCREEN, paidRequest(xPayment(await sign(bob))));
+      await core.conclude(SCREEN, paidRequest({}), claimOf(paid), answered);
+      expect(world.chain.charges.length + world.queued, mode).toBe(1);
+      expect(
+        world.chain.charges.filter((c) => listed.has(c.payer as Address)),
+        mode,
+      ).toEqual([]);
+    }
   });
 
   it("refuses a payment presented with another request (payment_reused) and an identifier reused for another request (payment_id_reused)", async () => {

@@ -207,3 +207,51 @@ export function normalise(rows: Record<string, unknown>[]): Record<string, strin
     ),
   );
 }
+
+const listedEvent = parseAbiItem("event SanctionedAddressesAdded(address[] addrs)");
+const delistedEvent = parseAbiItem("event SanctionedAddressesRemoved(address[] addrs)");
+
+export type ChainListing = {
+  address: string;
+  listedBlock: bigint;
+  listedTx: string;
+  delistedBlock: bigint | null;
+  delistedTx: string | null;
+};
+
+/**
+ * The sanctions oracle's listings as its logs tell them (eth_getLogs, in log order): a wallet added
+ * opens a listing unless one is open; removed closes the open one. Each wallet's on-chain
+ * `isSanctioned` is whether a listing is open.
+ */
+export async function chainListings(rpcUrl: string, oracle: string): Promise<ChainListing[]> {
+  const client = createPublicClient({ chain: devnetChain(rpcUrl), transport: http(rpcUrl) });
+  const logs = await client.getLogs({
+    address: oracle as Address,
+    events: [listedEvent, delistedEvent],
+    fromBlock: 0n,
+    toBlock: "latest",
+  });
+  const listings: ChainListing[] = [];
+  const open = new Map<string, ChainListing>();
+  for (const log of logs) {
+    for (const wallet of log.args.addrs!.map((a) => a.toLowerCase())) {
+      const current = open.get(wallet);
+      if (log.eventName === "SanctionedAddressesAdded" && !current) {
+        const listing = {
+          address: wallet,
+          listedBlock: log.blockNumber!,
+          listedTx: log.transactionHash!,
+          delistedBlock: null,
+          delistedTx: null,
+        };
+        listings.push(listing);
+        open.set(wallet, listing);
+      } else if (log.eventName === "SanctionedAddressesRemoved" && current) {
+        Object.assign(current, { delistedBlock: log.blockNumber!, delistedTx: log.transactionHash! });
+        open.delete(wallet);
+      }
+    }
+  }
+  return listings;
+}

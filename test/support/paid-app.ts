@@ -12,7 +12,10 @@ import { alwaysCurrent } from "../../harness/index-db.ts";
  */
 export function paidApp(payments: PaymentCore, mountRoutes: (app: OpenAPIHono<AppEnv>) => void): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  const assessor = new WalletAssessor({ db: undefined as never, target: { schema: "unused", tracked: null } });
+  const assessor = new WalletAssessor({
+    db: undefined as never,
+    target: { schema: "unused", tracked: null, sanctions: null },
+  });
   app.use(async (c, next) => {
     c.set("payments", payments);
     c.set("assessor", assessor);

@@ -20,7 +20,14 @@ import { chainOutcome, keyOf, reconcileRow } from "../reconcile.ts";
 import { checkPaymentTerms, signerOf, type VerifiedPayment, verifyPayment } from "../verify.ts";
 import { type CoreContext, deferrable, reconcileDeps } from "./context.ts";
 import { decide, type RowDecision } from "./decide.ts";
-import { paymentIdReused, paymentRequired, settlementPending, shuttingDown, unsettledPayment } from "./refusals.ts";
+import {
+  paymentIdReused,
+  paymentRequired,
+  sanctionedPayer,
+  settlementPending,
+  shuttingDown,
+  unsettledPayment,
+} from "./refusals.ts";
 import { replayReply } from "./replies.ts";
 import type { Admission, Claim, PaymentRequest, PricedRoute } from "./types.ts";
 import { awaitSettlement, waitWhilePending, waitWhileRerunning } from "./waits.ts";
@@ -95,6 +102,8 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
     Math.floor(Date.now() / 1000),
   );
   const { from, nonce } = payment.authorization;
+  // Before anything else reads or claims: a listed payer gets nothing, not even a stored answer.
+  if (await ctx.deps.sanctions?.isListed(from)) throw sanctionedPayer(from);
   const own = {
     key: { token: token.address, payer: from, nonce },
     signatureHash: sha256(payment.signature.toLowerCase()),

@@ -27,6 +27,13 @@ export const paymentIdReused = (paymentId: string) =>
     `Payment identifier ${paymentId} already named another request; use a new identifier for a new request.`,
   );
 
+/** The payer is listed on the sanctions oracle: nothing is served, settled or charged. */
+export const sanctionedPayer = (payer: string) =>
+  new PaymentError(
+    "sanctioned_payer",
+    `The paying wallet ${payer} is listed on the sanctions oracle (Chainalysis SanctionsList): this service takes no payment from it. Nothing was charged.`,
+  );
+
 /** The authorization was presented before with another request (or another signature). */
 export const paymentReused = () =>
   new PaymentError(

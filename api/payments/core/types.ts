@@ -70,4 +70,6 @@ export type PaymentDeps = {
   payerState?: PayerState;
   /** Called when a deferred payment joins the settlement queue (the in-process worker starts at once). */
   onQueued?: () => void;
+  /** Payers refused before anything is served or settled (403 sanctioned_payer): those listed on the sanctions oracle. */
+  sanctions?: { isListed(payer: Address): Promise<boolean> };
 };
