@@ -10,6 +10,7 @@ import { requestLog } from "./http/log.ts";
 import { freeRateLimit } from "./http/rate-limit.ts";
 import { validationHook } from "./http/validation.ts";
 import { IndexState } from "./indexing/state.ts";
+import { type MonitorSettings, monitorSettings } from "./monitors/settings.ts";
 import { docsRoutes } from "./openapi/docs.ts";
 import { OPENAPI_ALIAS, openApiHandler } from "./openapi/route.ts";
 import { BADGE_PATH, badgeHandler } from "./passport/verify-route.ts";
@@ -27,6 +28,8 @@ export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app" | "index"> &
   target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
   logger?: Logger;
+  /** The monitors' limits and SSRF setting; from the environment when not given (their store is `store`). */
+  monitorSettings?: MonitorSettings;
 };
 
 /**
@@ -46,6 +49,7 @@ export function createApp(deps: AppDeps) {
       chain: deps.chain ?? deps.payments.chain,
       maxLagBlocks: deps.maxLagBlocks ?? readEnv().MAX_LAG_BLOCKS,
     });
+  const monitors = { store: deps.store, settings: deps.monitorSettings ?? monitorSettings() };
   const routes = ROUTES.map((r) => r.route);
   app.use(
     requestLog(deps.logger ?? log, [
@@ -60,6 +64,7 @@ export function createApp(deps: AppDeps) {
     c.set("payments", deps.payments);
     c.set("assessor", assessor);
     c.set("index", index);
+    c.set("monitors", monitors);
     await next();
   });
   app.use("/api/*", limitBody);

@@ -11,6 +11,26 @@ import { mount } from "./http/mount.ts";
 import type { IndexState } from "./indexing/state.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
 import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
+import {
+  createMonitorsHandler,
+  createMonitorsRoute,
+  deleteMonitorHandler,
+  deleteMonitorRoute,
+  listEndpointsHandler,
+  listEndpointsRoute,
+  listMonitorsHandler,
+  listMonitorsRoute,
+  monitorEventsHandler,
+  monitorEventsRoute,
+  readMonitorHandler,
+  readMonitorRoute,
+  recoverEndpointHandler,
+  recoverEndpointRoute,
+  renewMonitorHandler,
+  renewMonitorRoute,
+  rotateEndpointHandler,
+  rotateEndpointRoute,
+} from "./monitors/routes.ts";
 import { openApiHandler, openApiRoute } from "./openapi/route.ts";
 import { reportHandler, reportRoute } from "./passport/report-route.ts";
 import type { ReporterClient } from "./passport/reporter.ts";
@@ -76,6 +96,16 @@ export const ROUTES = [
   served(verifyRoute, verifyHandler),
   served(statementRoute, statementHandler),
   served(ipfsRoute, ipfsHandler),
+  // The monitors' fixed paths before /api/monitors/{id}, which would match them too (the first registered answers).
+  served(createMonitorsRoute, () => createMonitorsHandler),
+  served(listMonitorsRoute, () => listMonitorsHandler),
+  served(monitorEventsRoute, () => monitorEventsHandler),
+  served(listEndpointsRoute, () => listEndpointsHandler),
+  served(rotateEndpointRoute, () => rotateEndpointHandler),
+  served(recoverEndpointRoute, () => recoverEndpointHandler),
+  served(renewMonitorRoute, () => renewMonitorHandler),
+  served(readMonitorRoute, () => readMonitorHandler),
+  served(deleteMonitorRoute, () => deleteMonitorHandler),
   served(statsRoute, statsHandler),
   served(configRoute, configHandler),
   served(healthRoute, healthHandler),

@@ -62,6 +62,13 @@ export const envSchema = z.object({
     blankAsUndefined,
     z.coerce.number().int().min(1).max(100_000).default(20),
   ),
+  /** Monitors' webhook endpoints: "on" lets them point at loopback, private and link-local addresses (the SSRF guard refuses them otherwise). Default: on for the devnet, off on live Celo. */
+  MONITOR_ALLOW_PRIVATE_ENDPOINTS: z.preprocess(blankAsUndefined, z.enum(["on", "off"]).optional()),
+  /** Monitors: most active (paid, not deleted) monitored wallets per owner; past it 409 `monitor_limit`, nothing charged. */
+  MONITOR_MAX_WALLETS_PER_OWNER: z.preprocess(
+    blankAsUndefined,
+    z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  ),
   /** The API's JSON log level (pino): fatal, error, warn, info, debug, trace or silent. */
   LOG_LEVEL: z.preprocess(
     blankAsUndefined,

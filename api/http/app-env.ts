@@ -1,4 +1,6 @@
+import type { Address } from "../../config/addresses.ts";
 import type { IndexState } from "../indexing/state.ts";
+import type { MonitorServices } from "../monitors/settings.ts";
 import type { Billing } from "../payments/billing.ts";
 import type { Claim, PaymentCore } from "../payments/core.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
@@ -16,6 +18,10 @@ export type AppEnv = {
     billing: Billing;
     /** The payment claimed for this request (set by the payment middleware on paid routes). */
     claim: Claim;
+    /** The wallet signed in with SIGN-IN-WITH-X on an owner route (api/http/owner.ts). */
+    owner: Address;
+    /** The monitors' store and settings (api/monitors): their route checks run before payment. */
+    monitors: MonitorServices;
     /** This request's id, answered as X-Request-Id (hono/request-id, in api/http/log.ts). */
     requestId: string;
   };

@@ -17,11 +17,12 @@ import {
 } from "../payments/sign-in.ts";
 import type { AppEnv } from "./app-env.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
+import { OWNER_SIGN_IN_ERRORS, ownerSignIn, ownerSignInRule } from "./owner.ts";
 import { type PaymentHooks, payment } from "./payment.ts";
 import { freeRateLimit } from "./rate-limit.ts";
 
-type Method = "get" | "post";
-type ErrorStatus = 400 | 404 | 409 | 413 | 415 | 422 | 429 | 431 | 500 | 503;
+type Method = "get" | "post" | "delete";
+type ErrorStatus = 400 | 401 | 404 | 409 | 413 | 415 | 422 | 429 | 431 | 500 | 503;
 
 /** A route as its module declares it: the route itself, plus what the declaration adds for every route. */
 type Also = Record<number, { description: string; schema: z.ZodType }>;
@@ -81,6 +82,11 @@ type Declaration<
   freeAfter?: readonly { method: string; path: string; summary?: string }[];
   /** A paid call that is free to a caller signed in (SIGN-IN-WITH-X) as the wallet it is about, limited per wallet. */
   ownWalletFree?: boolean;
+  /**
+   * A free route that answers its owner only: the caller proves its wallet with SIGN-IN-WITH-X
+   * (`c.var.owner`), else 401 `sign_in_required` with a challenge to sign (api/http/owner.ts).
+   */
+  owner?: boolean;
   payment?: PaymentHooks;
   /** Other answers that are not errors (e.g. health's 503, which carries the same report). */
   alsoAnswers?: A;
@@ -95,16 +101,25 @@ export const jsonBody = <S extends z.ZodType>(schema: S, description: string) =>
   content: { "application/json": { schema } },
 });
 
-const errorResponse = (codes: readonly string[]) => ({
+const errorResponse = (codes: readonly string[], extra: z.ZodRawShape = {}) => ({
   description: `Error codes: ${codes.join(", ")}`,
   content: {
     "application/json": {
       schema: errorBodySchema.extend({
         error: errorBodySchema.shape.error.extend({ code: z.enum(codes as [string, ...string[]]) }),
+        ...extra,
       }),
     },
   },
 });
+
+/** A 401 of an owner route carries a fresh sign-in-with-x challenge, as the 402s do. */
+const signInChallenge = {
+  extensions: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe("`sign-in-with-x`: a fresh challenge to sign and send back in SIGN-IN-WITH-X"),
+};
 
 const signInCodes = Object.keys(SIGN_IN_ERRORS);
 
@@ -128,7 +143,7 @@ export function registerPaymentSchemes(registry: OpenAPIHono["openAPIRegistry"])
     in: "header",
     name: SIGN_IN_HEADER,
     description:
-      "x402 sign-in-with-x: base64 JSON of a CAIP-122 (SIWE) message signed by your wallet, from the `sign-in-with-x` challenge of a 402 answer. No payment; see x-sign-in.",
+      "x402 sign-in-with-x: base64 JSON of a CAIP-122 (SIWE) message signed by your wallet, from the `sign-in-with-x` challenge of a 402 answer (or of an owner route's 401). No payment; see x-sign-in.",
   });
 }
 
@@ -179,6 +194,7 @@ export function declareRoute<
   if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
   if (paid) add(503, INDEX_NOT_CURRENT);
   if (d.rateLimited || signIn?.ownWallet) add(429, "rate_limited");
+  if (d.owner) add(401, ...Object.keys(OWNER_SIGN_IN_ERRORS));
   add(500, "internal_error");
 
   return createRoute({
@@ -197,9 +213,11 @@ export function declareRoute<
       ...(freeRead ? { freeWhen: freeRead.rule } : {}),
     },
     ...(signIn ? { "x-sign-in": signInRule(signIn) } : {}),
+    ...(d.owner ? { "x-sign-in": ownerSignInRule } : {}),
     ...(paid
       ? { security: [{ xPayment: [] }, { paymentSignature: [] }, ...(signIn ? [{ signInWithX: [] }] : [])] }
       : {}),
+    ...(d.owner ? { security: [{ signInWithX: [] }] } : {}),
     responses: {
       200: {
         description: paid
@@ -222,7 +240,12 @@ export function declareRoute<
             },
           }
         : {}),
-      ...Object.fromEntries(Object.entries(codes).map(([status, list]) => [status, errorResponse(list)])),
+      ...Object.fromEntries(
+        Object.entries(codes).map(([status, list]) => [
+          status,
+          errorResponse(list, status === "401" ? signInChallenge : {}),
+        ]),
+      ),
       ...Object.fromEntries(
         Object.entries(d.alsoAnswers ?? {}).map(([status, a]) => [
           status,
@@ -233,6 +256,7 @@ export function declareRoute<
     // Bad input is refused first (validation, the route's own checks), then an index that cannot back the answer, then the payment.
     middleware: [
       ...(d.rateLimited ? [freeRateLimit] : []),
+      ...(d.owner ? [ownerSignIn(priced)] : []),
       ...(d.middleware ?? []),
       ...(paid ? [indexCurrent, payment(priced, d.payment)] : []),
     ],

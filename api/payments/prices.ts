@@ -17,6 +17,17 @@ export const PRICES = {
   signals: CENT,
   signal: CENT,
   history: CENT,
+  /** Per wallet watched, for one period (MONITOR_PERIOD_MS): api/monitors/routes.ts. */
+  monitor: CENT,
+  /** One monitor, one period more. */
+  monitorRenew: CENT,
+  monitorList: 0n,
+  monitorRead: 0n,
+  monitorDelete: 0n,
+  monitorEndpoints: 0n,
+  monitorEndpointRotate: 0n,
+  monitorEndpointRecover: 0n,
+  monitorEvents: 0n,
   verify: 0n,
   config: 0n,
   health: 0n,
@@ -26,6 +37,9 @@ export const PRICES = {
 } as const satisfies Record<string, bigint>;
 
 export type RouteId = keyof typeof PRICES;
+
+/** What a monitor's price pays for: this long of watching, from creation or renewal. */
+export const MONITOR_PERIOD_MS = 30 * 24 * 3_600_000;
 
 /** A price in a token's smallest units (both accepted tokens have 6 decimals, like micro-USD). */
 export function priceInUnits(microUsd: bigint, decimals: number): bigint {

@@ -152,6 +152,18 @@ export class SignIn {
     return { billing: { chargedUnits: 0n, token: this.core.settings.tokens[0]!, payer: wallet, waived: true } };
   }
 
+  /**
+   * The wallet a proof signs in, its nonce spent (one use, every replica): for routes that are free
+   * but answer only their owner (declareRoute's `owner`). No grant is looked up.
+   */
+  async authenticate(header: string): Promise<{ wallet: Address } | Extract<Proof, { refused: unknown }>> {
+    const proof = await this.prove(header);
+    if ("refused" in proof) return proof;
+    if (!(await this.spend(proof.nonce, proof.wallet, proof.issuedAt)))
+      return { refused: { reason: "invalid_siwx_nonce", message: "this sign-in was already used" } };
+    return { wallet: proof.wallet };
+  }
+
   /** A 402 of a route where sign-in applies, with a fresh challenge in `extensions` (body and PAYMENT-REQUIRED). */
   async advertise(route: SignInRoute, url: string, reply: Reply): Promise<Reply> {
     if (!route.signIn || reply.status !== 402) return reply;
