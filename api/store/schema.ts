@@ -257,3 +257,114 @@ export const indexSettings = service.table("index_settings", {
   settings: jsonb("settings").$type<Record<string, string>>().notNull(),
   recordedAt: timestamp("recorded_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * Webhook endpoints (Standard Webhooks) where a lender's monitor events are delivered. The secret
+ * (`whsec_…`) is shown once, at creation and at each rotation; during a rotation the previous one
+ * signs too, until `previous_until`, so a receiver can switch without missing a message. An endpoint
+ * that answered 410 Gone is disabled (`disabled_at`, `disabled_reason`) and gets nothing more.
+ */
+export const webhookEndpoint = service.table(
+  "webhook_endpoint",
+  {
+    id: text("id").primaryKey(),
+    /** The wallet that owns it (lowercase 0x): the payer of the monitor it was created with. */
+    owner: text("owner").notNull(),
+    url: text("url").notNull(),
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousUntil: timestamp("previous_until", { withTimezone: true }),
+    disabledAt: timestamp("disabled_at", { withTimezone: true }),
+    disabledReason: text("disabled_reason"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index("webhook_endpoint_owner").on(t.owner)],
+);
+
+/**
+ * Monitors: one row per watched wallet of a lender, paid until `paid_until` (x402, per wallet per
+ * period). `snapshot` is what the last screen said (api/monitors/snapshot.ts): the next screen's
+ * events are the differences from it that the monitor watches.
+ */
+export const monitor = service.table(
+  "monitor",
+  {
+    id: text("id").primaryKey(),
+    owner: text("owner").notNull(),
+    wallet: text("wallet").notNull(),
+    /** Where its events are pushed; null: pull only (GET /api/monitors/events). */
+    endpointId: text("endpoint_id"),
+    /** The event types it watches. */
+    events: jsonb("events").$type<string[]>().notNull(),
+    /** score.threshold_crossed: when the reputation score goes below this. */
+    scoreBelow: integer("score_below"),
+    /** screen.recommendation_changed only when the recommendation becomes worse than this. */
+    worseThan: text("worse_than"),
+    paidUntil: timestamp("paid_until", { withTimezone: true }).notNull(),
+    /** The ledger row of the payment that created or last renewed it: `token:payer:nonce`. */
+    paymentRef: text("payment_ref").notNull(),
+    snapshot: jsonb("snapshot").$type<Record<string, unknown> | null>(),
+    snapshotBlock: numeric("snapshot_block", { precision: 78, scale: 0 }),
+    screenedAt: timestamp("screened_at", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    deletedAt: timestamp("deleted_at", { withTimezone: true }),
+  },
+  (t) => [index("monitor_wallet").on(t.wallet), index("monitor_owner").on(t.owner, t.createdAt)],
+);
+
+/**
+ * Events emitted by monitors, in order: `seq` is the pull API's cursor. The id is derived from what
+ * happened (monitor, type, block, values), so the same change seen twice is one event. A reorg that
+ * removes an event's block emits `event.retracted` with `retracts` naming it.
+ */
+export const monitorEvent = service.table(
+  "monitor_event",
+  {
+    seq: integer("seq").primaryKey().generatedAlwaysAsIdentity(),
+    id: text("id").notNull(),
+    owner: text("owner").notNull(),
+    monitorId: text("monitor_id").notNull(),
+    wallet: text("wallet").notNull(),
+    type: text("type").notNull(),
+    before: jsonb("before").$type<unknown>(),
+    after: jsonb("after").$type<unknown>(),
+    block: numeric("block", { precision: 78, scale: 0 }).notNull(),
+    blockHash: text("block_hash").notNull(),
+    modelVersion: text("model_version").notNull(),
+    retracts: text("retracts"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex("monitor_event_id").on(t.id), index("monitor_event_owner").on(t.owner, t.seq)],
+);
+
+/**
+ * One delivery per event and endpoint: the durable queue the delivery worker leases from (every
+ * replica runs one; a lease is taken in one statement, so two never send one message). pending →
+ * delivered, or failed after the retry schedule, or cancelled when its endpoint was disabled.
+ */
+export const webhookDelivery = service.table(
+  "webhook_delivery",
+  {
+    eventId: text("event_id").notNull(),
+    endpointId: text("endpoint_id").notNull(),
+    status: text("status").$type<"pending" | "delivered" | "failed" | "cancelled">().notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    leasedUntil: timestamp("leased_until", { withTimezone: true }),
+    lastStatus: integer("last_status"),
+    lastError: text("last_error"),
+    deliveredAt: timestamp("delivered_at", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ name: "webhook_delivery_pkey", columns: [t.eventId, t.endpointId] }),
+    index("webhook_delivery_due").on(t.nextAttemptAt).where(sql.raw("status = 'pending'")),
+  ],
+);
+
+/** How far the monitor watcher has read the index: the last indexed block whose changes it screened. */
+export const monitorCursor = service.table("monitor_cursor", {
+  name: text("name").primaryKey(),
+  block: numeric("block", { precision: 78, scale: 0 }).notNull(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+});
