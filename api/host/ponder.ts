@@ -72,6 +72,9 @@ const ponder = globalThis as PonderGlobals;
 /** The Ponder command running this process: "start", "dev", "serve"… (undefined outside Ponder). */
 const ponderCommand = (): string | undefined => ponder.PONDER_COMMON?.options.command;
 
+/** Whether this process indexes (`ponder start`, `dev`), not a replica serving another's tables (`ponder serve`). */
+export const indexesHere = (): boolean => ponderCommand() !== "serve";
+
 /** The database schema Ponder indexes into or serves from, when Ponder says. */
 export const ponderSchema = (): string | undefined => ponder.PONDER_NAMESPACE_BUILD?.schema;
 

@@ -12,6 +12,7 @@ import type { IndexDb } from "../db.ts";
 import { type IpfsNode, parseCid, RAW, SHA2_256 } from "../ipfs/node.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { indexedHead } from "../stats/queries.ts";
+import { attestedStatus } from "../wallet/queries.ts";
 import { passportDocumentSchema } from "./document.ts";
 import type { Lookup } from "./passport-id.ts";
 import type { ReporterClient } from "./reporter.ts";
@@ -104,16 +105,16 @@ export async function verifyPassport(ctx: VerifyContext, id: string, lookup: Loo
   const cid = parseCid(row.reportHash);
   const integrity = await checkContent(ctx.ipfs, row);
   const now = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
-  const expired = row.expiresAt !== null && Number(row.expiresAt) <= now;
+  const attested = attestedStatus(row, now);
   let status: PassportStatus;
   let reason: string;
   if (integrity.tampered)
     [status, reason] = ["tampered", `The pinned content does not match the attestation: ${integrity.result.detail}.`];
-  else if (row.revokedAt !== null)
-    [status, reason] = ["revoked", `Revoked on ${iso(row.revokedAt)}: ${row.revocationReason}.`];
-  else if (row.supersededBy !== null)
+  else if (attested === "revoked")
+    [status, reason] = ["revoked", `Revoked on ${iso(row.revokedAt!)}: ${row.revocationReason}.`];
+  else if (attested === "superseded")
     [status, reason] = ["superseded", `Replaced by ${row.supersededBy}, a later passport of the same wallet.`];
-  else if (expired)
+  else if (attested === "expired")
     [status, reason] = [
       "expired",
       `Expired on ${iso(row.expiresAt!)} (the latest indexed block's time is ${iso(now)}).`,

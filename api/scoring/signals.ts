@@ -38,6 +38,8 @@ export type Signals = {
   topPayerShare: number;
   /** Share of the window's inflow that left within 48 h for a one-time fresh address. */
   drainShare: number;
+  /** What left that way over the window, in token units: grows exactly when a new drain is seen. */
+  drainedUnits: bigint;
   /** Share of the window's non-dust inflow that was its own money coming back. */
   cycledShare: number;
   selfFundedWallets: number;
@@ -284,6 +286,7 @@ export function deriveSignals(facts: WalletFacts): Signals {
     sixMonthNetUnits: net180,
     topPayerShare: ratio(topPayer, incomeTotal),
     drainShare: Math.min(1, ratio(drained, nonDustInflow)),
+    drainedUnits: drained,
     cycledShare: ratio(inflowByKind.cycled, nonDustInflow),
     selfFundedWallets: selfFunded.size,
     sanctions: sanctionsSignal(facts.sanctions),

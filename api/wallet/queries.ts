@@ -330,11 +330,15 @@ export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]):
   return byWallet;
 }
 
+/** A passport's standing at `asOf` from its attestation alone (its pinned content's integrity aside). */
+export function attestedStatus(r: ValidReport, asOf: number): "revoked" | "superseded" | "expired" | "confirmed" {
+  if (r.revokedAt !== null) return "revoked";
+  if (r.supersededBy !== null) return "superseded";
+  if (r.expiresAt !== null && Number(r.expiresAt) <= asOf) return "expired";
+  return "confirmed";
+}
+
 /** The latest of `reports` still valid at `asOf`: not revoked, not expired, not superseded. */
 export function validReport(reports: ValidReport[], asOf: number): ValidReport | null {
-  return (
-    reports.find(
-      (r) => r.revokedAt === null && r.supersededBy === null && (r.expiresAt === null || Number(r.expiresAt) > asOf),
-    ) ?? null
-  );
+  return reports.find((r) => attestedStatus(r, asOf) === "confirmed") ?? null;
 }

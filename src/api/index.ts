@@ -5,9 +5,12 @@ import { createApp } from "../../api/app.ts";
 import { storedConversations } from "../../api/chat/conversations.ts";
 import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
-import { checkPonderVersion, hostOnPonder, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
+import { checkPonderVersion, hostOnPonder, indexesHere, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
 import { IndexState } from "../../api/indexing/state.ts";
 import { openServiceIpfs } from "../../api/ipfs/open.ts";
+import { monitorSettings } from "../../api/monitors/settings.ts";
+import { MonitorWatcher } from "../../api/monitors/watcher.ts";
+import { WebhookWorker } from "../../api/monitors/webhooks/worker.ts";
 import { revokeUnpaidReports } from "../../api/passport/report-route.ts";
 import { createReporter, resolveReporterSettings } from "../../api/passport/reporter.ts";
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
@@ -63,6 +66,22 @@ const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBloc
 const ipfs = openServiceIpfs(target, store);
 ipfs.catch((error) => console.error(`[api] cannot open the IPFS node: ${(error as Error).message}`));
 
+// Monitors: the indexer's process watches the index for changes to watched wallets and queues
+// their events; every process (replicas too) delivers the queued webhooks, each message once.
+const monitors = monitorSettings(env);
+const webhooks = store.then((s) => new WebhookWorker(s.db, { allowPrivate: monitors.allowPrivateEndpoints }).start());
+webhooks.catch(() => {}); // the store's failure is logged above
+const watcher = indexesHere()
+  ? new MonitorWatcher({
+      db,
+      store: store.then((s) => s.db),
+      target,
+      index,
+      chain: publicClients.celo,
+      onQueued: () => void webhooks.then((w) => w.kick()),
+    }).start()
+  : undefined;
+
 const app = createApp({
   db,
   target,
@@ -71,6 +90,7 @@ const app = createApp({
   payments,
   ipfs,
   reporter,
+  monitorSettings: monitors,
   store: store.then((s) => s.db),
   conversations: storedConversations(store.then((s) => s.db)),
 });
@@ -86,6 +106,8 @@ hostOnPonder({
     limitMs: SHUTDOWN_DRAIN_MS,
     drain: async (deadline) => {
       reconciler.stop();
+      await watcher?.stop();
+      await (await webhooks.catch(() => undefined))?.stop();
       await worker?.stop();
       const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
       if (!drained)

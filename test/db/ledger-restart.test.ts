@@ -147,7 +147,8 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
     await stop();
     const { payments } = await readStore();
     expect(payments.map((p) => p.status)).toEqual(headers.map(() => "settled"));
-  });
+    // Two launches of `npm run indexer` (each a preflight and a Ponder start): past the default 120 s on a loaded machine.
+  }, 240_000);
 
   it("a new chain (a fresh anvil under the same addresses) resets the store", async () => {
     const fresh = await startTestDevnet(DEVNET);

@@ -4,7 +4,7 @@ import {
   SIGN_IN_WITH_X,
   type SIWxExtension,
 } from "@x402/extensions/sign-in-with-x";
-import { eq } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -344,7 +344,12 @@ describe(`monitors: paid creation, owner sign-in, webhooks, events (${testDataba
   });
 
   it("renews for 30 days from paid_until (or from now once expired), paid by anyone, the owner unchanged", async () => {
-    const [m] = await store.db.select().from(monitor).where(eq(monitor.owner, OWNER)).limit(1);
+    // One the earlier cases did not delete (an unordered read could pick a deleted one).
+    const [m] = await store.db
+      .select()
+      .from(monitor)
+      .where(and(eq(monitor.owner, OWNER), isNull(monitor.deletedAt)))
+      .limit(1);
     const path = `/api/monitors/${m!.id}/renew`;
     expect((await send({ method: "POST", path: "/api/monitors/mon_nope/renew" })).body.error.code).toBe(
       "monitor_not_found",

@@ -1,6 +1,10 @@
+import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 import { createPublicClient, createWalletClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -23,6 +27,8 @@ import { blockLocation, storedBlock } from "../support/ipfs-blocks.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 type Answer = { status: number; headers: Headers; body: Record<string, unknown> };
+
+const run = promisify(execFile);
 
 // One indexer (`ponder start`, relayer anvil #4) and two API replicas (`ponder serve`, relayers #6
 // and #7) on one Postgres database, as docs/operations.md deploys them; then the chain and the
@@ -284,6 +290,80 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
       expect(await ledgerRows(signed.authorization.nonce)).toEqual([
         { status: "settled", transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) },
       ]);
+    });
+
+    it("a monitor's events are delivered once each, whichever process's webhook worker takes them", async () => {
+      // A receiver counting each webhook-id: every process (the indexer and both replicas) runs a worker.
+      const seen = new Map<string, { type: string; wallet: string }[]>();
+      const receiver = createServer((req, res) => {
+        let body = "";
+        req.on("data", (chunk) => (body += chunk));
+        req.on("end", () => {
+          const { type, data } = JSON.parse(body) as { type: string; data: { wallet: string } };
+          const id = req.headers["webhook-id"] as string;
+          seen.set(id, [...(seen.get(id) ?? []), { type, wallet: data.wallet }]);
+          res.writeHead(204).end();
+        });
+      });
+      await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+      try {
+        const port = (receiver.address() as AddressInfo).port;
+        const created = await fetch(`${replicas[0]!.url}/api/monitors`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-payment": await pay() },
+          body: JSON.stringify({
+            wallets: [borrower],
+            events: ["sanctions.listed", "sanctions.delisted"],
+            webhook: { url: `http://127.0.0.1:${port}/` },
+            callerAddress: lender.address,
+          }),
+        });
+        expect(created.status, await created.clone().text()).toBe(200);
+        const { id } = ((await created.json()) as { monitors: { id: string }[] }).monitors[0]!;
+        const store = new pg.Client({
+          connectionString: slot.store.kind === "postgres" ? slot.store.connectionString : "",
+        });
+        await store.connect();
+        try {
+          const monitorRow = async () =>
+            (await store.query<{ snapshot: unknown }>("select snapshot from service.monitor where id = $1", [id]))
+              .rows[0];
+          await waitFor("the first screen", async () => ((await monitorRow())?.snapshot ? true : undefined));
+          // Listed, then removed (the docs' script): two events, each to be delivered once.
+          for (const [flag, count] of [
+            [[], 1],
+            [["--remove"], 2],
+          ] as const) {
+            await run("npx", ["tsx", "docs/examples/sanction-wallet.ts", borrower, ...flag], {
+              env: { ...process.env, DEVNET_MANIFEST: devnet.manifestPath },
+            });
+            await waitFor(
+              `event ${count} delivered`,
+              async () => (seen.size >= count ? true : undefined),
+              indexer,
+              60_000,
+            );
+          }
+          // A second send would come within the workers' next rounds (every 500 ms): give it a few.
+          await new Promise((r) => setTimeout(r, 3_000));
+          expect([...seen.values()].map((arrivals) => arrivals.map((a) => a.type))).toEqual([
+            ["sanctions.listed"],
+            ["sanctions.delisted"],
+          ]);
+          const statuses = await store.query<{ status: string; attempts: number }>(
+            "select status, attempts from service.webhook_delivery d join service.monitor_event e on e.id = d.event_id where e.monitor_id = $1",
+            [id],
+          );
+          expect(statuses.rows).toEqual([
+            { status: "delivered", attempts: 1 },
+            { status: "delivered", attempts: 1 },
+          ]);
+        } finally {
+          await store.end();
+        }
+      } finally {
+        receiver.close();
+      }
     });
 
     it("a second process on a relayer key already in use refuses to start, and says why", async () => {

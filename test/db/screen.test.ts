@@ -1,4 +1,5 @@
-import { execFile } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { type Hex, zeroAddress } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,12 +10,14 @@ import { type LenderScreenResult, lenderScreenResultSchema } from "../../api/scr
 import { loadWalletFacts } from "../../api/wallet/queries.ts";
 import type { Address } from "../../config/addresses.ts";
 import { devnetClients } from "../../devnet/chain.ts";
+import { freePort } from "../../devnet/ports.ts";
+import { rpc } from "../../devnet/rpc.ts";
 import type { ErrorBody } from "../../shared/errors.ts";
 import { type ChainTransfer, chainListings, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { withIndexDb } from "../support/index-db.ts";
-import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { type Indexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance, x402Fetch } from "../support/payments.ts";
 
 const run = promisify(execFile);
@@ -337,6 +340,121 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
 });
 
 /** A wallet's transfers over the scoring window, from the chain's own logs (not the indexer's tables). */
+// Monitors end to end: a lender pays to watch wallets, with a webhook to the receiver of
+// docs/examples/webhook-receiver.ts (run as written), and the chain moves under them.
+describe(`monitors: what the chain does to watched wallets, pushed as signed webhooks (${testDatabase})`, () => {
+  type Received = { id: string; type: string; timestamp: string; data: Record<string, any> };
+  let receiver: ChildProcess | undefined;
+  const received: Received[] = [];
+  afterAll(() => {
+    if (receiver?.pid) process.kill(-receiver.pid, "SIGTERM");
+  });
+  const waitForEvent = (what: string, match: (e: Received) => boolean) =>
+    waitFor(what, async () => received.find(match), indexer, 60_000);
+
+  it("delivers a listing, its removal and a drain of watched wallets, signed, within 3 blocks; retracts the drain a reorg removed", async () => {
+    const { manifest } = devnet;
+    const lender = manifest.lenders[0]!;
+    const salaried = manifest.personas.salaried!.address as Address;
+    const gig = manifest.personas["gig-worker"]!.address as Address;
+    const paidFetch = x402Fetch(lender.privateKey as Hex, Object.values(manifest.tokens));
+    const port = await freePort();
+    const created = await paidFetch(`${indexer.url}/api/monitors`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        wallets: [salaried, gig],
+        webhook: { url: `http://127.0.0.1:${port}/hooks` },
+        callerAddress: lender.address,
+      }),
+    });
+    const body = (await created.json()) as Record<string, any>;
+    expect(created.status, JSON.stringify(body)).toBe(200);
+    expect(body.x402Billing).toMatchObject({ chargedUnits: "20000" });
+    const secret = body.endpoint.secret as string;
+    expect(secret).toMatch(/^whsec_/);
+
+    receiver = spawn("npx", ["tsx", "docs/examples/webhook-receiver.ts", String(port)], {
+      env: { ...process.env, WEBHOOK_SECRET: secret },
+      detached: true,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    createInterface({ input: receiver.stdout! }).on("line", (line) => received.push(JSON.parse(line)));
+    // The watcher's first screen of each wallet is what later screens are compared with.
+    const ids = body.monitors.map((m: { id: string }) => `'${m.id}'`).join(", ");
+    await waitFor("the first screens", async () => {
+      const [row] = await env.slot.read((query) =>
+        query<{ n: string }>(`select count(*) as n from service.monitor where id in (${ids}) and snapshot is not null`),
+      );
+      return Number(row!.n) === 2 ? true : undefined;
+    });
+
+    // A listing on the sanctions oracle, then its removal (the docs' script), each an event.
+    await run("npx", ["tsx", "docs/examples/sanction-wallet.ts", gig], {
+      env: { ...process.env, DEVNET_MANIFEST: devnet.manifestPath },
+    });
+    const listed = await waitForEvent(
+      "sanctions.listed",
+      (e) => e.type === "sanctions.listed" && e.data.wallet === gig,
+    );
+    expect(listed.data.after).toEqual({ sanctions: "listed" });
+    await waitForEvent(
+      "the recommendation",
+      (e) => e.type === "screen.recommendation_changed" && e.data.after === "decline",
+    );
+    await run("npx", ["tsx", "docs/examples/sanction-wallet.ts", gig, "--remove"], {
+      env: { ...process.env, DEVNET_MANIFEST: devnet.manifestPath },
+    });
+    await waitForEvent("sanctions.delisted", (e) => e.type === "sanctions.delisted" && e.data.wallet === gig);
+
+    // A drain, on a branch a reorg then removes: money comes in, and most of the balance leaves at
+    // once for an address never seen before (moved by the token owner's seeding function, as the
+    // devnet's history was).
+    const snapshot = await rpc<string>(manifest.rpcUrl, "evm_snapshot");
+    const { publicClient, walletClient } = devnetClients(manifest.rpcUrl, lender.privateKey as Hex);
+    const usdt = manifest.tokens.USDT.address;
+    await publicClient.waitForTransactionReceipt({
+      hash: await walletClient.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "transfer",
+        args: [salaried, 100_000_000n],
+      }),
+      pollingInterval: 50,
+    });
+    const held = await tokenBalance(manifest.rpcUrl, usdt, salaried);
+    const owner = devnetClients(manifest.rpcUrl, manifest.deployer.privateKey as Hex).walletClient;
+    const drained = await publicClient.waitForTransactionReceipt({
+      hash: await owner.writeContract({
+        address: usdt,
+        abi: devStablecoinAbi,
+        functionName: "seedTransfers",
+        args: [[salaried], ["0x00000000000000000000000000000000d2a10001"], [(held * 9n) / 10n]],
+      }),
+      pollingInterval: 50,
+    });
+    const drain = await waitForEvent(
+      "drain.detected",
+      (e) => e.type === "drain.detected" && e.data.wallet === salaried,
+    );
+    expect(Number(drain.data.block) - Number(drained.blockNumber)).toBeLessThanOrEqual(3);
+    expect(drain.data.after.drainedUsd).toBeGreaterThan(drain.data.before.drainedUsd);
+    expect(drain.id).toBe(drain.data.id);
+
+    // The drain's blocks are reorganised away: the event is retracted, by id, to the same receiver.
+    expect(await rpc<boolean>(manifest.rpcUrl, "evm_revert", [snapshot])).toBe(true);
+    for (let i = 0; i < 4; i++) await rpc(manifest.rpcUrl, "evm_mine");
+    const retracted = await waitForEvent(
+      "event.retracted",
+      (e) => e.type === "event.retracted" && e.data.retracts === drain.id,
+    );
+    expect(retracted.data).toMatchObject({ wallet: salaried });
+    expect(retracted.data.before).toMatchObject({ type: "drain.detected", block: drain.data.block });
+    // The receiver verified each signature (it drops what does not verify) and dedupes by webhook-id.
+    expect(new Set(received.map((e) => e.id)).size).toBe(received.length);
+  });
+});
+
 function chainWindow(wallet: Address, transfers: ChainTransfer[], asOf: number): WalletTransfer[] {
   const out: WalletTransfer[] = [];
   for (const t of transfers) {
