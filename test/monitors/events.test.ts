@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { changesFor, type Watch } from "../../api/monitors/events.ts";
+import { MONITOR_EVENT_TYPES } from "../../api/monitors/schema.ts";
 import type { Snapshot } from "../../api/monitors/snapshot.ts";
 
 // The rules that turn two screens of a watched wallet into events (docs/monitoring.md).
@@ -14,17 +15,7 @@ const base: Snapshot = {
   listedCounterparties: [],
   passport: { reportId: "REP-1", status: "confirmed" },
 };
-const ALL = [
-  "screen.recommendation_changed",
-  "score.threshold_crossed",
-  "drain.detected",
-  "income.dropped",
-  "passport.revoked",
-  "passport.expired",
-  "sanctions.listed",
-  "sanctions.delisted",
-  "counterparty.sanctioned",
-];
+const ALL = MONITOR_EVENT_TYPES;
 const watch = (over: Partial<Watch> = {}): Watch => ({ events: ALL, scoreBelow: null, worseThan: null, ...over });
 const types = (after: Partial<Snapshot>, w = watch(), before: Snapshot = base) =>
   changesFor(before, { ...base, ...after }, w).map((c) => c.type);
