@@ -139,15 +139,24 @@ try {
   const paidFetch = x402Fetch(lender.privateKey as Hex, [manifest.tokens.USDT], 1_000_000n);
   const wallets = Array.from({ length: walletCount }, randomAddress);
   const createStarted = performance.now();
+  let notCurrent = 0;
   const create = async (chunk: Hex[], webhook: { url: string } | { endpointId: string }) => {
-    const res = await paidFetch(`${indexer.url}/api/monitors`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ wallets: chunk, webhook, callerAddress: lender.address }),
-    });
-    const body = (await res.json()) as { endpoint?: { id: string; secret?: string } };
-    if (res.status !== 200) throw new Error(`POST /api/monitors: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
-    return body;
+    for (;;) {
+      const res = await paidFetch(`${indexer.url}/api/monitors`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ wallets: chunk, webhook, callerAddress: lender.address }),
+      });
+      const body = (await res.json()) as { endpoint?: { id: string; secret?: string } };
+      if (res.status === 200) return body;
+      // Each settlement mines a block: paying fast can leave the index behind the head for a moment
+      // (503 index_not_current, nothing charged): as a client does, wait as told and pay again.
+      if (res.status === 503 && notCurrent++ < 1000) {
+        await sleep(1000 * Number(res.headers.get("retry-after") ?? 1));
+        continue;
+      }
+      throw new Error(`POST /api/monitors: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+    }
   };
   const first = await create(wallets.slice(0, PER_PAYMENT), { url: `http://127.0.0.1:${port}/hooks` });
   verifier = new Webhook(first.endpoint!.secret!);
@@ -167,7 +176,7 @@ try {
   const payments = Math.ceil(walletCount / PER_PAYMENT);
   const createSeconds = (performance.now() - createStarted) / 1000;
   log(
-    `${walletCount} monitors created with ${payments} payments (${values.concurrency} at a time) in ${since(createStarted)}; per payment p50 ${fmtMs(pct(paymentMs, 50))}`,
+    `${walletCount} monitors created with ${payments} payments (${values.concurrency} at a time) in ${since(createStarted)}; per payment p50 ${fmtMs(pct(paymentMs, 50))}; ${notCurrent} answered 503 index_not_current (not charged) and were paid again`,
   );
 
   // --- The watcher's first screens: a canary (the first wallet) is drained until its event arrives. ---
