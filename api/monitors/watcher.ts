@@ -55,6 +55,8 @@ export class MonitorWatcher {
   private running?: Promise<void>;
   private cursorTime?: { block: number; timestamp: number };
   private listings?: string;
+  /** The indexed head's hash at the last round. */
+  private lastHead?: string;
 
   constructor(private readonly deps: WatcherDeps) {
     this.assessor = new WalletAssessor(deps);
@@ -81,9 +83,10 @@ export class MonitorWatcher {
 
   private async round(): Promise<void> {
     const store = await this.deps.store;
-    // Nothing watched, nothing to do: no index or chain read (the usual case of a process).
+    // Nothing watched, nothing to do: no index or chain read (the usual case of a process). Only
+    // what picks the wallets to screen is read here; whole rows, for those screened.
     const watched = await store
-      .select()
+      .select({ id: monitor.id, wallet: monitor.wallet, screenedAt: monitor.screenedAt })
       .from(monitor)
       .where(and(isNull(monitor.deletedAt), gt(monitor.paidUntil, new Date())));
     if (!watched.length) return;
@@ -93,24 +96,23 @@ export class MonitorWatcher {
     const head: Head = { number: Number(block.number), timestamp: Number(block.timestamp), hash: block.hash };
     const [cursor] = await store.select().from(monitorCursor).where(eq(monitorCursor.name, CURSOR));
     const from = cursor ? Math.min(Number(cursor.block), head.number) : head.number;
-    const retracted = await this.retractReorged(store, head);
+    // A reorg shows as a new indexed head: the recent events are checked only then.
+    const retracted = head.hash === this.lastHead ? [] : await this.retractReorged(store, head);
+    this.lastHead = head.hash;
 
     const touched = new Set<Address>(retracted);
     const due = Date.now() - (this.deps.rescreenMs ?? DAY_MS);
-    for (const m of watched)
-      if (!m.snapshot || !m.screenedAt || m.screenedAt.getTime() < due) touched.add(m.wallet as Address);
+    // Never screened (a new monitor: its first snapshot), or not for a day.
+    for (const m of watched) if (!m.screenedAt || m.screenedAt.getTime() < due) touched.add(m.wallet as Address);
     const wallets = [...new Set(watched.map((m) => m.wallet as Address))];
     const listings = await sanctionsVersion(this.deps.db, this.deps.target.schema);
     if (this.listings !== undefined && listings !== this.listings) for (const w of wallets) touched.add(w);
     this.listings = listings;
-    if (head.number > from && wallets.length)
-      for (const w of await this.touchedSince(wallets, from, head.timestamp)) touched.add(w);
+    if (head.number > from) for (const w of await this.touchedSince(wallets, from, head.timestamp)) touched.add(w);
 
-    const queued = await this.screen(
-      store,
-      head,
-      watched.filter((m) => touched.has(m.wallet as Address)),
-    );
+    const ids = watched.filter((m) => touched.has(m.wallet as Address)).map((m) => m.id);
+    const rows = ids.length ? await store.select().from(monitor).where(inArray(monitor.id, ids)) : [];
+    const queued = await this.screen(store, head, rows);
     await store
       .insert(monitorCursor)
       .values({ name: CURSOR, block: String(head.number) })
@@ -126,13 +128,14 @@ export class MonitorWatcher {
       this.cursorTime?.block === from
         ? this.cursorTime.timestamp
         : Number((await chain.getBlock({ blockNumber: BigInt(from) })).timestamp);
-    // Per wallet, index probes on both sides of its transfers (from/to, timestamp), and its passports.
+    // Per wallet, index probes on both sides of its transfers (from/to, timestamp: blocks after the
+    // cursor's share or pass its time; its number then leaves the cursor's own block out), and its passports.
     const rows = await queryPrepared<{ wallet: Address }>(
       db,
       `monitor_touched:${target.schema}`,
       `select w.address as wallet from unnest($1::text[]) as w(address)
-       where exists (select 1 from "${target.schema}".transfer where "from" = w.address and timestamp >= $2)
-          or exists (select 1 from "${target.schema}".transfer where "to" = w.address and timestamp >= $2)
+       where exists (select 1 from "${target.schema}".transfer where "from" = w.address and timestamp >= $2 and block_number > $3)
+          or exists (select 1 from "${target.schema}".transfer where "to" = w.address and timestamp >= $2 and block_number > $3)
           or exists (select 1 from "${target.schema}".report where wallet = w.address
                        and (block_number > $3 or revoked_at >= $2 or expires_at between $2 and $4))`,
       [wallets, since, from, until],
@@ -215,14 +218,15 @@ export class MonitorWatcher {
         ),
       );
     if (!recent.length) return [];
-    const canonical = new Map<string, string | null>();
-    for (const n of new Set(recent.map((e) => e.block)))
-      canonical.set(
-        n,
+    const blocks = [...new Set(recent.map((e) => e.block))];
+    const hashes = await Promise.all(
+      blocks.map(async (n) =>
         Number(n) > head.number
           ? null
           : ((await this.deps.chain.getBlock({ blockNumber: BigInt(n) }).catch(() => null))?.hash ?? null),
-      );
+      ),
+    );
+    const canonical = new Map(blocks.map((n, i) => [n, hashes[i]]));
     const gone = recent.filter((e) => canonical.get(e.block) !== e.blockHash);
     if (!gone.length) return [];
     const endpoints = new Map(

@@ -334,7 +334,13 @@ export const monitorEvent = service.table(
     retracts: text("retracts"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [uniqueIndex("monitor_event_id").on(t.id), index("monitor_event_owner").on(t.owner, t.seq)],
+  (t) => [
+    uniqueIndex("monitor_event_id").on(t.id),
+    index("monitor_event_owner").on(t.owner, t.seq),
+    // The watcher's reorg check: the events of the last blocks, and whether each was retracted.
+    index("monitor_event_block").on(t.block),
+    index("monitor_event_retracts").on(t.retracts),
+  ],
 );
 
 /**

@@ -67,5 +67,7 @@ CREATE INDEX "monitor_wallet" ON "service"."monitor" USING btree ("wallet");--> 
 CREATE INDEX "monitor_owner" ON "service"."monitor" USING btree ("owner","created_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "monitor_event_id" ON "service"."monitor_event" USING btree ("id");--> statement-breakpoint
 CREATE INDEX "monitor_event_owner" ON "service"."monitor_event" USING btree ("owner","seq");--> statement-breakpoint
+CREATE INDEX "monitor_event_block" ON "service"."monitor_event" USING btree ("block");--> statement-breakpoint
+CREATE INDEX "monitor_event_retracts" ON "service"."monitor_event" USING btree ("retracts");--> statement-breakpoint
 CREATE INDEX "webhook_delivery_due" ON "service"."webhook_delivery" USING btree ("next_attempt_at") WHERE status = 'pending';--> statement-breakpoint
 CREATE INDEX "webhook_endpoint_owner" ON "service"."webhook_endpoint" USING btree ("owner");
