@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { and, eq, gt, gte, inArray, isNull, sql } from "drizzle-orm";
-import type { PublicClient } from "viem";
+import { BlockNotFoundError, type PublicClient } from "viem";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { firstLine } from "../../shared/async.ts";
@@ -95,10 +95,13 @@ export class MonitorWatcher {
     const block = await this.deps.chain.getBlock({ blockNumber: BigInt(status.indexedBlock.number) });
     const head: Head = { number: Number(block.number), timestamp: Number(block.timestamp), hash: block.hash };
     const [cursor] = await store.select().from(monitorCursor).where(eq(monitorCursor.name, CURSOR));
-    const from = cursor ? Math.min(Number(cursor.block), head.number) : head.number;
     // A reorg shows as a new indexed head: the recent events are checked only then.
     const retracted = head.hash === this.lastHead ? [] : await this.retractReorged(store, head);
     this.lastHead = head.hash;
+    // An index behind what was screened (Ponder's crash recovery reverts to its safe checkpoint, a
+    // reorg to a shorter chain) would compare older data with newer: wait for it to catch up.
+    if (cursor && head.number < Number(cursor.block)) return;
+    const from = cursor ? Number(cursor.block) : head.number;
 
     const touched = new Set<Address>(retracted);
     const due = Date.now() - (this.deps.rescreenMs ?? DAY_MS);
@@ -218,16 +221,22 @@ export class MonitorWatcher {
         ),
       );
     if (!recent.length) return [];
+    // The chain's block at each height, from the RPC (the index may be behind it): null when the
+    // chain is shorter now, undefined when it could not be read (checked again next round).
     const blocks = [...new Set(recent.map((e) => e.block))];
     const hashes = await Promise.all(
-      blocks.map(async (n) =>
-        Number(n) > head.number
-          ? null
-          : ((await this.deps.chain.getBlock({ blockNumber: BigInt(n) }).catch(() => null))?.hash ?? null),
+      blocks.map((n) =>
+        this.deps.chain.getBlock({ blockNumber: BigInt(n) }).then(
+          (b) => b.hash,
+          (error) => (error instanceof BlockNotFoundError ? null : undefined),
+        ),
       ),
     );
     const canonical = new Map(blocks.map((n, i) => [n, hashes[i]]));
-    const gone = recent.filter((e) => canonical.get(e.block) !== e.blockHash);
+    const gone = recent.filter((e) => {
+      const hash = canonical.get(e.block);
+      return hash !== undefined && hash !== e.blockHash;
+    });
     if (!gone.length) return [];
     const endpoints = new Map(
       (

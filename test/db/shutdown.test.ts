@@ -1,3 +1,7 @@
+import { execFile } from "node:child_process";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { promisify } from "node:util";
 import type { Hex } from "viem";
 import { createPublicClient, decodeFunctionData, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +15,8 @@ import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from 
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 type Outcome = { status: number; body: string } | { error: string };
+
+const run = promisify(execFile);
 
 // The service as it runs (Ponder serving the API, its own signal handlers), stopped with SIGTERM
 // in the middle of a run of paid screens, then started again on the same database.
@@ -145,4 +151,66 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
     expect((await usedOnChain()).every(Boolean)).toBe(true);
     expect((await treasuryUsdt()) - before).toBe(10_000n * 30n);
   });
+  // The webhook worker runs in every process: killed while a delivery waits on the receiver, the
+  // message is sent again by the next process once its lease passes, with the same webhook-id.
+  it.runIf(testDatabase === "postgres")(
+    "a kill -9 in the middle of a webhook delivery loses nothing, and the receiver, deduping by webhook-id, gets it once",
+    async () => {
+      const wallet = devnet.manifest.personas.salaried!.address;
+      const USDT = devnet.manifest.tokens.USDT;
+      const arrivals: string[] = [];
+      const held: ServerResponse[] = [];
+      let hold = true;
+      const receiver = createServer((req, res) => {
+        req.resume();
+        req.on("end", () => {
+          arrivals.push(req.headers["webhook-id"] as string);
+          if (hold) held.push(res);
+          else res.writeHead(204).end();
+        });
+      });
+      await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+      try {
+        const running = restarted ?? (await env.index());
+        const created = await fetch(`${running.url}/api/monitors`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-payment": specHeader(await signAuthorization(lender.privateKey, USDT, { to: treasury }), USDT.address),
+          },
+          body: JSON.stringify({
+            wallets: [wallet],
+            events: ["sanctions.listed"],
+            webhook: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/` },
+            callerAddress: lender.address,
+          }),
+        });
+        expect(created.status, await created.clone().text()).toBe(200);
+        const store = (sql: string) => env.slot.read((query) => query<Record<string, unknown>>(sql));
+        await waitFor("the first screen", async () =>
+          (await store("select 1 from service.monitor where snapshot is not null")).length ? true : undefined,
+        );
+        await run("npx", ["tsx", "docs/examples/sanction-wallet.ts", wallet], {
+          env: { ...process.env, DEVNET_MANIFEST: devnet.manifestPath },
+        });
+        await waitFor("a delivery in flight", async () => (arrivals.length ? true : undefined), running, 60_000);
+
+        process.kill(-running.child.pid!, "SIGKILL");
+        await new Promise((r) => (running.child.exitCode !== null ? r(undefined) : running.child.once("exit", r)));
+        hold = false;
+        restarted = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env });
+        await waitFor("the delivery again", async () => (arrivals.length >= 2 ? true : undefined), restarted, 120_000);
+        expect(arrivals).toHaveLength(2);
+        const events = await store("select id, type, block, retracts, before, after from service.monitor_event");
+        expect(new Set(arrivals).size, JSON.stringify({ arrivals, events })).toBe(1);
+        expect(await store("select status, attempts from service.webhook_delivery")).toEqual([
+          { status: "delivered", attempts: 1 },
+        ]);
+      } finally {
+        for (const res of held) res.destroy();
+        receiver.close();
+      }
+    },
+    240_000,
+  );
 });

@@ -63,7 +63,8 @@ export class WebhookWorker {
   ) {
     this.allowPrivate = options.allowPrivate ?? false;
     this.timeoutMs = options.timeoutMs ?? 15_000;
-    this.leaseMs = options.leaseMs ?? Math.max(60_000, 4 * this.timeoutMs);
+    // Twice the longest send: a dead worker's rows are sent again within 30 s by default.
+    this.leaseMs = options.leaseMs ?? 2 * this.timeoutMs;
     if (this.leaseMs <= this.timeoutMs) throw new Error("leaseMs must be longer than timeoutMs");
     this.batch = options.batch ?? 20;
     this.now = options.now ?? (() => new Date());
