@@ -1,18 +1,20 @@
 import type { Address } from "../../config/addresses.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import type { SanctionsFacts } from "../scoring/facts.ts";
+import { windowStart } from "../stats/queries.ts";
 
 // Reads of the sanctions_listing table (src/SanctionsList.ts writes it). It holds a few thousand rows
 // at most, so each read is a handful of index probes.
 
-/** Each wallet's listing state and its exposure: currently listed wallets it moved money with directly since `since` (unix seconds). */
+/** Each wallet's listing state and its exposure: currently listed wallets it moved money with directly over the `windowDays` before the indexed head. */
 export async function sanctionsOf(
   db: IndexDb,
   schema: string,
   addresses: readonly Address[],
-  since: number,
+  windowDays: number,
   complete: boolean,
 ): Promise<Map<Address, SanctionsFacts>> {
+  const since = windowStart(schema, "$2");
   const [listings, exposure] = await Promise.all([
     queryPrepared<{
       address: Address;
@@ -35,14 +37,14 @@ export async function sanctionsOf(
               sum(f.total)::text as total, max(f.last_at)::text as last_at
        from unnest($1::text[]) as w(address)
        cross join lateral (
-         select "to" as counterparty, transfers, total, last_at from "${schema}".flow where "from" = w.address and last_at > $2
+         select "to" as counterparty, transfers, total, last_at from "${schema}".flow where "from" = w.address and last_at > ${since}
          union all
-         select "from", transfers, total, last_at from "${schema}".flow where "to" = w.address and last_at > $2
+         select "from", transfers, total, last_at from "${schema}".flow where "to" = w.address and last_at > ${since}
        ) f
        where f.counterparty <> w.address and exists (
          select 1 from "${schema}".sanctions_listing s where s.address = f.counterparty and s.delisted_block is null)
        group by w.address, f.counterparty`,
-      [addresses, since],
+      [addresses, windowDays],
     ),
   ]);
   const facts = new Map<Address, SanctionsFacts>(

@@ -1,5 +1,6 @@
 import { indexTotal } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
+import { DAY } from "../scoring/facts.ts";
 
 export type IndexedTotals = {
   wallets: number;
@@ -39,3 +40,7 @@ export const decodeCheckpoint = (checkpoint: string): IndexedHead => ({
   timestamp: BigInt(checkpoint.slice(0, 10)),
   blockNumber: BigInt(checkpoint.slice(26, 42)),
 });
+
+/** SQL for the start of a window of `days` (a parameter) before the indexed head's time, read from the checkpoint inside the statement. */
+export const windowStart = (schema: string, days: string) =>
+  `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - ${days}::numeric * ${DAY}`;

@@ -5,7 +5,7 @@ import { type IndexDb, queryPrepared } from "../db.ts";
 import { sanctionsOf } from "../sanctions/queries.ts";
 import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
-import { type IndexedHead, indexedHead } from "../stats/queries.ts";
+import { type IndexedHead, indexedHead, windowStart } from "../stats/queries.ts";
 import { MAX_TRACED_FLOWS, type Outflow, type OutflowReader, traceFunding } from "./funding.ts";
 
 /** A wallet's lifetime position: balance per token and activity across tokens. */
@@ -66,10 +66,6 @@ function positionOf(
         .join(",") || "none",
   };
 }
-
-/** SQL for the start of a window of `days` (a parameter) before the indexed head's time. */
-const windowStart = (schema: string, days: string) =>
-  `(select substr(latest_checkpoint, 1, 10)::numeric from "${schema}"._ponder_checkpoint limit 1) - ${days}::numeric * ${DAY}`;
 
 /**
  * Each wallet's transfers, both ways, over the `windowDays` before the indexed head. The window is
@@ -168,10 +164,7 @@ export async function loadWalletsFacts(
         ),
       ),
     ),
-    options.sanctions &&
-      exposureSince(db, schema, windowDays).then((since) =>
-        sanctionsOf(db, schema, addresses, since, options.sanctions!.complete),
-      ),
+    options.sanctions && sanctionsOf(db, schema, addresses, windowDays, options.sanctions.complete),
   ]);
   const asOf = head ? Number(head.timestamp) : Math.floor(Date.now() / 1000);
   const wallets = new Map(
@@ -191,17 +184,6 @@ export async function loadWalletsFacts(
     }),
   );
   return { head, wallets };
-}
-
-/** The start of the window, in unix seconds: the exposure read filters flow rows by it. */
-async function exposureSince(db: IndexDb, schema: string, windowDays: number): Promise<number> {
-  const [row] = await queryPrepared<{ since: string | null }>(
-    db,
-    `window_start:${schema}`,
-    `select (${windowStart(schema, "$1")})::text as since`,
-    [windowDays],
-  );
-  return Number(row?.since ?? 0);
 }
 
 /**

@@ -106,6 +106,25 @@ describe("admission refusals", () => {
     }
   });
 
+  it("still answers a retry of a payment charged before its payer was listed: money already taken gets its data", async () => {
+    const world = new World("before-remote");
+    const listed = new Set<Address>();
+    const core = world.core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } });
+    const signed = await sign(alice);
+    await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
+    listed.add(signed.authorization.from);
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect("reply" in retry && retry.reply.status).toBe(200);
+    expect(world.chain.charges).toHaveLength(1);
+    const fresh = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+    expect("reply" in fresh && codeOf(fresh.reply)).toBe("sanctioned_payer");
+  });
+
   it("refuses a payment presented with another request (payment_reused) and an identifier reused for another request (payment_id_reused)", async () => {
     const world = new World("before-remote");
     const core = world.core();

@@ -102,8 +102,6 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
     Math.floor(Date.now() / 1000),
   );
   const { from, nonce } = payment.authorization;
-  // Before anything else reads or claims: a listed payer gets nothing, not even a stored answer.
-  if (await ctx.deps.sanctions?.isListed(from)) throw sanctionedPayer(from);
   const own = {
     key: { token: token.address, payer: from, nonce },
     signatureHash: sha256(payment.signature.toLowerCase()),
@@ -237,6 +235,7 @@ async function pay(
   const { ledger } = ctx;
   const { route, request, token, payment } = attempt;
   if (ctx.draining()) throw shuttingDown();
+  await refuseListed(ctx, attempt);
   const open = known ?? (await ledger.openFor(attempt.own.key.payer, token.address));
   let verified: VerifiedPayment;
   try {
@@ -311,6 +310,7 @@ async function claimAtFirstSight(ctx: CoreContext, attempt: Attempt): Promise<{ 
   if (!payerState || attempt.lapsed || payment.paymentId || route.freeRead || !deferrable(ctx, route)) return undefined;
   if ((await checkSignatureLocally(payment, token, ctx.settings)) === "needs_rpc") return undefined;
   if (ctx.draining()) throw shuttingDown();
+  await refuseListed(ctx, attempt);
   const entry = newPayment(attempt, own, payment.authorization.value);
   const open = await ctx.ledger.claimFirst(entry, {
     signature: payment.signature,
@@ -343,6 +343,16 @@ async function claimAtFirstSight(ctx: CoreContext, attempt: Attempt): Promise<{ 
   }
   const billing = { chargedUnits: verified.amount, token: verified.token, payer: verified.payer, waived: false };
   return { claim: { key: own.key, verified, waived: false, billing, deferred: true } };
+}
+
+/**
+ * A payer listed on the sanctions oracle is refused before a new payment is verified or claimed
+ * (403, nothing charged). Only new money is refused: what a payment already charged before the
+ * listing paid for (a replay, a rerun after a crash) is still answered, never money without data.
+ */
+async function refuseListed(ctx: CoreContext, attempt: Attempt): Promise<void> {
+  const payer = attempt.payment.authorization.from;
+  if (await ctx.deps.sanctions?.isListed(payer)) throw sanctionedPayer(payer);
 }
 
 /** The ledger row that claims `target` for this attempt. */
