@@ -3,7 +3,7 @@ import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { sanctionsOf } from "../sanctions/queries.ts";
-import { DAY, type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
+import { type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
 import { type IndexedHead, indexedHead, windowStart } from "../stats/queries.ts";
 import { MAX_TRACED_FLOWS, type Outflow, type OutflowReader, traceFunding } from "./funding.ts";
