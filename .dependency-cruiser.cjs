@@ -24,6 +24,13 @@ module.exports = {
       to: { path: "^api/http/" },
     },
     {
+      name: "payments-not-to-mcp",
+      comment: "The MCP server (api/mcp) reaches the core through the HTTP routes; the core names no transport.",
+      severity: "error",
+      from: { path: "^api/payments/" },
+      to: { path: "^api/mcp/" },
+    },
+    {
       name: "payments-not-to-frameworks",
       comment: "The payment core runs without Hono or Ponder (tests, other hosts): their types only.",
       severity: "error",

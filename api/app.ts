@@ -68,6 +68,7 @@ export function createApp(deps: AppDeps) {
     await next();
   });
   app.use("/api/*", limitBody);
+  app.use("/mcp", limitBody);
 
   for (const served of ROUTES) served.mount(app, { ...deps, assessor, index, routes, app });
   app.get(OPENAPI_ALIAS, freeRateLimit, openApiHandler(app) as never);

@@ -5,12 +5,14 @@ import { analyzeHandler, analyzeRoute } from "./analyze/route.ts";
 import type { Conversations } from "./chat/conversations.ts";
 import { chatHandler, chatRoute } from "./chat/route.ts";
 import type { IndexDb } from "./db.ts";
+import { llmsHandler, llmsRoute, wellKnownHandler, wellKnownRoute } from "./discovery/routes.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
 import type { AppEnv } from "./http/app-env.ts";
 import { mount } from "./http/mount.ts";
 import type { IndexState } from "./indexing/state.ts";
 import type { IpfsNode } from "./ipfs/node.ts";
 import { ipfsHandler, ipfsRoute } from "./ipfs/route.ts";
+import { mcpHandler, mcpRoute } from "./mcp/route.ts";
 import {
   createMonitorsHandler,
   createMonitorsRoute,
@@ -110,4 +112,7 @@ export const ROUTES = [
   served(configRoute, configHandler),
   served(healthRoute, healthHandler),
   served(openApiRoute, ({ app }) => openApiHandler(app)),
+  served(mcpRoute, ({ app }) => mcpHandler(app)),
+  served(wellKnownRoute, wellKnownHandler),
+  served(llmsRoute, llmsHandler),
 ];

@@ -43,7 +43,9 @@ export const PAYMENT_LIMITS = {
   maxTimeoutSeconds: 300,
   maxLifetimeSeconds: 900,
   maxAmountMicroUsd: 1_000_000n,
-  maxHeaderBytes: 4096,
+  // x402 v2 clients echo the 402's extensions (discovery metadata, sign-in challenge) in their payment:
+  // about 6 KB at most here, well under the 16 KB Node's server takes for all headers.
+  maxHeaderBytes: 8192,
 } as const;
 
 type PaymentTarget = Pick<IndexTarget, "network" | "tokens" | "rpcUrls">;

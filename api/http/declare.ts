@@ -2,10 +2,13 @@ import { createRoute, type OpenAPIHono, type RouteConfig } from "@hono/zod-opena
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { errorBodySchema } from "../../shared/errors.ts";
+import { advertiseDiscovery } from "../discovery/bazaar.ts";
+import { brief } from "../discovery/brief.ts";
 import { INDEX_NOT_CURRENT, indexCurrent } from "../indexing/gate.ts";
 import { unitsToUsd } from "../money.ts";
 import { PAYMENT_ERRORS, type PaymentErrorCode } from "../payments/errors.ts";
 import { freeReadRule } from "../payments/free-read.ts";
+import type { Reply } from "../payments/priced-route.ts";
 import { PRICES, type RouteId } from "../payments/prices.ts";
 import { paymentRequiredBodySchema } from "../payments/schema.ts";
 import {
@@ -17,8 +20,10 @@ import {
 } from "../payments/sign-in.ts";
 import type { AppEnv } from "./app-env.ts";
 import { BODY_LIMIT_BYTES } from "./limits.ts";
+import { beforeValidation } from "./mount.ts";
 import { OWNER_SIGN_IN_ERRORS, ownerSignIn, ownerSignInRule } from "./owner.ts";
 import { type PaymentHooks, payment } from "./payment.ts";
+import { unpaidProbe } from "./probe.ts";
 import { freeRateLimit } from "./rate-limit.ts";
 
 type Method = "get" | "post" | "delete";
@@ -175,7 +180,7 @@ export function declareRoute<
       : undefined;
   const priced: SignInRoute = {
     name: routeName(d),
-    description: d.description ?? d.summary,
+    description: brief(d.description ?? d.summary),
     microUsd,
     ...(freeRead ? { freeRead } : {}),
     ...(signIn ? { signIn } : {}),
@@ -197,7 +202,9 @@ export function declareRoute<
   if (d.owner) add(401, ...Object.keys(OWNER_SIGN_IN_ERRORS));
   add(500, "internal_error");
 
-  return createRoute({
+  // A 402 names the route's discovery metadata (Bazaar), built from the declaration below.
+  const advertise = (reply: Reply, path: string): Reply => advertiseDiscovery(reply, route, path);
+  const route: RouteConfig = createRoute({
     method: d.method,
     path: d.path,
     operationId: id,
@@ -258,7 +265,9 @@ export function declareRoute<
       ...(d.rateLimited ? [freeRateLimit] : []),
       ...(d.owner ? [ownerSignIn(priced)] : []),
       ...(d.middleware ?? []),
-      ...(paid ? [indexCurrent, payment(priced, d.payment)] : []),
+      ...(paid ? [indexCurrent, payment(priced, d.payment, advertise)] : []),
     ],
-  } as RouteConfig) as unknown as DeclaredRoute<M, P, Req, S, A, C>;
+  } as RouteConfig);
+  if (paid) beforeValidation(route, unpaidProbe(priced, advertise));
+  return route as unknown as DeclaredRoute<M, P, Req, S, A, C>;
 }

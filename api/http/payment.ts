@@ -41,7 +41,11 @@ const send = (c: Context, reply: Reply) => c.body(reply.body, reply.status as 20
  * The Hono adapter over the payment core (api/payments/core.ts), put after validation: it reads
  * the validated request, leaves `billing` for the handler, and settles once the handler answered.
  */
-export function payment(declared: SignInRoute, hooks: PaymentHooks = walletRequest): MiddlewareHandler<AppEnv> {
+export function payment(
+  declared: SignInRoute,
+  hooks: PaymentHooks = walletRequest,
+  advertise: (reply: Reply, path: string) => Reply = (reply) => reply,
+): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const started = performance.now();
     const core = c.var.payments;
@@ -67,7 +71,8 @@ export function payment(declared: SignInRoute, hooks: PaymentHooks = walletReque
       return next();
     }
     const admitted = await core.admit(route, request);
-    if ("reply" in admitted) return send(c, await signIn.advertise(route, request.url, admitted.reply));
+    if ("reply" in admitted)
+      return send(c, advertise(await signIn.advertise(route, request.url, admitted.reply), request.path));
     const { claim } = admitted;
     c.set("billing", claim.billing);
     c.set("claim", claim);

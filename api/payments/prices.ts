@@ -34,6 +34,9 @@ export const PRICES = {
   stats: 0n,
   openapi: 0n,
   ipfs: 0n,
+  mcp: 0n,
+  wellKnownX402: 0n,
+  llms: 0n,
 } as const satisfies Record<string, bigint>;
 
 export type RouteId = keyof typeof PRICES;

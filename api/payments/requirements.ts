@@ -84,9 +84,14 @@ export function paymentRequiredAnswer(
 
 /**
  * A 402 reply with x402 `extensions` (e.g. the sign-in-with-x challenge, fresh per answer) in
- * both places a client reads: the v1 body and the v2 PAYMENT-REQUIRED header.
+ * both places a client reads: the v1 body and the v2 PAYMENT-REQUIRED header (`inHeader`, when
+ * the header must carry less: a response header over 16 KB is refused by Node's fetch).
  */
-export function withExtensions(reply: Reply, extensions: Record<string, unknown>): Reply {
+export function withExtensions(
+  reply: Reply,
+  extensions: Record<string, unknown>,
+  inHeader: Record<string, unknown> = extensions,
+): Reply {
   const header = reply.headers["PAYMENT-REQUIRED"];
   const decoded = header ? decodePaymentRequiredHeader(header) : undefined;
   const headers = decoded
@@ -94,7 +99,7 @@ export function withExtensions(reply: Reply, extensions: Record<string, unknown>
         ...reply.headers,
         "PAYMENT-REQUIRED": encodePaymentRequiredHeader({
           ...decoded,
-          extensions: { ...decoded.extensions, ...extensions },
+          extensions: { ...decoded.extensions, ...inHeader },
         }),
       }
     : reply.headers;

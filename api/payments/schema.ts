@@ -30,3 +30,23 @@ export const paymentRequiredBodySchema = z.object({
     ),
 });
 export type PaymentRequiredBody = z.infer<typeof paymentRequiredBodySchema>;
+
+/** The x402 v2 PaymentRequired (the PAYMENT-REQUIRED header decoded; MCP tool results carry it as is). */
+export const paymentRequiredV2Schema = z.object({
+  x402Version: z.literal(2),
+  error: z.string().optional().describe("Why payment is required, in a sentence"),
+  code: z.string().optional().describe("This service's stable machine code, as in the HTTP 402 body"),
+  resource: z.object({ url: z.string(), description: z.string().optional(), mimeType: z.string().optional() }),
+  accepts: z.array(
+    z.looseObject({
+      scheme: z.string(),
+      network: z.string().describe("CAIP-2: eip155:42220"),
+      amount: z.string().describe("Price in the token's smallest unit"),
+      asset: z.string(),
+      payTo: z.string(),
+      maxTimeoutSeconds: z.number(),
+      extra: z.record(z.string(), z.unknown()).optional().describe("EIP-712 domain: name and version"),
+    }),
+  ),
+  extensions: z.record(z.string(), z.unknown()).optional(),
+});

@@ -306,7 +306,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     ],
     [
       "header too large",
-      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), memo: "x".repeat(6000) }) }),
+      async () => ({ "x-payment": JSON.stringify({ ...(await validSpecObject()), memo: "x".repeat(9000) }) }),
       431,
       "payment_header_too_large",
     ],

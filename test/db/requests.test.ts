@@ -247,13 +247,27 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
         ]);
       }
       if (route.path.includes("{address}")) {
-        cases.push([`${id}: bad address`, { ...ok, path: ok.path.replace(wallet, "0x123") }, 400, "invalid_address"]);
+        // With a payment: unpaid and bodiless, any paid call is the crawlers' probe, answered 402.
+        const headers = paid ? { ...ok.headers, ...(await pay()) } : ok.headers;
         cases.push([
-          `${id}: wrong address checksum`,
-          { ...ok, path: ok.path.replace(wallet, miscased()) },
+          `${id}: bad address`,
+          { ...ok, headers, path: ok.path.replace(wallet, "0x123") },
           400,
           "invalid_address",
         ]);
+        cases.push([
+          `${id}: wrong address checksum`,
+          { ...ok, headers, path: ok.path.replace(wallet, miscased()) },
+          400,
+          "invalid_address",
+        ]);
+        if (paid)
+          cases.push([
+            `${id}: bad address, unpaid`,
+            { ...ok, path: ok.path.replace(wallet, "0x123") },
+            402,
+            "payment_required",
+          ]);
       }
       if (paid) {
         cases.push([`${id}: no payment`, ok, 402, "payment_required"]);
@@ -265,7 +279,7 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
         ]);
         cases.push([
           `${id}: payment header too large`,
-          { ...ok, headers: { ...ok.headers, "x-payment": "x".repeat(5000) } },
+          { ...ok, headers: { ...ok.headers, "x-payment": "x".repeat(9000) } },
           431,
           "payment_header_too_large",
         ]);

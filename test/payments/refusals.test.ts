@@ -86,7 +86,7 @@ const badPayments: BadCase[] = [
   ["signature missing", () => changed({ signature: undefined }), 400, "payment_malformed"],
   ["signature not hex", () => changed({ signature: "signed-by-me" }), 400, "payment_malformed"],
   ["signature of 64 bytes", () => changed({ signature: `0x${"ab".repeat(64)}` }), 400, "payment_malformed"],
-  ["header too large", () => changed({ memo: "x".repeat(6000) }), 431, "payment_header_too_large"],
+  ["header too large", () => changed({ memo: "x".repeat(9000) }), 431, "payment_header_too_large"],
   ["random signature", () => changed({ signature: `0x${"11".repeat(65)}` }), 402, "invalid_signature"],
   [
     "signature with a byte of r flipped",

@@ -44,7 +44,7 @@ export function settingsOnlyCore(facilitator: object = {}): PaymentCore {
       maxTimeoutSeconds: 60,
       maxLifetimeSeconds: 3600,
       maxAmountMicroUsd: 1n,
-      maxHeaderBytes: 4096,
+      maxHeaderBytes: 8192,
     },
     facilitator,
   } as never;
