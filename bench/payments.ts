@@ -4,12 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { drizzle } from "drizzle-orm/node-postgres";
-import { createPublicClient, createWalletClient, type Hex, http, zeroAddress } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
-import { createApp } from "../api/app.ts";
-import type { IndexDb } from "../api/db.ts";
+import { createPublicClient, type Hex, http } from "viem";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { limitBody } from "../api/http/limits.ts";
 import { requestLog } from "../api/http/log.ts";
@@ -24,20 +19,18 @@ import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
-import type { Address } from "../config/addresses.ts";
-import { celoChain } from "../config/celo.ts";
-import { readEnv } from "../config/env.ts";
 import type { SettlementTiming } from "../config/payments.ts";
-import { resolveIndexTarget } from "../config/target.ts";
 import { rpc } from "../devnet/rpc.ts";
 import { stoppedIndexerState } from "../harness/index-db.ts";
 import { waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
-import * as schema from "../ponder.schema.ts";
 import { sleep } from "../shared/async.ts";
 import { createLogger } from "../shared/log.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
+import { log, ms, pct } from "./support/figures.ts";
+import { indexedReads, paidService } from "./support/paid-service.ts";
+import { fundedPayers } from "./support/payers.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -75,14 +68,9 @@ const concurrency = Number(values.concurrency);
 const blockTime = Number(values["block-time"]);
 const modes = values.modes.split(",") as SettlementTiming["mode"][];
 
-const pct = (xs: number[], p: number) =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const ms = (x: number) => `${x.toFixed(2)} ms`;
-const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-
 log(`seeding a devnet with ${values.wallets} background wallets…`);
 const chain = await indexedPostgresDevnet(Number(values.wallets));
-const { devnet, slot, indexer, pool, store } = chain;
+const { devnet, indexer, store } = chain;
 
 try {
   await waitForBlock(indexer, devnet.manifest.headBlock, 600_000);
@@ -92,36 +80,9 @@ try {
   const lenders = devnet.manifest.lenders.map((l) => ({ address: l.address, key: l.privateKey as Hex }));
   const settings = devnetPaymentSettings(devnet.manifestPath);
   const payments = createPayments(settings, store.db);
-  const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
-  const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
-
-  const { rows } = await pool.query<{ address: Address }>(
-    `select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`,
-  );
-  const wallets = rows.map((r) => r.address);
-  // Many payers, as many lenders would be: deferred mode caps what each may owe at once.
+  const { db, target, wallets } = await indexedReads(chain);
   log(`funding ${values.payers} payers (1 USDT each) and indexing their balances…`);
-  const payers = Array.from({ length: Number(values.payers) }, () => {
-    const key = generatePrivateKey();
-    return { address: privateKeyToAccount(key).address.toLowerCase() as Address, key };
-  });
-  const funder = createWalletClient({
-    account: privateKeyToAccount(lenders[0]!.key),
-    chain: celoChain(devnet.manifest.rpcUrl),
-    transport: http(devnet.manifest.rpcUrl),
-  });
-  let lastFunding: Hex = "0x";
-  for (const payer of payers)
-    lastFunding = await funder.writeContract({
-      address: USDT.address,
-      abi: devStablecoinAbi,
-      functionName: "transfer",
-      args: [payer.address, 1_000_000n],
-    });
-  const funded = await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({
-    hash: lastFunding,
-  });
-  await waitForBlock(indexer, Number(funded.blockNumber), 120_000);
+  const payers = await fundedPayers(devnet.manifest, indexer, Number(values.payers));
   // Everything timed below reads what is indexed by now. The indexer stops here: in production it
   // runs beside the API, not on its two cores, where each settlement's block would cost it ~100 ms.
   await indexer.stop();
@@ -267,20 +228,12 @@ try {
     }
   };
   for (const mode of modes) {
-    const timing: SettlementTiming =
-      mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
-    let worker: SettlementWorker | undefined;
-    const payments = createPayments({ ...settings, timing }, store.db, undefined, {
-      payerState,
-      onQueued: () => worker?.kick(),
-    });
-    worker = new SettlementWorker(payments).start();
-    const paidApp = createApp({
+    const { worker, app: paidApp } = paidService(mode, {
+      settings,
+      store: store.db,
       db,
       target,
-      payments,
-      index: stoppedIndexerState({ db, target, chain: payments.chain }),
-      ipfs: undefined as never,
+      payerState,
       logger: quiet,
     });
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.

@@ -118,6 +118,15 @@ export async function tokenBalance(rpcUrl: string, token: Hex, holder: Hex): Pro
  * with nothing else configured (self-settlement by the manifest's relayer). `rpcUrl` replaces the
  * chain endpoint (a test's proxy in front of anvil).
  */
+/** What the service's treasury holds of both devnet tokens, in smallest units. */
+export async function treasuryHolds(manifest: Pick<Manifest, "rpcUrl" | "tokens" | "service">): Promise<bigint> {
+  const { USDT, USDC } = manifest.tokens;
+  const held = await Promise.all(
+    [USDT, USDC].map((t) => tokenBalance(manifest.rpcUrl, t.address, manifest.service.treasury.address)),
+  );
+  return held.reduce((a, b) => a + b, 0n);
+}
+
 export function devnetPaymentSettings(manifestPath: string, rpcUrl?: string): PaymentSettings {
   const env = readEnv({ DEVNET_MANIFEST: manifestPath });
   const settings = resolvePaymentSettings(resolveIndexTarget(env), env);

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { CONDITIONS, mermaid, PLACES } from "../api/payments/lifecycle.ts";
 import { envSchema } from "../config/env.ts";
+import { markedBlock } from "./support/examples.ts";
 
 // docs/architecture.md says what the code does: every block it shows is the code's (or is run),
 // every file it names exists, and its lists (states, conditions, layer rules, ledger concerns,
@@ -14,8 +15,7 @@ const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.ur
 const page = read("docs/architecture.md");
 
 /** The fenced block of `lang` between `<!-- name:start -->` and `<!-- name:end -->`. */
-const block = (name: string, lang: string) =>
-  new RegExp(`<!-- ${name}:start -->\\n\`\`\`${lang}\\n([\\s\\S]*?)\`\`\`\\n<!-- ${name}:end -->`).exec(page)?.[1];
+const block = (name: string, lang: string) => markedBlock(page, name, lang);
 /** Every backticked token of the page. */
 const ticked = [...page.matchAll(/`([^`\n]+)`/g)].map((m) => m[1]!);
 /** The rows of the markdown table whose header starts with `| first |`, by first cell. */

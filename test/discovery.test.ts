@@ -1,9 +1,13 @@
+import { readFileSync } from "node:fs";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { describe, expect, it } from "vitest";
 import { BRIEF_MAX_CHARS, brief } from "../api/discovery/brief.ts";
 import { exampleOf } from "../api/discovery/example.ts";
 import { routeSchemas } from "../api/discovery/route-schemas.ts";
+import { routeName } from "../api/http/declare.ts";
+import { TOOLS, toolPrice } from "../api/mcp/tools.ts";
+import { unitsToUsd } from "../api/money.ts";
 import { ROUTES } from "../api/routes.ts";
 
 const ajv = new Ajv2020({ strict: false });
@@ -44,5 +48,27 @@ describe("discovery metadata from the route declarations", () => {
     expect(short).toMatch(/something\.$/);
     expect(brief("Short. Enough.")).toBe("Short. Enough.");
     expect(brief("x".repeat(600)).length).toBe(BRIEF_MAX_CHARS);
+  });
+});
+
+describe("docs/agents.md", () => {
+  it("lists every MCP tool with its route and price, as the tool table has them", () => {
+    const doc = readFileSync(new URL("../docs/agents.md", import.meta.url), "utf8");
+    const rows = [...doc.matchAll(/^\| `(\w+)` \| `(\w+ [^`]+)` \| ([^|]+) \|$/gm)].map(([, tool, route, price]) => ({
+      tool,
+      route,
+      price: price!.trim(),
+    }));
+    expect(rows).toEqual(
+      TOOLS.map((tool) => {
+        const units = toolPrice(tool);
+        const usd = units === 0n ? "free" : unitsToUsd(units).toFixed(2);
+        return {
+          tool: tool.name,
+          route: routeName(tool.route),
+          price: "advice" in tool ? `${usd} per wallet answered` : usd,
+        };
+      }),
+    );
   });
 });

@@ -12,7 +12,7 @@ const declarations = new WeakMap<RouteConfig, Record<string, unknown>>();
  * JSON body or query, path parameters) and what it answers, with the schemas of the route's own
  * declaration and an example of each built from them. Computed once per route.
  */
-export function discoveryDeclaration(route: RouteConfig): Record<string, unknown> {
+function discoveryDeclaration(route: RouteConfig): Record<string, unknown> {
   const known = declarations.get(route);
   if (known) return known;
   const s = routeSchemas(route);
@@ -48,7 +48,7 @@ export function discoveryDeclaration(route: RouteConfig): Record<string, unknown
  * by the package's own server extension with the method, the routeTemplate (`/api/wallet/:address/signals`)
  * and this request's path parameters.
  */
-export function discoveryExtension(route: RouteConfig, path: string): Record<string, unknown> {
+function discoveryExtension(route: RouteConfig, path: string): Record<string, unknown> {
   const s = routeSchemas(route);
   const enriched = bazaarResourceServerExtension.enrichDeclaration!(discoveryDeclaration(route), {
     method: s.method,

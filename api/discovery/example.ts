@@ -1,7 +1,7 @@
 import type { JsonSchema } from "./route-schemas.ts";
 
 /** A wallet to show in examples: anvil's well-known account #1 (a dev key, never a real wallet). */
-export const EXAMPLE_WALLET = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+const EXAMPLE_WALLET = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
 /** Values for the string patterns the route schemas use; a pattern not here fails loudly (a test generates every example). */
 const PATTERNS: Record<string, string> = {

@@ -59,7 +59,7 @@ export function wellKnownHandler({
 }
 
 /** /llms.txt, from the route table and the MCP tools. */
-export function llmsText(routes: readonly RouteConfig[], origin: string): string {
+function llmsText(routes: readonly RouteConfig[], origin: string): string {
   const line = (r: Declared) => {
     const price = priceOf(r);
     const cost = price > 0n ? `${unitsToUsd(price)} USD${r["x-price"]?.per ? ` per ${r["x-price"].per}` : ""}` : "free";

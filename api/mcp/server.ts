@@ -1,6 +1,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { errorBody } from "../../shared/errors.ts";
 import { toolDiscoveryExtension } from "../discovery/bazaar.ts";
 import { brief } from "../discovery/brief.ts";
@@ -12,6 +13,8 @@ import { paymentHeader, type ToolResult, toolResult } from "./x402.ts";
 export type RouteDispatcher = { fetch: (request: Request, env?: unknown) => Response | Promise<Response> };
 
 const SERVER_INFO = { name: "celo-wallet-reputation", version: "1.0.0" };
+/** One JSON Schema validator for every request's server: the SDK would build an Ajv instance per server (a fifth of its time here). */
+const validator = new AjvJsonSchemaValidator();
 const INSTRUCTIONS =
   'Screening and reputation of wallets on Celo, from their USDT and USDC transfers. Paid tools follow the x402 MCP transport: a call without payment returns isError with the PaymentRequired in structuredContent; sign an EIP-3009 authorization for one of its `accepts` and call again with it in _meta["x402/payment"]. The settlement comes back in _meta["x402/payment-response"].';
 
@@ -90,7 +93,11 @@ export async function answerMcp(
   env: unknown,
 ): Promise<Response> {
   const origin = new URL(request.url).origin;
-  const server = new Server(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: {} },
+    instructions: INSTRUCTIONS,
+    jsonSchemaValidator: validator,
+  });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: [...toolListing().values()].map((t) => t.definition),
   }));

@@ -16,7 +16,7 @@ export const PAYMENT_META_KEY = "x402/payment";
 export const PAYMENT_RESPONSE_META_KEY = "x402/payment-response";
 
 /** A tool's resource in payment requirements. */
-export const toolResourceUrl = (tool: string) => `mcp://tool/${tool}`;
+const toolResourceUrl = (tool: string) => `mcp://tool/${tool}`;
 
 /** The MCP tool result (CallToolResult) the transport produces. */
 export type ToolResult = {

@@ -1,5 +1,3 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,11 +14,11 @@ import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BRIEF_MAX_CHARS } from "../../api/discovery/brief.ts";
 import { lenderScreenResultSchema } from "../../api/screen/schema.ts";
-import { stopProcessGroup } from "../../devnet/anvil.ts";
 import type { TestDevnet } from "../support/devnet.ts";
+import { markedBlock, runExample } from "../support/examples.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
-import { tokenBalance } from "../support/payments.ts";
+import { tokenBalance, treasuryHolds } from "../support/payments.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const EXAMPLE = "docs/examples/mcp-agent.ts";
@@ -63,13 +61,7 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
   let mcp: Client;
   let lender: { address: Hex; privateKey: Hex };
   let payer: x402Client;
-  const treasuryHolds = async () => {
-    const treasury = devnet.manifest.service.treasury.address;
-    const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
-    return (await Promise.all(tokens.map((t) => tokenBalance(devnet.manifest.rpcUrl, t, treasury)))).reduce(
-      (a, b) => a + b,
-    );
-  };
+  const treasury = () => treasuryHolds(devnet.manifest);
   const lenderHolds = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, lender.address);
   const salaried = () => devnet.manifest.personas.salaried!.address;
   /** A fresh payment for what `tool` asks, signed by the lender in USDT (the first accepted token). */
@@ -139,6 +131,15 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
     expect(tools.find((t) => t.name === "issue_passport")!.annotations).toMatchObject({ readOnlyHint: false });
   });
 
+  it("serves POST only: no session to stream to (GET) or to close (DELETE)", async () => {
+    for (const method of ["GET", "DELETE"]) {
+      const res = await fetch(`${indexer.url}/mcp`, { method, headers: { accept: "text/event-stream" } });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get("allow")).toBe("POST");
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("method_not_allowed");
+    }
+  });
+
   it("answers a free tool without payment", async () => {
     const stats = await mcp.callTool({ name: "service_stats", arguments: {} });
     expect(stats.isError).toBeFalsy();
@@ -148,7 +149,7 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
   });
 
   it("answers a paid tool without payment with the spec's payment-required result, charging nothing", async () => {
-    const before = await treasuryHolds();
+    const before = await treasury();
     const result = await mcp.callTool({ name: "screen_wallet", arguments: { walletAddress: salaried() } });
     expect(result.isError).toBe(true);
     const required = result.structuredContent as PaymentRequired & { code: string; extensions: Record<string, any> };
@@ -171,7 +172,7 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
     expect(bazaar.info.input).toMatchObject({ type: "mcp", toolName: "screen_wallet", transport: "streamable-http" });
     expect(validateDiscoveryExtension(bazaar)).toEqual({ valid: true });
     expect(required.resource.description!.length).toBeLessThan(BRIEF_MAX_CHARS);
-    expect(await treasuryHolds()).toBe(before);
+    expect(await treasury()).toBe(before);
   });
 
   let paidPayment: PaymentPayload;
@@ -179,7 +180,7 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
 
   it("pays with an EIP-3009 authorization in _meta: the answer, the settlement, exactly the price moved", async () => {
     const args = { walletAddress: salaried(), callerAddress: lender.address };
-    const before = await treasuryHolds();
+    const before = await treasury();
     paidPayment = await pay("screen_wallet", args);
     const result = await mcp.callTool({
       name: "screen_wallet",
@@ -196,13 +197,13 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
       transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
       payer: expect.stringMatching(new RegExp(lender.address.slice(2), "i")),
     });
-    expect((await treasuryHolds()) - before).toBe(10_000n);
+    expect((await treasury()) - before).toBe(10_000n);
     paidAnswer = result.structuredContent;
   });
 
   it("serves one payment once across MCP and HTTP, and charges it once", async () => {
     const args = { walletAddress: salaried(), callerAddress: lender.address };
-    const before = await treasuryHolds();
+    const before = await treasury();
     const again = await mcp.callTool({
       name: "screen_wallet",
       arguments: args,
@@ -229,7 +230,7 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
     });
     expect(other.isError).toBe(true);
     expect(other.structuredContent).toMatchObject({ error: { code: "payment_reused" } });
-    expect(await treasuryHolds()).toBe(before);
+    expect(await treasury()).toBe(before);
   });
 
   it("refuses a payment made for one tool on a dearer one, charging nothing", async () => {
@@ -386,33 +387,15 @@ describe("the README's agent quickstart", () => {
   const readme = () => readFileSync(join(root, "README.md"), "utf8");
 
   it("embeds the agent example verbatim", () => {
-    const block = /<!-- mcp-agent:start -->\n```ts\n([\s\S]*?)```\n<!-- mcp-agent:end -->/.exec(readme())?.[1];
+    const block = markedBlock(readme(), "mcp-agent", "ts");
     expect(block, "README block between the mcp-agent markers").toBeDefined();
     expect(block).toBe(readFileSync(join(root, EXAMPLE), "utf8"));
   });
 
   it("runs the agent example as written: tools listed, a completed screen paid exactly 0.01", async () => {
-    const treasury = devnet.manifest.service.treasury.address;
-    const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
-    const held = async () =>
-      (await Promise.all(tokens.map((t) => tokenBalance(devnet.manifest.rpcUrl, t, treasury)))).reduce((a, b) => a + b);
+    const held = () => treasuryHolds(devnet.manifest);
     const before = await held();
-    const child = spawn("npx", ["tsx", EXAMPLE], {
-      cwd: root,
-      env: { ...process.env, API_URL: indexer.url, DEVNET_MANIFEST: devnet.manifestPath },
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-    try {
-      const [code] = (await once(child, "close", { signal: AbortSignal.timeout(90_000) })) as [number | null];
-      expect(code, stderr).toBe(0);
-    } finally {
-      await stopProcessGroup(child, 2_000);
-    }
+    const stdout = await runExample(EXAMPLE, { API_URL: indexer.url, DEVNET_MANIFEST: devnet.manifestPath });
     const newline = stdout.indexOf("\n");
     const [listing, rest] = [stdout.slice(0, newline), stdout.slice(newline + 1)];
     expect(listing).toMatch(/^tools: .*screen_wallet/);
@@ -423,7 +406,7 @@ describe("the README's agent quickstart", () => {
   });
 
   it("gives desktop MCP clients a config that reaches the tools", async () => {
-    const block = /<!-- mcp-config:start -->\n```json\n([\s\S]*?)```\n<!-- mcp-config:end -->/.exec(readme())?.[1];
+    const block = markedBlock(readme(), "mcp-config", "json");
     expect(block, "README block between the mcp-config markers").toBeDefined();
     const config = JSON.parse(block!) as { mcpServers: Record<string, { url: string }> };
     const [server] = Object.values(config.mcpServers);

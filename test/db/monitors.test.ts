@@ -351,9 +351,13 @@ describe(`monitors: paid creation, owner sign-in, webhooks, events (${testDataba
       .where(and(eq(monitor.owner, OWNER), isNull(monitor.deletedAt)))
       .limit(1);
     const path = `/api/monitors/${m!.id}/renew`;
-    expect((await send({ method: "POST", path: "/api/monitors/mon_nope/renew" })).body.error.code).toBe(
-      "monitor_not_found",
-    );
+    // With a payment (unpaid and bodiless, it is the crawlers' probe: a 402), refused before it is taken.
+    const unknown = await send({
+      method: "POST",
+      path: "/api/monitors/mon_nope/renew",
+      headers: await pay(OTHER_KEY, 10_000n),
+    });
+    expect(unknown.body.error.code).toBe("monitor_not_found");
     const unpaid = await send({ method: "POST", path });
     expect(unpaid.status).toBe(402);
     expect(unpaid.body.accepts[0].maxAmountRequired).toBe("10000");

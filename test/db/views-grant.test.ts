@@ -9,6 +9,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devnetDatabaseUrl } from "../../config/target.ts";
 import * as schema from "../../ponder.schema.ts";
+import { markedBlock } from "../support/examples.ts";
 import { POSTGRES_URL, testDatabase } from "../support/indexer.ts";
 
 // docs/data.md, "A stable views schema for Postgres": the data team's grant lasts although Ponder
@@ -18,9 +19,7 @@ import { POSTGRES_URL, testDatabase } from "../support/indexer.ts";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const page = readFileSync(join(root, "docs/data.md"), "utf8");
 const marked = (name: string, lang: string) => {
-  const block = new RegExp(`<!-- ${name}:start -->\\n\`\`\`${lang}\\n([\\s\\S]*?)\`\`\`\\n<!-- ${name}:end -->`).exec(
-    page,
-  )?.[1];
+  const block = markedBlock(page, name, lang);
   if (block === undefined) throw new Error(`docs/data.md has no ${lang} block between the ${name} markers`);
   return block;
 };

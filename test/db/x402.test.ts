@@ -1,5 +1,3 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,11 +8,11 @@ import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCS_TITLE } from "../../api/openapi/docs.ts";
 import { lenderScreenResultSchema } from "../../api/screen/schema.ts";
-import { stopProcessGroup } from "../../devnet/anvil.ts";
 import type { TestDevnet } from "../support/devnet.ts";
+import { markedBlock, runExample } from "../support/examples.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
-import { signAuthorization, specHeader, tokenBalance, x402Fetch } from "../support/payments.ts";
+import { signAuthorization, specHeader, tokenBalance, treasuryHolds, x402Fetch } from "../support/payments.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const EXAMPLE = "docs/examples/first-paid-call.ts";
@@ -282,36 +280,16 @@ describe.runIf(testDatabase === "pglite")("the API reference and the README's fi
 
   it("embeds the first paid call in the README verbatim", () => {
     const readme = readFileSync(join(root, "README.md"), "utf8");
-    const block = /<!-- first-paid-call:start -->\n```ts\n([\s\S]*?)```\n<!-- first-paid-call:end -->/.exec(
-      readme,
-    )?.[1];
+    const block = markedBlock(readme, "first-paid-call", "ts");
     expect(block, "README block between the first-paid-call markers").toBeDefined();
     expect(block).toBe(readFileSync(join(root, EXAMPLE), "utf8"));
   });
 
   it("runs the README's first paid call as written: a completed screen for exactly 0.01", async () => {
-    const treasury = devnet.manifest.service.treasury.address;
-    const tokens = [devnet.manifest.tokens.USDT.address, devnet.manifest.tokens.USDC.address];
-    const held = async () =>
-      (await Promise.all(tokens.map((t) => tokenBalance(devnet.manifest.rpcUrl, t, treasury)))).reduce((a, b) => a + b);
+    const held = () => treasuryHolds(devnet.manifest);
     const before = await held();
 
-    const child = spawn("npx", ["tsx", EXAMPLE], {
-      cwd: root,
-      env: { ...process.env, API_URL: indexer.url, DEVNET_MANIFEST: devnet.manifestPath },
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-    try {
-      const [code] = (await once(child, "close", { signal: AbortSignal.timeout(90_000) })) as [number | null];
-      expect(code, stderr).toBe(0);
-    } finally {
-      await stopProcessGroup(child, 2_000);
-    }
+    const stdout = await runExample(EXAMPLE, { API_URL: indexer.url, DEVNET_MANIFEST: devnet.manifestPath });
 
     const [result, payment] = stdout.split("\npayment: ");
     const screen = lenderScreenResultSchema.parse(JSON.parse(result!));

@@ -1,0 +1,61 @@
+import { drizzle } from "drizzle-orm/node-postgres";
+import { zeroAddress } from "viem";
+import { createApp } from "../../api/app.ts";
+import type { IndexDb } from "../../api/db.ts";
+import type { PayerState } from "../../api/payments/local-verify.ts";
+import { createPayments } from "../../api/payments/payments.ts";
+import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import type { ServiceDb } from "../../api/store/store.ts";
+import type { Address } from "../../config/addresses.ts";
+import { readEnv } from "../../config/env.ts";
+import type { PaymentSettings, SettlementTiming } from "../../config/payments.ts";
+import { type IndexTarget, resolveIndexTarget } from "../../config/target.ts";
+import { stoppedIndexerState } from "../../harness/index-db.ts";
+import type { indexedPostgresDevnet } from "../../harness/postgres-devnet.ts";
+import * as schema from "../../ponder.schema.ts";
+import type { Logger } from "../../shared/log.ts";
+
+/**
+ * The service's app over a stopped indexer's tables, paid in `mode` (deferred: 0.05 unsettled per
+ * payer, 5.00 in all), with its settlement worker running: what the payment benchmarks measure.
+ */
+export function paidService(
+  mode: SettlementTiming["mode"],
+  deps: {
+    settings: PaymentSettings;
+    store: ServiceDb;
+    db: IndexDb;
+    target: IndexTarget;
+    payerState: PayerState;
+    logger: Logger;
+  },
+) {
+  const timing: SettlementTiming =
+    mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
+  let worker: SettlementWorker | undefined;
+  const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
+    payerState: deps.payerState,
+    onQueued: () => worker?.kick(),
+  });
+  worker = new SettlementWorker(payments).start();
+  const app = createApp({
+    db: deps.db,
+    target: deps.target,
+    payments,
+    index: stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain }),
+    ipfs: undefined as never,
+    logger: deps.logger,
+  });
+  return { payments, worker, app };
+}
+
+/** The indexed tables of a benchmark's chain, as the service reads them, and up to 100 wallets that received transfers. */
+export async function indexedReads(chain: Awaited<ReturnType<typeof indexedPostgresDevnet>>) {
+  const { devnet, slot, pool } = chain;
+  const db = drizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb;
+  const target = { ...resolveIndexTarget(readEnv({ DEVNET_MANIFEST: devnet.manifestPath })), schema: slot.schema };
+  const { rows } = await pool.query<{ address: Address }>(
+    `select distinct "to" as address from flow where "to" <> '${zeroAddress}' limit 100`,
+  );
+  return { db, target, wallets: rows.map((r) => r.address) };
+}
