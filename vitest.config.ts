@@ -30,6 +30,9 @@ const pgliteOnly = [
   // Tracked mode's filters (Ponder's, at the RPC) and the handlers' SQL do not depend on the database.
   // Postgres: tracked mode in screen-batch.test.ts; the aggregates' SQL in aggregates.test.ts.
   "test/db/tracked.test.ts",
+  // MCP and x402 discovery: each tool call goes through its HTTP route, whose ledger SQL
+  // ledger-contract.test.ts holds on both databases and whose payments the Postgres files pay end to end.
+  "test/db/mcp.test.ts",
 ];
 const postgresOnly = [
   // The indexer's authorization_state rows equal eth_getLogs. PGlite: local-verify.test.ts reads a used and a

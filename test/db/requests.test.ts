@@ -65,8 +65,9 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
   };
 
   // The monitors' routes want a sign-in or leave lasting state (monitors, endpoints): test/db/monitors.test.ts
-  // calls each of them in process. Here they are documented and served like the rest.
-  const CALLED = ROUTES.filter((r) => !r.route.path.startsWith("/api/monitors"));
+  // calls each of them in process. POST /mcp speaks JSON-RPC, each tool through one of these routes:
+  // test/db/mcp.test.ts calls it. Here they are documented and served like the rest.
+  const CALLED = ROUTES.filter((r) => !r.route.path.startsWith("/api/monitors") && r.route.path !== "/mcp");
 
   /** A valid request to each declared route (the route ids of the price table). */
   const valid = (id: string): Call => {
@@ -377,7 +378,8 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     const body = await screen(miscased());
     expect([body.status, body.body.error.code]).toEqual([400, "invalid_request"]);
     expect(body.body.error.message).toMatch(/^walletAddress: has a wrong EIP-55 checksum/);
-    const path = await send({ method: "GET", path: `/api/wallet/${miscased()}/analysis` });
+    // With a payment: unpaid and bodiless, the call is the crawlers' probe (a 402); refused before it is taken.
+    const path = await send({ method: "GET", path: `/api/wallet/${miscased()}/analysis`, headers: await pay() });
     expect([path.status, path.body.error.code]).toEqual([400, "invalid_address"]);
     expect(path.body.error.message).toMatch(/^address: has a wrong EIP-55 checksum/);
     const chat = await send({
