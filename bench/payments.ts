@@ -48,25 +48,30 @@ if (process.argv.includes("--chaos")) {
 // (throughput); then the deferred queue drained and the treasury checked against the ledger.
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 // --profile writes a CPU profile of each paid throughput run and prints where its time went.
+// --sustained: sustained load on deferred settlement (issue 26's target): 1,600 calls in the
+// throughput run, 64 payers, a block a second, deferred mode (each can still be set by hand).
 const { values } = parseArgs({
   options: {
     wallets: { type: "string", default: "300" },
-    requests: { type: "string", default: "400" },
+    requests: { type: "string" },
     concurrency: { type: "string", default: "8" },
     /** Seconds between blocks once the devnet is seeded (Celo: 1). 0: anvil automines each transaction. */
-    "block-time": { type: "string", default: "0" },
+    "block-time": { type: "string" },
     /** Settlement modes to measure (X402_SETTLEMENT). */
-    modes: { type: "string", default: "before,deferred" },
+    modes: { type: "string" },
     /** Distinct payers (funded and indexed before the run): deferred mode caps what each may owe. */
     payers: { type: "string", default: "64" },
     /** CPU-profile each paid throughput run (this process: the app, the worker, the relayer) and summarize it. */
     profile: { type: "boolean", default: false },
+    sustained: { type: "boolean", default: false },
   },
 });
-const requests = Number(values.requests);
+const sustained = values.sustained;
+/** Half of them one at a time, half concurrently: --sustained makes the concurrent run 1,600 calls. */
+const requests = Number(values.requests ?? (sustained ? 3200 : 400));
 const concurrency = Number(values.concurrency);
-const blockTime = Number(values["block-time"]);
-const modes = values.modes.split(",") as SettlementTiming["mode"][];
+const blockTime = Number(values["block-time"] ?? (sustained ? 1 : 0));
+const modes = (values.modes ?? (sustained ? "deferred" : "before,deferred")).split(",") as SettlementTiming["mode"][];
 
 log(`seeding a devnet with ${values.wallets} background wallets…`);
 const chain = await indexedPostgresDevnet(Number(values.wallets));
@@ -308,7 +313,10 @@ try {
     `    unpaid:          p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`,
   );
   for (const r of results) {
-    const capped = r.mode === "deferred" ? ` (${r.settledFirst} of ${requests / 2} settled first, past a cap)` : "";
+    const capped =
+      r.mode === "deferred"
+        ? ` (${r.settledFirst} of ${requests / 2} settled first, past a cap: ${((100 * r.settledFirst) / (requests / 2)).toFixed(1)}%)`
+        : "";
     console.log(
       `    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.rate.toFixed(1)} req/s${capped}`,
     );
