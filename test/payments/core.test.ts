@@ -8,6 +8,7 @@ import {
   codeOf,
   PAYER_KEYS,
   paidRequest,
+  payScreen,
   REPORT,
   SCREEN,
   SIGNAL,
@@ -111,12 +112,7 @@ describe("admission refusals", () => {
     const listed = new Set<Address>();
     const core = world.core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } });
     const signed = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed));
     listed.add(signed.authorization.from);
     const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
     expect("reply" in retry && retry.reply.status).toBe(200);
@@ -129,12 +125,7 @@ describe("admission refusals", () => {
     const world = new World("before-remote");
     const core = world.core();
     const signed = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice")))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed, "order-0001-alice"));
 
     const reused = await core.admit(SCREEN, paidRequest(xPayment(signed, "order-0001-alice"), OTHER));
     expect("reply" in reused && [reused.reply.status, codeOf(reused.reply)]).toEqual([409, "payment_reused"]);
@@ -153,12 +144,7 @@ describe("admission refusals", () => {
 
     // Queued on credit, then cancelled by the payer before the worker settles it.
     const signed = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed));
     world.chain.cancel(USDT.address, signed.authorization.from, signed.authorization.nonce);
     world.settler!.script = ["refuse"];
     await new SettlementWorker(core).run();
@@ -171,12 +157,7 @@ describe("admission refusals", () => {
     const world = new World("deferred");
     const core = world.core();
     const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 20) });
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed));
     // The worker gives a row up 30 s before its validBefore.
     expect(await new SettlementWorker(core).run()).toMatchObject({ expired: 1 });
     const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
@@ -270,12 +251,7 @@ describe("settlement before the answer", () => {
       if (world.settler) world.settler.script = ["refuse"];
       else world.facilitator.script = ["refuse"];
       const signed = await sign(alice);
-      const failed = await core.conclude(
-        SCREEN,
-        paidRequest({}),
-        claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-        answered,
-      );
+      const failed = await payScreen(core, xPayment(signed));
       expect("reply" in failed && [failed.reply.status, codeOf(failed.reply)]).toEqual([402, "settlement_failed"]);
       expect(await world.row(signed)).toMatchObject({ status: "failed" });
       const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
@@ -302,20 +278,10 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["unavailable"];
     const signed = await sign(alice);
-    const down = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    const down = await payScreen(core, xPayment(signed));
     expect("reply" in down && [down.reply.status, codeOf(down.reply)]).toEqual([503, "settlement_unavailable"]);
     expect(await world.row(signed)).toMatchObject({ status: "failed" });
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed));
     expect(world.charged(signed)).toHaveLength(1);
   });
 
@@ -324,12 +290,7 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    const pending = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    const pending = await payScreen(core, xPayment(signed));
     expect("reply" in pending && [pending.reply.status, codeOf(pending.reply)]).toEqual([503, "settlement_pending"]);
     expect(await world.row(signed)).toMatchObject({ status: "settling", responseBody: ANSWER.body });
 
@@ -348,22 +309,12 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.facilitator.script = ["throw_after_mining", "throw"];
     const moved = await sign(alice);
-    const settled = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(moved)))),
-      answered,
-    );
+    const settled = await payScreen(core, xPayment(moved));
     expect("headers" in settled && settled.headers["PAYMENT-RESPONSE"]).toBeTruthy();
     expect(await world.row(moved)).toMatchObject({ status: "settled" });
 
     const unknown = await sign(bob);
-    const pending = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(unknown)))),
-      answered,
-    );
+    const pending = await payScreen(core, xPayment(unknown));
     expect("reply" in pending && codeOf(pending.reply)).toBe("settlement_pending");
     expect(world.charged(unknown)).toHaveLength(0);
   });
@@ -390,12 +341,7 @@ describe("settlement before the answer", () => {
     const world = new World("before-remote");
     const core = world.core();
     const first = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0002-alice")))),
-      answered,
-    );
+    await payScreen(core, xPayment(first, "order-0002-alice"));
     const resigned = await sign(alice);
     const retry = await core.admit(SCREEN, paidRequest(xPayment(resigned, "order-0002-alice")));
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
@@ -405,19 +351,9 @@ describe("settlement before the answer", () => {
     // An earlier payment that failed without charge: the new one pays.
     world.facilitator.script = ["refuse"];
     const failing = await sign(bob);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(failing, "order-0003-bob-retry")))),
-      answered,
-    );
+    await payScreen(core, xPayment(failing, "order-0003-bob-retry"));
     const paying = await sign(bob);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(paying, "order-0003-bob-retry")))),
-      answered,
-    );
+    await payScreen(core, xPayment(paying, "order-0003-bob-retry"));
     expect(world.charged(paying)).toHaveLength(1);
     expect(world.charged(failing)).toHaveLength(0);
   });
@@ -455,12 +391,7 @@ describe("settlement before the answer", () => {
       claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))),
       { failed: "handler answered 500" },
     );
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0005-alice")))),
-      answered,
-    );
+    await payScreen(core, xPayment(first, "order-0005-alice"));
     const retry = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice), "order-0005-alice")));
     expect(retry).toMatchObject({ reply: { status: 200, body: ANSWER.body } });
     expect(world.chain.charges).toHaveLength(1);
@@ -496,12 +427,7 @@ describe("settlement before the answer", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    await payScreen(core, xPayment(signed));
     world.settler!.release();
     const retries = await Promise.all([
       core.admit(SCREEN, paidRequest(xPayment(signed))),
@@ -651,12 +577,7 @@ describe("a retry after the authorization's validBefore", () => {
     const core = world.core();
     world.settler!.script = ["hold"];
     const signed = await sign(alice);
-    const concluded = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    const concluded = await payScreen(core, xPayment(signed));
     expect("reply" in concluded && codeOf(concluded.reply)).toBe("settlement_pending");
     world.settler!.release();
     expect(await world.row(signed)).toMatchObject({ status: "settling" });
@@ -672,12 +593,7 @@ describe("a retry after the authorization's validBefore", () => {
     const core = world.core();
     world.facilitator.script = ["refuse"];
     const signed = await sign(alice);
-    const refused = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
+    const refused = await payScreen(core, xPayment(signed));
     expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_failed");
     world.chain.settleElsewhere({ token: USDT.address, ...signed.authorization });
     const [charge] = world.charged(signed);
@@ -733,12 +649,7 @@ describe("a retry after the authorization's validBefore", () => {
     const world = new World("before-remote");
     const core = world.core();
     const first = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(first, "order-0006-alice")))),
-      answered,
-    );
+    await payScreen(core, xPayment(first, "order-0006-alice"));
     lapse(first);
     // Signed before the clock moved: lapsed too, and never claimed; it neither follows nor pays.
     const stale = await sign(alice, { validBefore: first.authorization.validBefore });
@@ -771,12 +682,7 @@ describe("free reads", () => {
     expect(first.waived).toBe(false);
     await core.conclude(SIGNAL, paidRequest({}), first, { failed: "not needed" });
 
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))),
-      answered,
-    );
+    await payScreen(core, xPayment(await sign(alice)));
     const read = await sign(alice);
     const free = claimOf(await core.admit(SIGNAL, paidRequest(xPayment(read), SUBJECT, "/api/wallet/signals")));
     expect(free.billing).toMatchObject({ chargedUnits: 0n, waived: true });
@@ -806,12 +712,7 @@ describe("deferred settlement", () => {
     const payments = [await sign(alice), await sign(alice), await sign(alice)];
     const receipts = [];
     for (const signed of payments) {
-      const concluded = await core.conclude(
-        SCREEN,
-        paidRequest({}),
-        claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-        answered,
-      );
+      const concluded = await payScreen(core, xPayment(signed));
       if (!("headers" in concluded)) throw new Error(concluded.reply.body);
       receipts.push(JSON.parse(Buffer.from(concluded.headers["PAYMENT-RESPONSE"]!, "base64").toString()));
     }
@@ -849,12 +750,7 @@ describe("deferred settlement", () => {
     const core = world.core();
     const payer = (await sign(alice)).authorization.from;
     world.chain.fund(USDT, payer, 15_000n);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))))),
-      answered,
-    );
+    await payScreen(core, xPayment(await sign(alice)));
     const second = await sign(alice);
     const refused = await core.admit(SCREEN, paidRequest(xPayment(second)));
     expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([402, "insufficient_balance"]);
@@ -882,12 +778,7 @@ describe("deferred settlement", () => {
     const world = new World("deferred");
     const core = world.core();
     const unpaid = await sign(alice);
-    await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(unpaid)))),
-      answered,
-    );
+    await payScreen(core, xPayment(unpaid));
     world.chain.cancel(USDT.address, unpaid.authorization.from, unpaid.authorization.nonce);
     world.settler!.script = ["refuse"];
     await new SettlementWorker(core).run();

@@ -577,6 +577,10 @@ export const claimOf = (admitted: { claim: Claim } | { reply: Reply }): Claim =>
   return admitted.claim;
 };
 
+/** A paid screen as an adapter makes it: admitted with `headers`, answered, concluded (the conclusion). */
+export const payScreen = async (core: PaymentCore, headers: Parameters<typeof paidRequest>[0]) =>
+  core.conclude(SCREEN, paidRequest({}), claimOf(await core.admit(SCREEN, paidRequest(headers))), { answer: ANSWER });
+
 /** The stable code of a refusal (402 bodies carry it at the top, others under error). */
 export const codeOf = (reply: Reply): string => {
   const body = JSON.parse(reply.body) as { code?: string; error?: { code?: string } };
