@@ -6,8 +6,9 @@ import { BRIEF_MAX_CHARS, brief } from "../api/discovery/brief.ts";
 import { exampleOf } from "../api/discovery/example.ts";
 import { routeSchemas } from "../api/discovery/route-schemas.ts";
 import { routeName } from "../api/http/declare.ts";
-import { TOOLS, toolPrice } from "../api/mcp/tools.ts";
+import { TOOLS } from "../api/mcp/tools.ts";
 import { unitsToUsd } from "../api/money.ts";
+import { priceOfRoute } from "../api/payments/prices.ts";
 import { ROUTES } from "../api/routes.ts";
 
 const ajv = new Ajv2020({ strict: false });
@@ -61,7 +62,7 @@ describe("docs/agents.md", () => {
     }));
     expect(rows).toEqual(
       TOOLS.map((tool) => {
-        const units = toolPrice(tool);
+        const units = priceOfRoute(tool.route);
         const usd = units === 0n ? "free" : unitsToUsd(units).toFixed(2);
         return {
           tool: tool.name,

@@ -4,7 +4,7 @@ import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute, routeName } from "../http/declare.ts";
 import { TOOLS } from "../mcp/tools.ts";
 import { unitsToUsd } from "../money.ts";
-import { PRICES, type RouteId } from "../payments/prices.ts";
+import { priceOfRoute } from "../payments/prices.ts";
 import { brief } from "./brief.ts";
 
 const HOW_TO_PAY =
@@ -43,8 +43,6 @@ type Declared = RouteConfig & {
   "x-price"?: { per?: string };
 };
 
-const priceOf = (route: Declared) => PRICES[route.operationId as RouteId] ?? 0n;
-
 export function wellKnownHandler({
   routes,
 }: {
@@ -52,7 +50,7 @@ export function wellKnownHandler({
 }): RouteHandler<typeof wellKnownRoute, AppEnv> {
   const body = {
     version: 1 as const,
-    resources: (routes as Declared[]).filter((r) => priceOf(r) > 0n).map(routeName),
+    resources: (routes as Declared[]).filter((r) => priceOfRoute(r) > 0n).map(routeName),
     instructions: HOW_TO_PAY,
   };
   return (c) => c.json(body, 200);
@@ -61,7 +59,7 @@ export function wellKnownHandler({
 /** /llms.txt, from the route table and the MCP tools. */
 function llmsText(routes: readonly RouteConfig[], origin: string): string {
   const line = (r: Declared) => {
-    const price = priceOf(r);
+    const price = priceOfRoute(r);
     const cost = price > 0n ? `${unitsToUsd(price)} USD${r["x-price"]?.per ? ` per ${r["x-price"].per}` : ""}` : "free";
     return `- \`${routeName(r)}\` (${cost}): ${brief(`${r.summary}. ${r.description ?? ""}`)}`;
   };

@@ -2,12 +2,12 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { errorBody } from "../../shared/errors.ts";
+import { type ErrorBody, errorBody } from "../../shared/errors.ts";
 import { toolDiscoveryExtension } from "../discovery/bazaar.ts";
 import { brief } from "../discovery/brief.ts";
 import { routeSchemas } from "../discovery/route-schemas.ts";
-import { TOOLS, type Tool, toolDescription, toolInputSchema, toolNamed, toolOutputSchema } from "./tools.ts";
-import { paymentHeader, type ToolResult, toolResult } from "./x402.ts";
+import { TOOLS, type Tool, toolDescription, toolInputSchema, toolOutputSchema } from "./tools.ts";
+import { paymentHeader, toolResult } from "./x402.ts";
 
 /** Where tool calls are answered: the service's own app, in process (same middleware, payment core and ledger). */
 export type RouteDispatcher = { fetch: (request: Request, env?: unknown) => Response | Promise<Response> };
@@ -33,6 +33,7 @@ function listing(tool: Tool) {
   };
   const short = brief(definition.description);
   return {
+    tool,
     definition,
     short,
     discovery: toolDiscoveryExtension({ ...definition, description: short }),
@@ -41,10 +42,8 @@ function listing(tool: Tool) {
 
 const toolListing = () => (listed ??= new Map(TOOLS.map((tool) => [tool.name, listing(tool)])));
 
-const invalid = (message: string): ToolResult => {
-  const body = errorBody("invalid_request", message);
-  return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError: true };
-};
+/** Arguments that cannot make the route's request: refused as the route refuses bad input (400 invalid_request). */
+const invalid = (message: string): ErrorBody => errorBody("invalid_request", message);
 
 /** The route's HTTP request for a tool call: path and query parameters from the arguments, the rest as the JSON body. */
 function routeRequest(
@@ -52,7 +51,7 @@ function routeRequest(
   args: Record<string, unknown>,
   meta: Record<string, unknown> | undefined,
   origin: string,
-): Request | ToolResult {
+): Request | ErrorBody {
   const s = routeSchemas(tool.route);
   const rest = { ...args };
   let path = s.path;
@@ -102,14 +101,15 @@ export async function answerMcp(
     tools: [...toolListing().values()].map((t) => t.definition),
   }));
   server.setRequestHandler(CallToolRequestSchema, async ({ params }) => {
-    const tool = toolNamed(params.name);
     const listed = toolListing().get(params.name);
-    if (!tool || !listed) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
-    const routed = routeRequest(tool, params.arguments ?? {}, params._meta, origin);
-    if (!(routed instanceof Request)) return routed;
-    const answer = await app.fetch(routed, env);
+    if (!listed) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
+    const routed = routeRequest(listed.tool, params.arguments ?? {}, params._meta, origin);
+    const answer =
+      routed instanceof Request
+        ? await app.fetch(routed, env)
+        : new Response(JSON.stringify(routed), { status: 400, headers: { "content-type": "application/json" } });
     return toolResult(
-      { name: tool.name, description: listed.short },
+      { name: listed.tool.name, description: listed.short },
       { status: answer.status, headers: answer.headers, body: await answer.text() },
       listed.discovery,
     );

@@ -8,7 +8,7 @@ import { type JsonSchema, routeSchemas } from "../discovery/route-schemas.ts";
 import { unitsToUsd } from "../money.ts";
 import { reportRoute } from "../passport/report-route.ts";
 import { verifyRoute } from "../passport/verify-route.ts";
-import { PRICES, type RouteId } from "../payments/prices.ts";
+import { priceOfRoute } from "../payments/prices.ts";
 import { paymentRequiredV2Schema } from "../payments/schema.ts";
 import { screenBatchRoute } from "../screen/batch-route.ts";
 import { screenRoute } from "../screen/route.ts";
@@ -58,12 +58,6 @@ export const TOOLS = [
 
 export type Tool = (typeof TOOLS)[number];
 
-const byName = new Map<string, Tool>(TOOLS.map((tool) => [tool.name, tool]));
-export const toolNamed = (name: string): Tool | undefined => byName.get(name);
-
-/** The tool's price in micro-USD (per unit for a route priced per unit). */
-export const toolPrice = (tool: Tool): bigint => PRICES[(tool.route as { operationId: RouteId }).operationId];
-
 /** The tool's arguments, one object: the route's path and query parameters and its JSON body's properties. */
 export function toolInputSchema(tool: Tool): JsonSchema {
   const s = routeSchemas(tool.route);
@@ -91,7 +85,7 @@ export function toolOutputSchema(tool: Tool): JsonSchema {
 /** The tool's description: the route's, with its price and how to pay. */
 export function toolDescription(tool: Tool): string {
   const route = tool.route as { summary: string; description?: string };
-  const price = toolPrice(tool);
+  const price = priceOfRoute(tool.route);
   const paying =
     price > 0n
       ? `Costs ${unitsToUsd(price)} USD${"advice" in tool ? "" : " per call"}, paid with x402: call without payment to get the requirements (isError, structuredContent = PaymentRequired), then again with an EIP-3009 authorization in _meta["x402/payment"] (USDT or USDC on Celo).`

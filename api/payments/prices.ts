@@ -41,6 +41,9 @@ export const PRICES = {
 
 export type RouteId = keyof typeof PRICES;
 
+/** A declared route's price (its operationId is its id in the table). */
+export const priceOfRoute = (route: { operationId?: string }): bigint => PRICES[route.operationId as RouteId] ?? 0n;
+
 /** What a monitor's price pays for: this long of watching, from creation or renewal. */
 export const MONITOR_PERIOD_MS = 30 * 24 * 3_600_000;
 
