@@ -51,6 +51,9 @@ const postgresOnly = [
   "test/db/chain-freeze.test.ts",
   "test/db/report-reference.test.ts",
   "test/db/sign-in.test.ts",
+  // Prepaid credit across two replicas (two connection pools on one database); the credit ledger's
+  // SQL holds to the contract on PGlite too (ledger-contract.test.ts), the core's rules in test/payments.
+  "test/db/credit.test.ts",
   // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
   "test/db/replicas.test.ts",
   "test/db/deferred-replicas.test.ts",

@@ -4,6 +4,16 @@ import type { IndexTarget } from "../config/target.ts";
 import { analyzeHandler, analyzeRoute } from "./analyze/route.ts";
 import type { Conversations } from "./chat/conversations.ts";
 import { chatHandler, chatRoute } from "./chat/route.ts";
+import {
+  creditStatementHandler,
+  creditStatementRoute,
+  purchaseHandler,
+  purchaseRoute,
+  reissueTokenHandler,
+  reissueTokenRoute,
+  revokeTokensHandler,
+  revokeTokensRoute,
+} from "./credit/routes.ts";
 import type { IndexDb } from "./db.ts";
 import { llmsHandler, llmsRoute, wellKnownHandler, wellKnownRoute } from "./discovery/routes.ts";
 import { healthHandler, healthRoute } from "./health/route.ts";
@@ -108,6 +118,10 @@ export const ROUTES = [
   served(renewMonitorRoute, () => renewMonitorHandler),
   served(readMonitorRoute, () => readMonitorHandler),
   served(deleteMonitorRoute, () => deleteMonitorHandler),
+  served(purchaseRoute, () => purchaseHandler),
+  served(creditStatementRoute, () => creditStatementHandler),
+  served(reissueTokenRoute, () => reissueTokenHandler),
+  served(revokeTokensRoute, () => revokeTokensHandler),
   served(statsRoute, statsHandler),
   served(configRoute, configHandler),
   served(healthRoute, healthHandler),

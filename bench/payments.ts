@@ -48,13 +48,15 @@ if (process.argv.includes("--chaos")) {
 // (throughput); then the deferred queue drained and the treasury checked against the ledger.
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 // --profile writes a CPU profile of each paid throughput run and prints where its time went.
-// --sustained: sustained load on deferred settlement (issue 26's target): 1,600 calls in the
-// throughput run, 64 payers, a block a second, deferred mode (each can still be set by hand).
+// --sustained: sustained load (issue 26's targets): 1,600 calls in the throughput run, 16 in flight,
+// 64 payers, a block a second, deferred mode (each can still be set by hand).
+// --modes credit: the same screens paid from prepaid credit (each payer first buys its share of
+// the calls by POST /api/credit, settled on chain), by credit token: nothing settled per call.
 const { values } = parseArgs({
   options: {
     wallets: { type: "string", default: "300" },
     requests: { type: "string" },
-    concurrency: { type: "string", default: "8" },
+    concurrency: { type: "string" },
     /** Seconds between blocks once the devnet is seeded (Celo: 1). 0: anvil automines each transaction. */
     "block-time": { type: "string" },
     /** Settlement modes to measure (X402_SETTLEMENT). */
@@ -69,9 +71,11 @@ const { values } = parseArgs({
 const sustained = values.sustained;
 /** Half of them one at a time, half concurrently: --sustained makes the concurrent run 1,600 calls. */
 const requests = Number(values.requests ?? (sustained ? 3200 : 400));
-const concurrency = Number(values.concurrency);
+const concurrency = Number(values.concurrency ?? (sustained ? 16 : 8));
 const blockTime = Number(values["block-time"] ?? (sustained ? 1 : 0));
-const modes = (values.modes ?? (sustained ? "deferred" : "before,deferred")).split(",") as SettlementTiming["mode"][];
+/** Settlement modes, and `credit`: calls paid from prepaid credit (bought first, settled before it exists). */
+type Mode = SettlementTiming["mode"] | "credit";
+const modes = (values.modes ?? (sustained ? "deferred" : "before,deferred")).split(",") as Mode[];
 
 log(`seeding a devnet with ${values.wallets} background wallets…`);
 const chain = await indexedPostgresDevnet(Number(values.wallets));
@@ -86,8 +90,10 @@ try {
   const settings = devnetPaymentSettings(devnet.manifestPath);
   const payments = createPayments(settings, store.db);
   const { db, target, wallets } = await indexedReads(chain);
-  log(`funding ${values.payers} payers (1 USDT each) and indexing their balances…`);
-  const payers = await fundedPayers(devnet.manifest, indexer, Number(values.payers));
+  // Credit mode buys each payer's calls first: a second USDT each, so that the x402 modes still have one.
+  const funding = modes.includes("credit") ? 2 : 1;
+  log(`funding ${values.payers} payers (${funding} USDT each) and indexing their balances…`);
+  const payers = await fundedPayers(devnet.manifest, indexer, Number(values.payers), BigInt(funding) * 1_000_000n);
   // Everything timed below reads what is indexed by now. The indexer stops here: in production it
   // runs beside the API, not on its two cores, where each settlement's block would cost it ~100 ms.
   await indexer.stop();
@@ -173,11 +179,22 @@ try {
     screenHandler({ db, target, assessor }),
   );
   type App = { request: (path: string, init: RequestInit) => Response | Promise<Response> };
-  const call = async (app: App, i: number, paid: boolean) => {
-    const { lender, header } = paid ? take() : { lender: lenders[0]!, header: undefined };
+  /** Each payer's credit token, once it bought credit (credit mode). */
+  const creditTokens = new Map<string, string>();
+  /** How a call is paid: not at all, by an x402 payment, or from the payer's prepaid credit. */
+  type Pay = "unpaid" | "x402" | "credit";
+  const call = async (app: App, i: number, pay: Pay) => {
+    const payer = payers[i % payers.length]!;
+    const { lender, header } =
+      pay === "x402" ? take() : { lender: pay === "credit" ? payer : lenders[0]!, header: undefined };
+    const credentials: Record<string, string> = header
+      ? { "x-payment": header }
+      : pay === "credit"
+        ? { authorization: `Bearer ${creditTokens.get(payer.address)}` }
+        : {};
     const res = await app.request("/api/lender/screen", {
       method: "POST",
-      headers: { "content-type": "application/json", ...(header ? { "x-payment": header } : {}) },
+      headers: { "content-type": "application/json", ...credentials },
       body: JSON.stringify({ walletAddress: wallets[i % wallets.length], callerAddress: lender.address }),
     });
     if (res.status !== 200) throw new Error(`screen answered ${res.status}: ${await res.text()}`);
@@ -188,30 +205,49 @@ try {
   };
   /** The paid calls' Server-Timing phases (payment, handler, settlement), while a latency run collects them. */
   let phaseTimes: Record<string, number[]> | undefined;
-  const latency = async (app: App, paid: boolean, n: number) => {
+  const latency = async (app: App, pay: Pay, n: number) => {
     const times: number[] = [];
     for (let i = 0; i < n; i++) {
       const t0 = performance.now();
-      await call(app, i, paid);
+      await call(app, i, pay);
       times.push(performance.now() - t0);
     }
     return times;
   };
-  const throughput = async (app: App, paid: boolean, n: number) => {
+  const throughput = async (app: App, pay: Pay, n: number) => {
     let i = 0;
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
-        while (i < n) await call(app, i++, paid);
+        while (i < n) await call(app, i++, pay);
       }),
     );
     return (n / (performance.now() - t0)) * 1000;
   };
   // Warm the result cache over the same wallets, so the figures differ only by payment.
-  for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, false);
-  const unpaidLatency = await latency(unpaidApp, false, requests / 2);
-  const unpaidRate = await throughput(unpaidApp, false, requests / 2);
+  for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, "unpaid");
+  const unpaidLatency = await latency(unpaidApp, "unpaid", requests / 2);
+  const unpaidRate = await throughput(unpaidApp, "unpaid", requests / 2);
 
+  /** Every payer buys the credit its share of the calls needs (one x402 payment each, settled on chain before the answer), not timed. */
+  const buyCredit = async (app: App) => {
+    const cents = Math.ceil((wallets.length + requests) / payers.length) + 2;
+    const amount = (cents / 100).toFixed(2);
+    log(`credit: ${payers.length} payers buy ${amount} each…`);
+    await Promise.all(
+      payers.map(async (payer) => {
+        const value = BigInt(cents) * 10_000n;
+        const header = specHeader(await signAuthorization(payer.key, USDT, { to: treasury, value }), USDT.address);
+        const res = await app.request("/api/credit", {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-payment": header },
+          body: JSON.stringify({ amount }),
+        });
+        if (res.status !== 200) throw new Error(`the purchase answered ${res.status}: ${await res.text()}`);
+        creditTokens.set(payer.address, ((await res.json()) as { creditToken: string }).creditToken);
+      }),
+    );
+  };
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
   const profiles: string[] = [];
   const results: {
@@ -233,7 +269,8 @@ try {
     }
   };
   for (const mode of modes) {
-    const { worker, app: paidApp } = paidService(mode, {
+    const pay: Pay = mode === "credit" ? "credit" : "x402";
+    const { worker, app: paidApp } = paidService(mode === "credit" ? "before" : mode, {
       settings,
       store: store.db,
       db,
@@ -244,10 +281,11 @@ try {
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.
     const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
     log(`${mode}: ${sequential} paid screens one at a time, then ${requests / 2} with ${concurrency} in flight…`);
+    if (mode === "credit") await buyCredit(paidApp);
     // The app's own result cache warmed over the same wallets, as the unpaid one's was.
-    for (let i = 0; i < wallets.length; i++) await call(paidApp, i, true);
+    for (let i = 0; i < wallets.length; i++) await call(paidApp, i, pay);
     phaseTimes = {};
-    const paidLatency = await latency(paidApp, true, sequential);
+    const paidLatency = await latency(paidApp, pay, sequential);
     const phases = phaseTimes;
     phaseTimes = undefined;
     // The throughput run starts with nothing open: the warm-up's and the latency run's deferred
@@ -258,7 +296,7 @@ try {
     const settledFirstBefore = await settledFirst();
     const startedAt = new Date();
     const profiler = values.profile ? await startProfiler() : undefined;
-    const rate = await throughput(paidApp, true, requests / 2);
+    const rate = await throughput(paidApp, pay, requests / 2);
     if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
     await untilSettled();
     // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.

@@ -115,6 +115,8 @@ export const envSchema = z.object({
   X402_DEFERRED_MAX_PER_PAYER: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("0.05", 6))),
   /** x402 deferred mode: most unsettled value across all payers, in USD; past it, calls settle first. */
   X402_DEFERRED_MAX_TOTAL: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("5", 6))),
+  /** Prepaid credit: the most one purchase (POST /api/credit) may buy, in USD; the least is 0.10. */
+  CREDIT_MAX_USD: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("50", 6))),
   /** Chat model mode: an OpenAI-compatible chat-completions endpoint (base URL, e.g. http://127.0.0.1:11434/v1). Unset: the deterministic engine answers. */
   CHAT_MODEL_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** Chat model mode: the model name sent to CHAT_MODEL_URL. */

@@ -32,6 +32,8 @@ export type PaymentSettings = {
   timing: SettlementTiming;
   /** Chain reads (nonce state, balances) and, in self mode, settlement transactions. */
   rpcUrl: string;
+  /** Prepaid credit: the most one purchase may buy (micro-USD). */
+  creditMaxMicroUsd: bigint;
 };
 
 export type SettlementTiming =
@@ -74,6 +76,7 @@ export function resolvePaymentSettings(target: PaymentTarget, env: Env = readEnv
     settlement,
     timing,
     rpcUrl: target.rpcUrls[0]!,
+    creditMaxMicroUsd: env.CREDIT_MAX_USD,
   };
 }
 

@@ -8,7 +8,7 @@ import { priceOfRoute } from "../payments/prices.ts";
 import { brief } from "./brief.ts";
 
 const HOW_TO_PAY =
-  'Paid routes answer 402 with x402 payment requirements (v2 in the PAYMENT-REQUIRED header, v1 in the body); pay with an EIP-3009 authorization in USDT or USDC on Celo (x402 `exact` scheme) in PAYMENT-SIGNATURE (v2) or X-PAYMENT (v1), and the answer carries the settlement in PAYMENT-RESPONSE. Over MCP, the payment goes in _meta["x402/payment"]. GET /api/x402/config gives the treasury, tokens and prices.';
+  'Paid routes answer 402 with x402 payment requirements (v2 in the PAYMENT-REQUIRED header, v1 in the body); pay with an EIP-3009 authorization in USDT or USDC on Celo (x402 `exact` scheme) in PAYMENT-SIGNATURE (v2) or X-PAYMENT (v1), and the answer carries the settlement in PAYMENT-RESPONSE. Over MCP, the payment goes in _meta["x402/payment"]. GET /api/x402/config gives the treasury, tokens and prices. Many calls: buy prepaid credit once (POST /api/credit, paid as above) and send `Authorization: Bearer <creditToken>` instead of a payment (over MCP, as the connection\'s Authorization header).';
 
 export const wellKnownRoute = declareRoute("wellKnownX402", {
   method: "get",

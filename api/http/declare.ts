@@ -143,6 +143,12 @@ export function registerPaymentSchemes(registry: OpenAPIHono["openAPIRegistry"])
     name: "PAYMENT-SIGNATURE",
     description: "x402 v2 base64",
   });
+  registry.registerComponent("securitySchemes", "creditToken", {
+    type: "http",
+    scheme: "bearer",
+    description:
+      "Prepaid credit (POST /api/credit): `Authorization: Bearer crd_…` pays the call from the token owner's balance instead of a payment",
+  });
   registry.registerComponent("securitySchemes", "signInWithX", {
     type: "apiKey",
     in: "header",
@@ -185,7 +191,9 @@ export function declareRoute<
     ...(freeRead ? { freeRead } : {}),
     ...(signIn ? { signIn } : {}),
     ...(d.payment?.settleFirst ? { settleFirst: true } : {}),
+    ...(d.payment?.buysCredit ? { buysCredit: true } : {}),
   };
+  const creditAccepted = paid && !d.payment?.buysCredit;
 
   const codes: Partial<Record<ErrorStatus, string[]>> = {};
   const add = (status: ErrorStatus, ...more: readonly string[]) =>
@@ -197,6 +205,7 @@ export function declareRoute<
     add(415, "unsupported_media_type");
   }
   if (paid) for (const status of [400, 409, 431, 503] as const) add(status, ...paymentCodes(status));
+  if (creditAccepted) add(401, ...paymentCodes(401));
   if (paid) add(503, INDEX_NOT_CURRENT);
   if (d.rateLimited || signIn?.ownWallet) add(429, "rate_limited");
   if (d.owner) add(401, ...Object.keys(OWNER_SIGN_IN_ERRORS));
@@ -222,7 +231,14 @@ export function declareRoute<
     ...(signIn ? { "x-sign-in": signInRule(signIn) } : {}),
     ...(d.owner ? { "x-sign-in": ownerSignInRule } : {}),
     ...(paid
-      ? { security: [{ xPayment: [] }, { paymentSignature: [] }, ...(signIn ? [{ signInWithX: [] }] : [])] }
+      ? {
+          security: [
+            { xPayment: [] },
+            { paymentSignature: [] },
+            ...(creditAccepted ? [{ creditToken: [] }] : []),
+            ...(signIn || creditAccepted ? [{ signInWithX: [] }] : []),
+          ],
+        }
       : {}),
     ...(d.owner ? { security: [{ signInWithX: [] }] } : {}),
     responses: {
@@ -237,7 +253,7 @@ export function declareRoute<
       ...(paid
         ? {
             402: {
-              description: `Payment required or refused (codes: ${[...paymentCodes(402), ...(signIn ? signInCodes : [])].join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements${signIn ? "; both carry a fresh sign-in-with-x challenge in extensions" : ""}.`,
+              description: `Payment required or refused (codes: ${[...paymentCodes(402).filter((code) => creditAccepted || !code.startsWith("credit_")), ...(signIn || creditAccepted ? signInCodes : [])].join(", ")}). The body is x402 v1; the PAYMENT-REQUIRED header carries the v2 requirements${signIn ? "; both carry a fresh sign-in-with-x challenge in extensions" : ""}.`,
               headers: z.object({
                 "PAYMENT-REQUIRED": z
                   .string()

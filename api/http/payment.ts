@@ -1,8 +1,10 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import { log } from "../../shared/log.ts";
-import type { Claim, PaymentCore, Reply } from "../payments/core.ts";
-import { SIGN_IN_HEADER, type SignInRoute, signInFor } from "../payments/sign-in.ts";
+import type { Claim, CreditPayer, PaymentCore, Reply } from "../payments/core.ts";
+import { creditTokenOf } from "../payments/credit-token.ts";
+import type { PaymentHeaders } from "../payments/header.ts";
+import { SIGN_IN_HEADER, type SignInOutcome, type SignInRoute, signInFor } from "../payments/sign-in.ts";
 import type { AppEnv } from "./app-env.ts";
 
 /** What varies by route: which wallet a payment is about, and which wallet must be paying. */
@@ -17,6 +19,8 @@ export type PaymentHooks = {
   onSettlementFailed?: (c: Context, failure: { reply: Reply; claim: Claim; core: PaymentCore }) => Promise<void>;
   /** Settled before the answer even when X402_SETTLEMENT=deferred (what the handler does cannot be given on credit). */
   settleFirst?: boolean;
+  /** The purchase of prepaid credit: paid with x402 only, never from credit. */
+  buysCredit?: boolean;
   /**
    * A route priced per unit (the batch screen: per wallet answered): the declared price is the
    * unit's, and this request costs `count` of them. Counted after validation, before the 402.
@@ -33,6 +37,25 @@ export const walletRequest: PaymentHooks = {
 /** The request as validated by the route's schemas: path, query and body together. */
 export function validatedInput(c: Context): Record<string, unknown> {
   return Object.assign({}, ...(["param", "query", "json"] as const).map((target) => c.req.valid(target as never)));
+}
+
+/** The idempotency key of a call paid from credit (an x402 payment-identifier, which a payment carries inside itself). */
+export const PAYMENT_ID_HEADER = "Payment-Identifier";
+
+/**
+ * Who pays from prepaid credit, if the call is paid that way: a signed-in wallet with credit, or
+ * the bearer of a credit token. A payment sent with either is used instead (it is the explicit one).
+ */
+function creditPayer(
+  route: SignInRoute,
+  headers: PaymentHeaders,
+  signedIn: SignInOutcome,
+  authorization: string | undefined,
+): CreditPayer | undefined {
+  if (route.buysCredit || headers.xPayment !== undefined || headers.paymentSignature !== undefined) return undefined;
+  if ("credit" in signedIn) return { wallet: signedIn.credit };
+  const token = creditTokenOf(authorization);
+  return token === undefined ? undefined : { token };
 }
 
 const send = (c: Context, reply: Reply) => c.body(reply.body, reply.status as 200, reply.headers);
@@ -55,7 +78,11 @@ export function payment(
       ? { ...declared, microUsd: declared.microUsd * BigInt(hooks.units.count(input, c)) }
       : declared;
     const request = {
-      headers: { xPayment: c.req.header("x-payment"), paymentSignature: c.req.header("payment-signature") },
+      headers: {
+        xPayment: c.req.header("x-payment"),
+        paymentSignature: c.req.header("payment-signature"),
+        paymentId: c.req.header(PAYMENT_ID_HEADER),
+      },
       url: c.req.url,
       path: c.req.path,
       input,
@@ -70,7 +97,8 @@ export function payment(
       c.set("billing", signedIn.billing);
       return next();
     }
-    const admitted = await core.admit(route, request);
+    const credit = creditPayer(route, request.headers, signedIn, c.req.header("authorization"));
+    const admitted = credit ? await core.admitCredit(route, request, credit) : await core.admit(route, request);
     if ("reply" in admitted)
       return send(c, advertise(await signIn.advertise(route, request.url, admitted.reply), request.path));
     const { claim } = admitted;

@@ -5,7 +5,7 @@ import { SIGN_IN_HEADER, type SignInRoute, signInFor } from "../payments/sign-in
 import type { AppEnv } from "./app-env.ts";
 
 /** Request headers that carry a way to pay for (or to be let into) a paid call. */
-const CREDENTIALS = ["x-payment", "payment-signature", SIGN_IN_HEADER] as const;
+const CREDENTIALS = ["x-payment", "payment-signature", SIGN_IN_HEADER, "authorization"] as const;
 
 /**
  * The x402 crawlers' probe: a paid route called with nothing to pay with and no body gets its 402,

@@ -4,6 +4,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import { etaSeconds, SlidingRate } from "../../shared/rate.ts";
 import { type IndexDb, queryPrepared } from "../db.ts";
 import { decodeCheckpoint } from "../stats/queries.ts";
+import { coalesced } from "../store/coalesce.ts";
 
 /** How the chain head is read: shared by every caller for this long, and given up on after HEAD_TIMEOUT_MS. */
 const HEAD_TTL_MS = 1_000;
@@ -67,7 +68,7 @@ export class IndexState {
   constructor(private readonly deps: IndexStateDeps) {}
 
   async status(): Promise<IndexStatus> {
-    const [indexed, head] = await Promise.all([this.indexed(), this.chainHead()]);
+    const [indexed, head] = await Promise.all([this.indexed(undefined), this.chainHead()]);
     const { maxLagBlocks } = this.deps;
     const block = indexed.block;
     if (block) this.speed.add(block.number);
@@ -108,7 +109,16 @@ export class IndexState {
    * Ponder's flag and checkpoints. While not ready (a crash recovery has reverted the tables to the
    * safe checkpoint and not yet rewritten `latest_checkpoint`), the data is at the safe checkpoint.
    */
-  private async indexed(): Promise<{ ready: boolean; block: Block | null }> {
+  /**
+   * Group read: the paid calls of a moment share one statement, each reading a state read after
+   * it asked (the calls that arrive while one read runs go together in the next).
+   */
+  private readonly indexed = coalesced(async (callers: unknown[]) => {
+    const state = await this.readIndexed();
+    return callers.map(() => state);
+  });
+
+  private async readIndexed(): Promise<{ ready: boolean; block: Block | null }> {
     const { db, target } = this.deps;
     const rows = await queryPrepared<{ ready: number | null; latest: string | null; safe: string | null }>(
       db,

@@ -6,6 +6,7 @@ import { type ErrorBody, errorBody } from "../../shared/errors.ts";
 import { toolDiscoveryExtension } from "../discovery/bazaar.ts";
 import { brief } from "../discovery/brief.ts";
 import { routeSchemas } from "../discovery/route-schemas.ts";
+import { creditTokenOf } from "../payments/credit-token.ts";
 import { TOOLS, type Tool, toolDescription, toolInputSchema, toolOutputSchema } from "./tools.ts";
 import { paymentHeader, toolResult } from "./x402.ts";
 
@@ -51,6 +52,7 @@ function routeRequest(
   args: Record<string, unknown>,
   meta: Record<string, unknown> | undefined,
   origin: string,
+  credit: string | undefined,
 ): Request | ErrorBody {
   const s = routeSchemas(tool.route);
   const rest = { ...args };
@@ -75,6 +77,7 @@ function routeRequest(
       accept: "application/json",
       ...(s.body ? { "content-type": "application/json" } : {}),
       ...(payment ? { "payment-signature": payment } : {}),
+      ...(credit ? { authorization: credit } : {}),
     },
     ...(s.body ? { body: JSON.stringify(rest) } : {}),
   });
@@ -92,6 +95,10 @@ export async function answerMcp(
   env: unknown,
 ): Promise<Response> {
   const origin = new URL(request.url).origin;
+  // A credit token the MCP client sends (its connection's Authorization header) pays each tool call
+  // from prepaid credit, as on HTTP; no other authorization is passed on to the routes.
+  const authorization = request.headers.get("authorization") ?? undefined;
+  const credit = creditTokenOf(authorization) === undefined ? undefined : authorization;
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: {} },
     instructions: INSTRUCTIONS,
@@ -103,7 +110,7 @@ export async function answerMcp(
   server.setRequestHandler(CallToolRequestSchema, async ({ params }) => {
     const listed = toolListing().get(params.name);
     if (!listed) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
-    const routed = routeRequest(listed.tool, params.arguments ?? {}, params._meta, origin);
+    const routed = routeRequest(listed.tool, params.arguments ?? {}, params._meta, origin, credit);
     const answer =
       routed instanceof Request
         ? await app.fetch(routed, env)

@@ -26,7 +26,9 @@ export function openApiDocument(app: OpenAPIHono<AppEnv>, serverUrl: string) {
       version: "1",
       description:
         "Pay-per-call wallet screening for lenders on Celo. Paid routes take an x402 payment (an EIP-3009 authorization in USDT or USDC); " +
-        "unpaid, they answer 402 with the payment requirements. See GET /api/x402/config and docs/payments.md. Every error is {error:{code, message, details?}}. " +
+        "unpaid, they answer 402 with the payment requirements. See GET /api/x402/config and docs/payments.md. " +
+        "Many calls? Buy prepaid credit once (POST /api/credit) and send its token (Authorization: Bearer crd_…) instead of a payment per call. " +
+        "Every error is {error:{code, message, details?}}. " +
         "AI agents: the same routes as MCP tools at POST /mcp (paid with the x402 MCP transport), /llms.txt and /.well-known/x402 (docs/agents.md).",
     },
     servers: [{ url: serverUrl }],

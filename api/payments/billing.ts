@@ -4,7 +4,14 @@ import { CELO_NETWORK, type TokenInfo } from "../../config/celo.ts";
 import { exactUsd } from "../money.ts";
 
 /** What the handler may say about the payment that let it run. */
-export type Billing = { chargedUnits: bigint; token: TokenInfo; payer: Address; waived: boolean };
+export type Billing = {
+  chargedUnits: bigint;
+  token: TokenInfo;
+  payer: Address;
+  waived: boolean;
+  /** Paid from prepaid credit: the balance left after this call (micro-USD). */
+  creditLeft?: bigint;
+};
 
 /** `x402Billing` of every paid answer: what this call really charged. */
 export const x402BillingSchema = z.object({
@@ -18,6 +25,10 @@ export const x402BillingSchema = z.object({
   tokenAddress: z.string(),
   chain: z.string(),
   payer: z.string(),
+  creditLeft: z
+    .string()
+    .optional()
+    .describe("Only when paid from prepaid credit (POST /api/credit): the credit left after this call, in USD"),
 });
 
 export function x402Billing(billing: Billing): z.infer<typeof x402BillingSchema> {
@@ -28,5 +39,6 @@ export function x402Billing(billing: Billing): z.infer<typeof x402BillingSchema>
     tokenAddress: billing.token.address,
     chain: CELO_NETWORK,
     payer: billing.payer,
+    ...(billing.creditLeft === undefined ? {} : { creditLeft: exactUsd(billing.creditLeft, 6) }),
   };
 }

@@ -5,6 +5,7 @@ import type { PaymentRow } from "../store/schema.ts";
 import { admitPayment } from "./core/admit.ts";
 import type { CoreContext } from "./core/context.ts";
 import { reconcileDeps } from "./core/context.ts";
+import { admitCredit, type CreditPayer } from "./core/credit.ts";
 import { ledgerDown } from "./core/refusals.ts";
 import { refusalReply } from "./core/replies.ts";
 import { concludeClaim } from "./core/settle.ts";
@@ -24,6 +25,7 @@ import type { Facilitator } from "./facilitator.ts";
 import { keyId, type Resolution } from "./ledger/ledger.ts";
 import { chainOutcome, keyOf, reconcileRow } from "./reconcile.ts";
 
+export type { CreditPayer } from "./core/credit.ts";
 export { RECEIPT_WAIT_MS } from "./core/settle.ts";
 export type * from "./core/types.ts";
 
@@ -66,10 +68,23 @@ export class PaymentCore {
   }
 
   /** Before the handler: a claimed payment to run on, or the reply to send instead. */
-  async admit(route: PricedRoute, request: PaymentRequest): Promise<Admission> {
+  admit(route: PricedRoute, request: PaymentRequest): Promise<Admission> {
+    return this.admitWith(route, request, () => admitPayment(this.context, route, request));
+  }
+
+  /** admit, paid from prepaid credit instead of a payment: the price held from the payer's balance. */
+  admitCredit(route: PricedRoute, request: PaymentRequest, payer: CreditPayer): Promise<Admission> {
+    return this.admitWith(route, request, () => admitCredit(this.context, route, request, payer));
+  }
+
+  private async admitWith(
+    route: PricedRoute,
+    request: PaymentRequest,
+    admission: () => Promise<Admission>,
+  ): Promise<Admission> {
     this.admitting++;
     try {
-      const admitted = await admitPayment(this.context, route, request);
+      const admitted = await admission();
       if ("claim" in admitted) this.claims++;
       return admitted;
     } catch (error) {
@@ -120,7 +135,7 @@ export class PaymentCore {
   /**
    * Settles from the chain every row whose outcome is unknown: `settling` rows idle for
    * `settlingIdleMs` (0 at start: rows left by a crash) and abandoned claims. Rows this process is
-   * settling right now are left to their request.
+   * settling right now are left to their request. Abandoned credit holds are released.
    */
   async reconcileUnresolved(
     settlingIdleMs: number,
@@ -128,6 +143,9 @@ export class PaymentCore {
     const rows = (await this.ledger.unresolved(settlingIdleMs)).filter((row) => !this.inflight.has(keyId(keyOf(row))));
     const outcomes: (Resolution | "pending")[] = [];
     for (const row of rows) outcomes.push(await this.reconcileOne(row));
+    // Credit held by requests that died goes back to its owners (nothing was answered).
+    const released = await this.ledger.credit.releaseAbandoned();
+    if (released > 0) log.info(`[payments] ${released} credit holds of requests that died were released`);
     return { checked: rows.length, resolved: outcomes.filter((o) => o !== "pending").length, outcomes };
   }
 

@@ -29,6 +29,10 @@ export const PAYMENT_ERRORS = {
   unsettled_payment: 402,
   settlement_unavailable: 503,
   settlement_pending: 503,
+  /** Prepaid credit: the balance is below this call's price (the 402 lets a client pay per call instead). */
+  credit_insufficient: 402,
+  /** Prepaid credit: the bearer token is unknown or revoked. */
+  credit_token_invalid: 401,
 } as const satisfies Record<string, ContentfulStatusCode>;
 
 export type PaymentErrorCode = keyof typeof PAYMENT_ERRORS;

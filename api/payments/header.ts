@@ -78,7 +78,12 @@ const v2Schema = z.object({
   extensions: z.record(z.string(), z.unknown()).optional(),
 });
 
-export type PaymentHeaders = { xPayment?: string; paymentSignature?: string };
+export type PaymentHeaders = {
+  xPayment?: string;
+  paymentSignature?: string;
+  /** A call paid from credit: its Payment-Identifier header (an x402 payment-identifier, checked by the adapter). */
+  paymentId?: string;
+};
 
 /** Reads whichever payment header was sent; undefined when none was. */
 export function decodePayment(headers: PaymentHeaders, maxBytes: number): PaymentAttempt | undefined {

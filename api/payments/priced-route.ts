@@ -9,6 +9,8 @@ export type PricedRoute = {
   freeRead?: { after: readonly string[]; rule: string };
   /** Always settled before the answer, whatever X402_SETTLEMENT says (the report: an on-chain publication). */
   settleFirst?: boolean;
+  /** The purchase of prepaid credit: paid with x402 only, never from credit. Every other paid route accepts credit. */
+  buysCredit?: boolean;
 };
 
 /** An answer complete in itself: a refusal, or the answer a payment already bought. */

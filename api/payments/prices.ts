@@ -28,6 +28,11 @@ export const PRICES = {
   monitorEndpointRotate: 0n,
   monitorEndpointRecover: 0n,
   monitorEvents: 0n,
+  /** Per cent of credit bought (api/credit/routes.ts): a purchase costs what it buys. */
+  credit: CENT,
+  creditRead: 0n,
+  creditToken: 0n,
+  creditRevoke: 0n,
   verify: 0n,
   config: 0n,
   health: 0n,

@@ -4,6 +4,7 @@ import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/ext
 import { getAddress } from "viem";
 import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
+import { creditOffer } from "./credit-offer.ts";
 import type { PricedRoute, Reply } from "./priced-route.ts";
 import { priceInUnits } from "./prices.ts";
 import type { PaymentRequiredBody } from "./schema.ts";
@@ -77,6 +78,7 @@ export function paymentRequiredAnswer(
     ...(error.details === undefined ? {} : { details: error.details }),
     accepts: v1Accepts,
     ...(route.freeRead ? { freeWhen: route.freeRead.rule } : {}),
+    ...(route.buysCredit ? {} : { credit: creditOffer(settings) }),
     extensions: PAYMENT_EXTENSIONS,
   };
   return { body, headers: { "PAYMENT-REQUIRED": encodePaymentRequiredHeader(v2) } };

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { creditOfferSchema } from "./credit-offer.ts";
 
 /** The 402 body: x402 v1 (`x402Version`, `error`, `accepts`) plus our stable `code`. */
 export const paymentRequiredBodySchema = z.object({
@@ -22,6 +23,7 @@ export const paymentRequiredBodySchema = z.object({
     }),
   ),
   freeWhen: z.string().optional().describe("Single-signal reads: when the call is free"),
+  credit: creditOfferSchema.optional(),
   extensions: z
     .record(z.string(), z.unknown())
     .optional()

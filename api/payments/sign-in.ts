@@ -87,8 +87,11 @@ export type SignInRequest = {
   headers: PaymentHeaders;
 };
 
-/** `pass`: no sign-in applies, go on with the payment. `billing`: run the handler, nothing charged. `reply`: the answer. */
-export type SignInOutcome = { pass: true } | { billing: Billing } | { reply: Reply };
+/**
+ * `pass`: no sign-in applies, go on with the payment. `billing`: run the handler, nothing charged.
+ * `credit`: a signed-in wallet with prepaid credit, nothing free here: pay from its credit. `reply`: the answer.
+ */
+export type SignInOutcome = { pass: true } | { billing: Billing } | { credit: Address } | { reply: Reply };
 
 type Proof = { wallet: Address; nonce: string; issuedAt: string } | { refused: { reason: string; message: string } };
 
@@ -107,7 +110,9 @@ export class SignIn {
 
   /** Before the payment core: what a SIGN-IN-WITH-X header does for this request. */
   async admit(route: SignInRoute, request: SignInRequest): Promise<SignInOutcome> {
-    if (!route.signIn || request.header === undefined) return { pass: true };
+    const paying = request.headers.xPayment !== undefined || request.headers.paymentSignature !== undefined;
+    // Where sign-in grants nothing free, it only pays from credit: a payment sent with it is used as sent.
+    if (request.header === undefined || (!route.signIn && (paying || route.buysCredit))) return { pass: true };
     const proof = await this.prove(request.header);
     if ("refused" in proof) {
       return {
@@ -121,10 +126,15 @@ export class SignIn {
       };
     }
     const { wallet } = proof;
-    const paying = request.headers.xPayment !== undefined || request.headers.paymentSignature !== undefined;
-    const grant = await this.grantFor(route, wallet, request);
+    const grant = route.signIn ? await this.grantFor(route, wallet, request) : undefined;
     if (!grant) {
       if (paying) return { pass: true };
+      // Nothing free here, but the wallet has prepaid credit: the call is paid from it (one use per proof).
+      if (!route.buysCredit && (await this.core.ledger.credit.balance(wallet)) > 0n) {
+        if (!(await this.spend(proof.nonce, wallet, proof.issuedAt)))
+          return { reply: await this.reused(route, request.url) };
+        return { credit: wallet };
+      }
       const message = `Signed in as ${wallet}, which gets nothing free here (${request.subject ? `about ${request.subject}` : "this call"}); nothing was charged. Pay for this call.`;
       return {
         reply: await this.refusal(route, request.url, "sign_in_not_entitled", message, {
@@ -138,17 +148,8 @@ export class SignIn {
       if (retryAfter > 0) return paying ? { pass: true } : { reply: this.rateLimited(retryAfter) };
     }
     // One use per proof, on every replica: the service store records the nonce it granted.
-    if (!(await this.spend(proof.nonce, wallet, proof.issuedAt))) {
-      return {
-        reply: await this.refusal(
-          route,
-          request.url,
-          "sign_in_invalid",
-          "This sign-in was already used; nothing was charged. Sign a new challenge.",
-          { reason: "invalid_siwx_nonce" },
-        ),
-      };
-    }
+    if (!(await this.spend(proof.nonce, wallet, proof.issuedAt)))
+      return { reply: await this.reused(route, request.url) };
     return { billing: { chargedUnits: 0n, token: this.core.settings.tokens[0]!, payer: wallet, waived: true } };
   }
 
@@ -251,6 +252,16 @@ export class SignIn {
     this.spent.set(nonce, until);
     if (this.spent.size > 10_000) for (const [n, t] of this.spent) if (t <= now) this.spent.delete(n);
     return true;
+  }
+
+  private reused(route: SignInRoute, url: string): Promise<Reply> {
+    return this.refusal(
+      route,
+      url,
+      "sign_in_invalid",
+      "This sign-in was already used; nothing was charged. Sign a new challenge.",
+      { reason: "invalid_siwx_nonce" },
+    );
   }
 
   private async refusal(

@@ -12,6 +12,15 @@ import { priceInUnits } from "./prices.ts";
 import { requirementFor, V1_NETWORK } from "./requirements.ts";
 import { authorizationSigner } from "./secp256k1.ts";
 
+/** callerAddress, when given, names the paying wallet (by payment or from credit): another is refused. */
+export function checkCaller(caller: Address | undefined, payer: Address): void {
+  if (caller !== undefined && caller !== payer)
+    throw new PaymentError(
+      "caller_mismatch",
+      `callerAddress ${caller} is not the payer ${payer}: the paying wallet must be the caller.`,
+    );
+}
+
 /** A payment whose authorization checks out on chain and can be settled as it stands. */
 export type VerifiedPayment = {
   attempt: PaymentAttempt;
@@ -69,12 +78,7 @@ export async function checkPaymentTerms(
       `Network "${attempt.network}" is not accepted; pay on ${settings.network} (Celo).`,
     );
   }
-  if (caller !== undefined && caller !== auth.from) {
-    throw new PaymentError(
-      "caller_mismatch",
-      `callerAddress ${caller} is not the payer ${auth.from}: the paying wallet must be the caller.`,
-    );
-  }
+  checkCaller(caller, auth.from);
   if (auth.to !== settings.payTo) {
     throw new PaymentError(
       "wrong_recipient",
@@ -97,11 +101,15 @@ export async function checkPaymentTerms(
       `The authorization is for ${auth.value} units of ${token.symbol}; this route costs ${price}.`,
     );
   }
-  const max = priceInUnits(settings.maxAmountMicroUsd, token.decimals);
+  // A purchase of credit may cost more than any call: its own price is then the most it may take.
+  const max = priceInUnits(
+    priceMicroUsd > settings.maxAmountMicroUsd ? priceMicroUsd : settings.maxAmountMicroUsd,
+    token.decimals,
+  );
   if (auth.value > max) {
     throw new PaymentError(
       "amount_too_large",
-      `The authorization is for ${auth.value} units of ${token.symbol}; no call costs more than ${max}, so it is refused rather than taken.`,
+      `The authorization is for ${auth.value} units of ${token.symbol}; this call costs at most ${max}, so it is refused rather than taken.`,
     );
   }
   // The facilitator wants a few seconds of validity left to get the transfer mined.

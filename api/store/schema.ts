@@ -374,3 +374,85 @@ export const monitorCursor = service.table("monitor_cursor", {
   block: numeric("block", { precision: 78, scale: 0 }).notNull(),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * Prepaid credit (api/credit): a wallet buys credit with one x402 payment and spends it on paid
+ * calls without a payment each, by bearer token or signed in. Credit tokens are stored as their
+ * sha256 only (the token is in the answer that issued it); each purchase issues one, and every
+ * token of a wallet spends its balance until the owner revokes them all.
+ */
+export const creditToken = service.table(
+  "credit_token",
+  {
+    /** sha256 (hex) of the token. */
+    hash: text("hash").primaryKey(),
+    owner: text("owner").notNull(),
+    issuedAt: timestamp("issued_at", { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("credit_token_owner").on(t.owner).where(sql.raw("revoked_at is null"))],
+);
+
+/**
+ * One purchase of credit: the payment (token, payer, nonce) that bought it, in micro-USD. It is
+ * spendable only while that payment's ledger row is `settled` (the lot is written before the
+ * settlement it waits for, so a failed one grants nothing) and until `expires_at`.
+ */
+export const creditLot = service.table(
+  "credit_lot",
+  {
+    token: text("token").notNull(),
+    payer: text("payer").notNull(),
+    nonce: text("nonce").notNull(),
+    amount: numeric("amount", { precision: 78, scale: 0 }).notNull(),
+    remaining: numeric("remaining", { precision: 78, scale: 0 }).notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "credit_lot_pkey", columns: [t.token, t.payer, t.nonce] }),
+    index("credit_lot_payer").on(t.payer, t.expiresAt),
+    check(
+      "credit_lot_remaining_check",
+      sql.raw(`${t.remaining.name} >= 0 and ${t.remaining.name} <= ${t.amount.name}`),
+    ),
+  ],
+);
+
+/** held: taken from the balance, the call runs. spent: its answer is stored. Released spends are deleted (lifecycle: api/payments/credit-lifecycle.ts). */
+const CREDIT_SPEND_STATUSES = ["held", "spent"] as const;
+export type CreditSpendStatus = (typeof CREDIT_SPEND_STATUSES)[number];
+
+/** One paid call answered from credit: what it cost, which lots paid it, and its stored answer. */
+export const creditSpend = service.table(
+  "credit_spend",
+  {
+    id: text("id").primaryKey(),
+    owner: text("owner").notNull(),
+    route: text("route").notNull(),
+    subject: text("subject"),
+    fingerprint: text("fingerprint").notNull(),
+    /** The Payment-Identifier the client sent: the same id on the same request is answered again, charged once. */
+    paymentId: text("payment_id"),
+    amount: numeric("amount", { precision: 78, scale: 0 }).notNull(),
+    /** The lots it was drawn from ("token:payer:nonce" -> micro-USD): what a release gives back. */
+    draws: jsonb("draws").$type<Record<string, string>>().notNull(),
+    status: text("status").$type<CreditSpendStatus>().notNull(),
+    responseStatus: integer("response_status"),
+    responseType: text("response_type"),
+    responseBody: text("response_body"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("credit_spend_owner_id").on(t.owner, t.paymentId),
+    index("credit_spend_owner_created").on(t.owner, t.createdAt),
+    index("credit_spend_held").on(t.updatedAt).where(sql.raw("status = 'held'")),
+    check(
+      "credit_spend_status_check",
+      sql.raw(`${t.status.name} in (${CREDIT_SPEND_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+export type CreditSpendRow = typeof creditSpend.$inferSelect;
+export type CreditLotRow = typeof creditLot.$inferSelect;

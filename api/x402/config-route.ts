@@ -3,8 +3,10 @@ import { SIGN_IN_WITH_X } from "@x402/extensions/sign-in-with-x";
 import { z } from "zod";
 import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute, routeName } from "../http/declare.ts";
+import { PAYMENT_ID_HEADER } from "../http/payment.ts";
 import { unitsToUsd } from "../money.ts";
 import type { PaymentCore } from "../payments/core.ts";
+import { creditOffer, creditOfferSchema } from "../payments/credit-offer.ts";
 import { PRICES, type RouteId } from "../payments/prices.ts";
 import { PAYMENT_EXTENSIONS } from "../payments/requirements.ts";
 import { SIGN_IN_ERRORS, SIGN_IN_HEADER, SIGN_IN_MAX_AGE_MS, signInFor } from "../payments/sign-in.ts";
@@ -90,6 +92,7 @@ const configSchema = z.object({
   }),
   headers: z.object({ request: z.array(z.string()), response: z.array(z.string()) }),
   signIn: signInSchema,
+  credit: creditOfferSchema,
 });
 
 export const configRoute = declareRoute("config", {
@@ -98,7 +101,7 @@ export const configRoute = declareRoute("config", {
   tags: ["Payments"],
   summary: "How to pay",
   description:
-    "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits, and sign-in-with-x (signIn). Free.",
+    "The treasury (publicPayTo), accepted tokens and their EIP-712 domains, every route's price, the settlement mode and limits, sign-in-with-x (signIn) and prepaid credit (credit). Free.",
   ok: configSchema,
   rateLimited: true,
 });
@@ -172,9 +175,16 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
       request: [
         "X-PAYMENT (service JSON or x402 v1 base64)",
         "PAYMENT-SIGNATURE (x402 v2 base64)",
-        `${SIGN_IN_HEADER} (x402 sign-in-with-x, base64; instead of a payment where signIn says so)`,
+        `${SIGN_IN_HEADER} (x402 sign-in-with-x, base64; instead of a payment where signIn says so, or to pay from the wallet's credit)`,
+        "Authorization: Bearer crd_… (a credit token: the call is paid from prepaid credit)",
+        `${PAYMENT_ID_HEADER} (with credit: an idempotency id; a retry is answered again, charged once)`,
       ],
-      response: ["PAYMENT-RESPONSE", "X-PAYMENT-RESPONSE", "PAYMENT-REQUIRED (on 402)"],
+      response: [
+        "PAYMENT-RESPONSE",
+        "X-PAYMENT-RESPONSE",
+        "PAYMENT-REQUIRED (on 402)",
+        "Credit-Spend, Credit-Balance (paid from credit: the spend's ledger reference, the balance left in micro-USD)",
+      ],
     },
     signIn: {
       extension: SIGN_IN_WITH_X,
@@ -186,6 +196,7 @@ export function configHandler({ payments, routes }: ConfigDeps): RouteHandler<ty
       routes: routes.filter((r) => (r as { "x-sign-in"?: string })["x-sign-in"]).map(routeName),
       refusals: SIGN_IN_ERRORS,
     },
+    credit: creditOffer(settings),
   };
   return (c) => c.json(body, 200);
 }

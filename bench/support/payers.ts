@@ -7,11 +7,11 @@ import type { Manifest } from "../../config/manifest.ts";
 import { type Indexer, waitForBlock } from "../../harness/indexer.ts";
 
 /**
- * `count` fresh payers, each sent 1 USDT by the first lender, and indexed: many payers, as many
+ * `count` fresh payers, each sent `units` of USDT (1 USDT unless told) by the first lender, and indexed: many payers, as many
  * lenders would be (deferred mode caps what each may owe at once; its verification reads balances
  * from the index).
  */
-export async function fundedPayers(manifest: Manifest, indexer: Indexer, count: number) {
+export async function fundedPayers(manifest: Manifest, indexer: Indexer, count: number, units = 1_000_000n) {
   const payers = Array.from({ length: count }, () => {
     const key = generatePrivateKey();
     return { address: privateKeyToAccount(key).address.toLowerCase() as Address, key };
@@ -27,7 +27,7 @@ export async function fundedPayers(manifest: Manifest, indexer: Indexer, count: 
       address: manifest.tokens.USDT.address,
       abi: devStablecoinAbi,
       functionName: "transfer",
-      args: [payer.address, 1_000_000n],
+      args: [payer.address, units],
     });
   const funded = await createPublicClient({ transport: http(manifest.rpcUrl) }).waitForTransactionReceipt({
     hash: lastFunding,

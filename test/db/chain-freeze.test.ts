@@ -1,6 +1,7 @@
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { purchaseHandler, purchaseRoute } from "../../api/credit/routes.ts";
 import { mount } from "../../api/http/mount.ts";
 import { x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
@@ -34,6 +35,7 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
 
   function appWith(core: PaymentCore) {
     return paidApp(core, (app) => {
+      mount(app, purchaseRoute, purchaseHandler);
       mount(
         app,
         screenRoute,
@@ -45,6 +47,15 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
       );
     });
   }
+
+  /** Whether the authorization was used on chain (authorizationState): the money moved. */
+  const usedOnChain = (signed: Awaited<ReturnType<typeof signAuthorization>>) =>
+    createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).readContract({
+      address: devnet.manifest.tokens.USDT.address,
+      abi: devStablecoinAbi,
+      functionName: "authorizationState",
+      args: [signed.authorization.from, signed.authorization.nonce],
+    });
 
   beforeAll(async () => {
     devnet = await startTestDevnet({ wallets: 4, months: 12, slotHours: 24 * 7 });
@@ -124,17 +135,7 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
     // Whatever is still unknown is settled from the chain.
     await payments.reconcileUnresolved(0);
 
-    const chain = createPublicClient({ transport: http(devnet.manifest.rpcUrl) });
-    const used = await Promise.all(
-      jobs.map((j) =>
-        chain.readContract({
-          address: USDT.address,
-          abi: devStablecoinAbi,
-          functionName: "authorizationState",
-          args: [j.signed.authorization.from, j.signed.authorization.nonce],
-        }),
-      ),
-    );
+    const used = await Promise.all(jobs.map((j) => usedOnChain(j.signed)));
     const answers = jobs.flatMap((j) => j.answers);
     const tally = new Map<string, number>();
     for (const a of answers)
@@ -163,5 +164,80 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
     );
     const counts = await payments.ledger.outcomeCounts();
     expect(counts).toMatchObject({ settled: PAYMENTS, pending: 0, settling: 0, failed: 0 });
+  });
+
+  it("ends a credit purchase made during a freeze with the credit or the money still in the payer's wallet, never neither", async () => {
+    const app = appWith(payments);
+    const { USDT } = devnet.manifest.tokens;
+    const treasury = devnet.manifest.service.treasury.address;
+    const lenders = devnet.manifest.lenders.slice(0, 2) as unknown as { address: Hex; privateKey: Hex }[];
+    const credit = async (wallet: Hex) => payments.ledger.credit.balance(wallet.toLowerCase() as Hex);
+    const [creditBefore, walletBefore] = [
+      await Promise.all(lenders.map((l) => credit(l.address))),
+      await Promise.all(lenders.map((l) => tokenBalance(devnet.manifest.rpcUrl, USDT.address, l.address))),
+    ];
+    const PURCHASES = 8;
+    const jobs = await Promise.all(
+      Array.from({ length: PURCHASES }, async (_, i) => {
+        const lender = lenders[i % lenders.length]!;
+        // Distinct amounts (0.11, 0.12, …): which purchases were granted shows in the balances.
+        const cents = 11 + i;
+        const signed = await signAuthorization(lender.privateKey, USDT, {
+          to: treasury,
+          value: BigInt(cents) * 10_000n,
+        });
+        // Half the clients give up at the first 503; the others retry with the same payment as told.
+        return {
+          lender,
+          signed,
+          cents,
+          header: specHeader(signed, USDT.address),
+          patient: i % 2 === 0,
+          statuses: [] as number[],
+        };
+      }),
+    );
+    const freeze = (async () => {
+      await new Promise((r) => setTimeout(r, 200));
+      process.kill(devnet.anvil.pid, "SIGSTOP");
+      await new Promise((r) => setTimeout(r, FREEZE_MS));
+      process.kill(devnet.anvil.pid, "SIGCONT");
+    })();
+    await Promise.all(
+      jobs.map(async (job, i) => {
+        await new Promise((r) => setTimeout(r, i * 400));
+        for (let attempt = 0; attempt < 30; attempt++) {
+          const res = await app.request("/api/credit", {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-payment": job.header },
+            body: JSON.stringify({ amount: `0.${job.cents}` }),
+          });
+          job.statuses.push(res.status);
+          if (res.status !== 503 || !job.patient) return;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }),
+    );
+    await freeze;
+    // What is still unknown is settled from the chain, as the reconciler does on its next sweep.
+    await payments.reconcileUnresolved(0);
+
+    for (const [l, lender] of lenders.entries()) {
+      const mine = jobs.filter((j) => j.lender === lender);
+      const used = await Promise.all(mine.map((j) => usedOnChain(j.signed)));
+      const paid = mine.filter((_, i) => used[i]).reduce((sum, j) => sum + BigInt(j.cents) * 10_000n, 0n);
+      // The money that left the wallet is exactly the credit granted: none lost, none given free.
+      expect(walletBefore[l]! - (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, lender.address))).toBe(paid);
+      expect((await credit(lender.address)) - creditBefore[l]!).toBe(paid);
+      // Every answer was data, a retry, or a definitive refusal with nothing charged.
+      for (const job of mine)
+        expect(
+          job.statuses.every((s) => [200, 402, 503].includes(s)),
+          `${job.statuses}`,
+        ).toBe(true);
+    }
+    console.log(`[freeze] credit purchases: ${jobs.map((j) => j.statuses.join(">")).join(", ")}`);
+    // The freeze was felt: purchases were told to retry, and some clients gave up there.
+    expect(jobs.some((j) => j.statuses.includes(503))).toBe(true);
   });
 });

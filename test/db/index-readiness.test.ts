@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
+import { priceOfRoute } from "../../api/payments/prices.ts";
 import { ROUTES } from "../../api/routes.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetChain } from "../../devnet/chain.ts";
@@ -101,11 +102,13 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     const treasury = devnet.manifest.service.treasury.address as Hex;
     const calls: Paid[] = [];
     // The monitors' paid routes check their body and monitor first (test/db/monitors.test.ts); their index gate is the same.
-    for (const { route } of ROUTES.filter((r) => r.route.security && !r.route.path.startsWith("/api/monitors"))) {
+    for (const { route } of ROUTES.filter(
+      (r) => priceOfRoute(r.route) > 0n && !r.route.path.startsWith("/api/monitors"),
+    )) {
       const id = route.operationId!;
       const signed = await signAuthorization(lender.privateKey, USDT, {
         to: treasury,
-        value: id === "report" ? 100_000n : 10_000n,
+        value: id === "report" || id === "credit" ? 100_000n : 10_000n,
       });
       const path = route.path.replace("{address}", wallet).replace("{signal}", "monthly-income");
       const body =
@@ -115,6 +118,7 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
               callerAddress: lender.address,
               ...(id === "chat" ? { message: "is it trustworthy?" } : {}),
               ...(id === "screenBatch" ? { wallets: [wallet] } : {}),
+              ...(id === "credit" ? { amount: "0.10" } : {}),
             })
           : undefined;
       calls.push({

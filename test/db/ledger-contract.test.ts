@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll } from "vitest";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { payment, signInNonce } from "../../api/store/schema.ts";
+import { creditLot, creditSpend, creditToken, payment, signInNonce } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { ledgerContract } from "../ledger/contract.ts";
 import { databaseSlot, testDatabase } from "../support/indexer.ts";
@@ -22,6 +22,9 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
   const { db } = store;
   await db.delete(payment);
   await db.delete(signInNonce);
+  await db.delete(creditLot);
+  await db.delete(creditSpend);
+  await db.delete(creditToken);
   const back = (ms: number) => sql.raw(`interval '${ms} milliseconds'`);
   return {
     ledger: createSqlLedger(db),
@@ -31,6 +34,14 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
         updatedAt: sql`${payment.updatedAt} - ${back(ms)}`,
         settledAt: sql`${payment.settledAt} - ${back(ms)}`,
         reconciledAt: sql`${payment.reconciledAt} - ${back(ms)}`,
+      });
+      await db.update(creditLot).set({
+        createdAt: sql`${creditLot.createdAt} - ${back(ms)}`,
+        expiresAt: sql`${creditLot.expiresAt} - ${back(ms)}`,
+      });
+      await db.update(creditSpend).set({
+        createdAt: sql`${creditSpend.createdAt} - ${back(ms)}`,
+        updatedAt: sql`${creditSpend.updatedAt} - ${back(ms)}`,
       });
     },
   };

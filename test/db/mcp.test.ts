@@ -18,7 +18,7 @@ import type { TestDevnet } from "../support/devnet.ts";
 import { markedBlock, runExample } from "../support/examples.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
-import { tokenBalance, treasuryHolds } from "../support/payments.ts";
+import { signAuthorization, specHeader, tokenBalance, treasuryHolds } from "../support/payments.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const EXAMPLE = "docs/examples/mcp-agent.ts";
@@ -173,6 +173,44 @@ describe(`MCP tools paid with x402 (${testDatabase})`, () => {
     expect(validateDiscoveryExtension(bazaar)).toEqual({ valid: true });
     expect(required.resource.description!.length).toBeLessThan(BRIEF_MAX_CHARS);
     expect(await treasury()).toBe(before);
+  });
+
+  it("pays from prepaid credit with the credit token of the MCP connection: nothing settled per call", async () => {
+    const { USDT } = devnet.manifest.tokens;
+    const bought = await fetch(`${indexer.url}/api/credit`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-payment": specHeader(
+          await signAuthorization(lender.privateKey, USDT, {
+            to: devnet.manifest.service.treasury.address,
+            value: 100_000n,
+          }),
+          USDT.address,
+        ),
+      },
+      body: JSON.stringify({ amount: "0.10" }),
+    });
+    expect(bought.status).toBe(200);
+    const { creditToken } = (await bought.json()) as { creditToken: string };
+    const agent = new Client({ name: "looping-agent", version: "1.0.0" });
+    await agent.connect(
+      new StreamableHTTPClientTransport(new URL(`${indexer.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${creditToken}` } },
+      }),
+    );
+    try {
+      const before = await treasury();
+      const result = await agent.callTool({ name: "screen_wallet", arguments: { walletAddress: salaried() } });
+      expect(result.isError, JSON.stringify(result.structuredContent)).toBeFalsy();
+      expect(lenderScreenResultSchema.parse(result.structuredContent).x402Billing).toMatchObject({
+        chargedUsdt: "0.01",
+        creditLeft: "0.09",
+      });
+      expect(await treasury()).toBe(before);
+    } finally {
+      await agent.close();
+    }
   });
 
   let paidPayment: PaymentPayload;

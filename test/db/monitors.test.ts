@@ -1,12 +1,6 @@
-import {
-  createSIWxMessage,
-  encodeSIWxHeader,
-  SIGN_IN_WITH_X,
-  type SIWxExtension,
-} from "@x402/extensions/sign-in-with-x";
+import { SIGN_IN_WITH_X, type SIWxExtension } from "@x402/extensions/sign-in-with-x";
 import { and, eq, isNull } from "drizzle-orm";
 import type { Hex } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerPaymentSchemes } from "../../api/http/declare.ts";
 import { MONITOR_EVENT_TYPES } from "../../api/monitors/schema.ts";
@@ -21,6 +15,7 @@ import { PAYER_KEYS, payerOf, sign, USDT, World, xPayment } from "../payments/fa
 import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 import { documentMismatch, type OpenApiDocument } from "../support/openapi.ts";
 import { paidApp } from "../support/paid-app.ts";
+import { signedChallenge } from "../support/sign-in.ts";
 
 // The monitor routes in process: their real declarations and handlers on an app wired like the
 // service's, a payment core over the fakes (test/payments/fakes.ts: signatures real, chain and
@@ -65,15 +60,7 @@ describe(`monitors: paid creation, owner sign-in, webhooks, events (${testDataba
   const signIn = async (call: Call, key: Hex) => {
     const refused = await send(call);
     expect(refused.status).toBe(401);
-    const challenge = refused.body.extensions[SIGN_IN_WITH_X] as SIWxExtension;
-    const address = privateKeyToAccount(key).address;
-    const info = {
-      ...challenge.info,
-      chainId: challenge.supportedChains[0]!.chainId,
-      type: challenge.supportedChains[0]!.type,
-    };
-    const signature = await privateKeyToAccount(key).signMessage({ message: createSIWxMessage(info, address) });
-    return { "sign-in-with-x": encodeSIWxHeader({ ...info, address, signature }) };
+    return signedChallenge(refused.body.extensions[SIGN_IN_WITH_X] as SIWxExtension, key);
   };
   const asOwner = async (call: Call, key: Hex = OWNER_KEY) => send({ ...call, headers: await signIn(call, key) });
   const create = async (body: Record<string, unknown>, key: Hex = OWNER_KEY) =>
@@ -107,7 +94,13 @@ describe(`monitors: paid creation, owner sign-in, webhooks, events (${testDataba
     const op = (method: string, path: string) => doc.paths[path]![method] as Record<string, any>;
     const create = op("post", "/api/monitors");
     expect(create["x-price"]).toMatchObject({ amountUnits: "10000", per: "wallet" });
-    expect(create.security).toEqual([{ xPayment: [] }, { paymentSignature: [] }]);
+    // Paid with x402, or from prepaid credit (a credit token, or signed in).
+    expect(create.security).toEqual([
+      { xPayment: [] },
+      { paymentSignature: [] },
+      { creditToken: [] },
+      { signInWithX: [] },
+    ]);
     expect(create.responses["400"].description).toContain("webhook_url_refused");
     expect(create.responses["409"].description).toContain("monitor_limit");
     expect(create.responses["402"]).toBeDefined();

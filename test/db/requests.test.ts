@@ -64,10 +64,11 @@ describe(`requests and the OpenAPI document (${testDatabase})`, () => {
     return `${checksummed.slice(0, at)}${ch === ch.toUpperCase() ? ch.toLowerCase() : ch.toUpperCase()}${checksummed.slice(at + 1)}`;
   };
 
-  // The monitors' routes want a sign-in or leave lasting state (monitors, endpoints): test/db/monitors.test.ts
-  // calls each of them in process. POST /mcp speaks JSON-RPC, each tool through one of these routes:
-  // test/db/mcp.test.ts calls it. Here they are documented and served like the rest.
-  const CALLED = ROUTES.filter((r) => !r.route.path.startsWith("/api/monitors") && r.route.path !== "/mcp");
+  // The monitors' and the credit's routes want a sign-in or leave lasting state (monitors, endpoints,
+  // credit): test/db/monitors.test.ts and test/db/credit.test.ts call each of them in process. POST /mcp
+  // speaks JSON-RPC, each tool through one of these routes: test/db/mcp.test.ts calls it. Here they are
+  // documented and served like the rest.
+  const CALLED = ROUTES.filter((r) => !/^\/api\/(monitors|credit)/.test(r.route.path) && r.route.path !== "/mcp");
 
   /** A valid request to each declared route (the route ids of the price table). */
   const valid = (id: string): Call => {

@@ -45,6 +45,7 @@ import {
   type Token,
   tokenBalance,
 } from "../support/payments.ts";
+import { signedChallenge } from "../support/sign-in.ts";
 
 // Sign-in-with-x on the real payment path (route declarations, adapter, payment core, ledger, a
 // devnet chain): CAIP-122 messages built and signed with @x402/extensions and viem accounts. The
@@ -123,18 +124,8 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     ] as SIWxExtension;
   };
   /** A proof signed with the package's CAIP-122 message; `changes` alter the fields before signing (a wrong domain, chain…). */
-  const proof = async (call: Call, key: Hex, changes: Partial<SIWxPayload> = {}, signer: Hex = key) => {
-    const challenge = await challengeOf(call);
-    const address = privateKeyToAccount(key).address;
-    const info = {
-      ...challenge.info,
-      chainId: challenge.supportedChains[0]!.chainId,
-      type: challenge.supportedChains[0]!.type,
-      ...changes,
-    };
-    const signature = await privateKeyToAccount(signer).signMessage({ message: createSIWxMessage(info, address) });
-    return { "sign-in-with-x": encodeSIWxHeader({ ...info, address, signature }) };
-  };
+  const proof = async (call: Call, key: Hex, changes: Partial<SIWxPayload> = {}, signer: Hex = key) =>
+    signedChallenge(await challengeOf(call), key, changes, signer);
 
   beforeAll(async () => {
     process.env.SIGN_IN_ORIGIN = ORIGIN;
@@ -202,7 +193,7 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
       refusals: { sign_in_invalid: 402, sign_in_not_entitled: 402 },
     });
     expect(config.headers.request).toContain(
-      "SIGN-IN-WITH-X (x402 sign-in-with-x, base64; instead of a payment where signIn says so)",
+      "SIGN-IN-WITH-X (x402 sign-in-with-x, base64; instead of a payment where signIn says so, or to pay from the wallet's credit)",
     );
     const price = (route: string) => config.prices.find((p: { route: string }) => p.route === route);
     expect(price("POST /api/agent/analyze").signIn).toMatch(/your own wallet free/);
@@ -526,7 +517,9 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     expect(op(analyzeRoute.path, "post")["x-sign-in"]).toMatch(/SIGN-IN-WITH-X/);
     expect(op(analyzeRoute.path, "post").responses["429"]).toBeDefined();
     expect(op(analyzeRoute.path, "post").responses["402"].description).toMatch(/sign_in_invalid, sign_in_not_entitled/);
-    expect(op(screenRoute.path, "post").security).not.toContainEqual({ signInWithX: [] });
+    // The screen grants nothing free: signing in there pays from the wallet's prepaid credit, no `x-sign-in` grant.
+    expect(op(screenRoute.path, "post").security).toContainEqual({ signInWithX: [] });
+    expect(op(screenRoute.path, "post")["x-sign-in"]).toBeUndefined();
     const rule = op(signalRoute.path, "get")["x-price"].freeWhen as string;
     expect(rule).toMatch(/or sign in as that payer with SIGN-IN-WITH-X and send no payment\.$/);
     expect(readFileSync(new URL("../../docs/payments.md", import.meta.url), "utf8")).toContain(rule);

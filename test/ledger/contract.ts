@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import {
   isRerunning,
+  keyId,
   type Ledger,
   type NewPayment,
   type PaymentKey,
@@ -454,5 +455,132 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         }
       });
     }
+
+    describe("prepaid credit", () => {
+      const owner = a;
+      let n = 0;
+      /** A purchase of `amount` by `owner`, its payment brought to `status`; its lot expiring in `days`. */
+      const purchase = async (amount: bigint, status: PaymentStatus = "settled", days = 365) => {
+        const key = await rowIn(status, `0xc${++n}`, { amount });
+        await ledger.credit.addLot(key, amount, new Date(Date.now() + days * 86_400_000));
+        return key;
+      };
+      const spend = (id: string, amount: bigint, paymentId: string | null = null) => ({
+        id,
+        payer: { owner },
+        route: "POST /api/lender/screen",
+        subject: null,
+        fingerprint: "f",
+        paymentId,
+        amount,
+      });
+      const held = async (id: string, amount: bigint, paymentId: string | null = null) => {
+        const hold = await ledger.credit.hold(spend(id, amount, paymentId));
+        if (!("held" in hold))
+          throw new Error(`not held: ${JSON.stringify(hold, (_, v) => (typeof v === "bigint" ? `${v}` : v))}`);
+        return hold;
+      };
+
+      it("spends a lot only once its payment settled, and not after it expires", async () => {
+        await purchase(50_000n, "settling");
+        await purchase(70_000n, "failed");
+        expect(await ledger.credit.balance(owner)).toBe(0n);
+        expect(await ledger.credit.hold(spend("s1", 10_000n))).toEqual({ short: 0n });
+        await purchase(30_000n, "settled", 1);
+        expect(await ledger.credit.balance(owner)).toBe(30_000n);
+        expect(await ledger.credit.balance(b)).toBe(0n);
+        await elapse(2 * 86_400_000);
+        expect(await ledger.credit.balance(owner)).toBe(0n);
+        const lots = await ledger.credit.lots(owner);
+        expect(lots.map((l) => [l.amount, l.status])).toEqual(
+          expect.arrayContaining([
+            ["50000", "settling"],
+            ["70000", "failed"],
+            ["30000", "settled"],
+          ]),
+        );
+      });
+
+      it("takes a price from the lots soonest to expire first, across lots, or nothing when short", async () => {
+        const late = await purchase(30_000n, "settled", 300);
+        const soon = await purchase(15_000n, "settled", 10);
+        const first = await held("s1", 20_000n);
+        expect(first.balance).toBe(25_000n);
+        expect(first.held.draws).toEqual({ [keyId(soon)]: "15000", [keyId(late)]: "5000" });
+        expect(await ledger.credit.hold(spend("s2", 30_000n))).toEqual({ short: 25_000n });
+        expect(await ledger.credit.balance(owner)).toBe(25_000n);
+      });
+
+      it("never spends a unit twice under concurrent holds", async () => {
+        await purchase(50_000n);
+        await purchase(20_000n);
+        const holds = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => ledger.credit.hold(spend(`c${i}`, 10_000n))),
+        );
+        expect(holds.filter((h) => "held" in h)).toHaveLength(7);
+        expect(holds.filter((h) => "short" in h)).toHaveLength(13);
+        expect(await ledger.credit.balance(owner)).toBe(0n);
+      });
+
+      it("keeps the price of a spent call, and gives back a released or abandoned one, once", async () => {
+        await purchase(50_000n);
+        await held("kept", 10_000n);
+        await ledger.credit.spent("kept", answer);
+        await held("back", 10_000n);
+        await ledger.credit.release("back");
+        await ledger.credit.release("back");
+        await ledger.credit.release("kept");
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        await ledger.credit.spent("back", answer);
+        expect(await ledger.credit.recent(owner, 10)).toEqual([
+          expect.objectContaining({ id: "kept", status: "spent", responseBody: answer.body }),
+        ]);
+        await held("dies", 10_000n);
+        expect(await ledger.credit.releaseAbandoned()).toBe(0);
+        await elapse(ABANDONED_AFTER_MS + 1_000);
+        expect(await ledger.credit.releaseAbandoned()).toBe(1);
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        const [day] = await ledger.credit.spending(owner);
+        expect(day).toMatchObject({ route: "POST /api/lender/screen", calls: 1, amount: 10_000n });
+      });
+
+      it("holds one spend per Payment-Identifier of an owner: a second hold takes nothing", async () => {
+        await purchase(50_000n);
+        await held("p1", 10_000n, "pid_0123456789abcdef");
+        const again = await ledger.credit.hold(spend("p2", 10_000n, "pid_0123456789abcdef"));
+        expect(again).toEqual({ existing: expect.objectContaining({ id: "p1", status: "held" }) });
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        expect((await ledger.credit.find(owner, "pid_0123456789abcdef"))?.id).toBe("p1");
+        expect(await ledger.credit.find(b, "pid_0123456789abcdef")).toBeUndefined();
+      });
+
+      it("holds by a live token's hash, resolving its owner in the hold, and by nothing once revoked", async () => {
+        await purchase(30_000n);
+        await ledger.credit.issueToken(owner, "h1");
+        const hold = await ledger.credit.hold({ ...spend("t1", 10_000n), payer: { tokenHash: "h1" } });
+        expect(hold).toMatchObject({ held: { owner, amount: "10000" }, balance: 20_000n });
+        expect(await ledger.credit.hold({ ...spend("t2", 10_000n), payer: { tokenHash: "nope" } })).toEqual({
+          unknownToken: true,
+        });
+        await ledger.credit.revokeTokens(owner);
+        expect(await ledger.credit.hold({ ...spend("t3", 10_000n), payer: { tokenHash: "h1" } })).toEqual({
+          unknownToken: true,
+        });
+        expect(await ledger.credit.balance(owner)).toBe(20_000n);
+      });
+
+      it("knows a token's owner until the owner revokes its tokens", async () => {
+        await ledger.credit.issueToken(owner, "h1");
+        await ledger.credit.issueToken(owner, "h2");
+        await ledger.credit.issueToken(b, "h3");
+        expect(await ledger.credit.tokenOwner("h1")).toBe(owner);
+        expect(await ledger.credit.tokenOwner("h2")).toBe(owner);
+        expect(await ledger.credit.revokeTokens(owner)).toBe(2);
+        expect(await ledger.credit.tokenOwner("h1")).toBeUndefined();
+        expect(await ledger.credit.tokenOwner("h2")).toBeUndefined();
+        expect(await ledger.credit.tokenOwner("h3")).toBe(b);
+        expect(await ledger.credit.tokenOwner("nope")).toBeUndefined();
+      });
+    });
   });
 }

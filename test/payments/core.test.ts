@@ -711,12 +711,16 @@ describe("deferred settlement", () => {
     const core = world.core();
     const payments = [await sign(alice), await sign(alice), await sign(alice)];
     const receipts = [];
+    const notices = [];
     for (const signed of payments) {
       const concluded = await payScreen(core, xPayment(signed));
       if (!("headers" in concluded)) throw new Error(concluded.reply.body);
       receipts.push(JSON.parse(Buffer.from(concluded.headers["PAYMENT-RESPONSE"]!, "base64").toString()));
+      notices.push(concluded.headers["Payment-Notice"]);
     }
     expect(receipts.map((r) => r.transaction)).toEqual(["", "", expect.stringMatching(/^0x/)]);
+    // The call settled first is told why, and of prepaid credit.
+    expect(notices).toEqual([undefined, undefined, expect.stringMatching(/^unsettled_cap: .*POST \/api\/credit/)]);
     expect(receipts[0].extra).toEqual({ settlement: "pending" });
     expect(world.queued).toBe(2);
     expect((await Promise.all(payments.map((p) => world.row(p)))).map((r) => r?.status)).toEqual([

@@ -69,6 +69,7 @@ function settingsFor(mode: Mode, caps = { perPayer: 30_000n, total: 100_000n }):
     payTo: TREASURY,
     tokens: [USDT, USDC],
     ...PAYMENT_LIMITS,
+    creditMaxMicroUsd: 50_000_000n,
     settlement:
       mode === "before-remote"
         ? { mode: "facilitator", url: "http://facilitator.invalid" }

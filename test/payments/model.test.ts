@@ -36,9 +36,18 @@ const SUBJECTS = [
   "0x00000000000000000000000000000000000000b0",
   "0x00000000000000000000000000000000000000b1",
 ] as Address[];
-const ROUTES: Record<"screen" | "signal", { route: PricedRoute; path: string }> = {
+/** The purchase of credit as its declaration makes it (settled first), at one call's price: each buys one call. */
+const CREDIT: PricedRoute = {
+  name: "POST /api/credit",
+  description: "Credit",
+  microUsd: SCREEN.microUsd,
+  settleFirst: true,
+  buysCredit: true,
+};
+const ROUTES: Record<"screen" | "signal" | "credit", { route: PricedRoute; path: string }> = {
   screen: { route: SCREEN, path: "/api/lender/screen" },
   signal: { route: SIGNAL, path: "/api/wallet/signals" },
+  credit: { route: CREDIT, path: "/api/credit" },
 };
 /** Ledger methods that write: a process may die before any of them. */
 const WRITES = new Set([
@@ -90,7 +99,10 @@ afterAll(() => {
 
 type CallStep = { outcome: SettleScript; crashAt: number; handlerFails: boolean };
 type Step =
-  | ({ kind: "new"; payer: number; subject: number; route: "screen" | "signal"; withId: boolean } & CallStep)
+  | ({ kind: "new"; payer: number; subject: number; route: keyof typeof ROUTES; withId: boolean } & CallStep)
+  /** A screen paid from the payer's credit; `dies`: the process dies between the hold and its conclusion. */
+  | { kind: "spend"; payer: number; withId: boolean; handlerFails: boolean; dies: boolean }
+  | { kind: "spendAgain"; pick: number }
   | ({ kind: "retry" | "resign" | "otherRequest"; pick: number } & CallStep)
   | { kind: "mineHeld" | "reconcile" | "worker" | "restart" | "timePasses" }
   | { kind: "cancel" | "settleElsewhere"; pick: number }
@@ -117,7 +129,13 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
       kind: fc.constant("new" as const),
       payer: fc.nat(2),
       subject: fc.nat(1),
-      route: fc.constantFrom("screen" as const, "screen" as const, "signal" as const),
+      route: fc.constantFrom(
+        "screen" as const,
+        "screen" as const,
+        "signal" as const,
+        "credit" as const,
+        "credit" as const,
+      ),
       withId: fc.boolean(),
       ...callStep,
     }),
@@ -147,7 +165,21 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc.record({ kind: fc.constantFrom("cancel" as const, "settleElsewhere" as const), pick: fc.nat() }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom("drain" as const, "refill" as const), payer: fc.nat(2) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant("spend" as const),
+      payer: fc.nat(2),
+      withId: fc.boolean(),
+      handlerFails: fc.constantFrom(false, false, true),
+      dies: fc.constantFrom(false, false, false, true),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("spendAgain" as const), pick: fc.nat() }) },
 );
+
+/** A call paid from credit, as the client made it: its Payment-Identifier, and whether it got its answer. */
+type Spend = { id: number; payer: number; paymentId?: string; answered: boolean };
 
 /** One request as the client sees it: what it asks, and the authorizations it sent for it (the last is current). */
 type Request = {
@@ -199,6 +231,7 @@ class Model {
   readonly world: World;
   core: PaymentCore;
   readonly requests: Request[] = [];
+  readonly spends: Spend[] = [];
   private used = [0, 0, 0];
   readonly log: string[] = [];
 
@@ -306,6 +339,23 @@ class Model {
         this.world.chain.settleElsewhere({ ...a, token: token.address });
         return;
       }
+      case "spend": {
+        const id = this.requests.length + this.spends.length;
+        const spend: Spend = {
+          id,
+          payer: step.payer,
+          paymentId: step.withId ? `model-spend-${id}-${Math.random().toString(36).slice(2, 8)}` : undefined,
+          answered: false,
+        };
+        this.spends.push(spend);
+        return this.spendCredit(spend, step);
+      }
+      case "spendAgain": {
+        // A retry of a call paid from credit: with its Payment-Identifier it is answered again, not charged.
+        const retriable = this.spends.filter((s) => s.paymentId);
+        if (retriable.length === 0) return;
+        return this.spendCredit(retriable[step.pick % retriable.length]!, { handlerFails: false, dies: false });
+      }
       case "drain":
         this.world.chain.fund(USDT, payerOf(PAYER_KEYS[step.payer]!), 0n);
         return;
@@ -324,6 +374,45 @@ class Model {
   private restart() {
     this.core = this.world.core();
     skew += ABANDONED_AFTER_MS + 1_000;
+  }
+
+  private spendAnswer(spend: Spend) {
+    return { status: 200, type: "application/json", body: JSON.stringify({ spend: spend.id }) };
+  }
+
+  /** A screen paid from credit: admitCredit, the handler, conclude (or the process dies in between). */
+  private async spendCredit(spend: Spend, step: { handlerFails: boolean; dies: boolean }): Promise<void> {
+    const owner = payerOf(PAYER_KEYS[spend.payer]!);
+    const http = {
+      ...paidRequest({ paymentId: spend.paymentId } as never, SUBJECTS[0]!, "/api/lender/screen"),
+      input: { walletAddress: SUBJECTS[0], spend: spend.id },
+    };
+    const admitted = await this.core.admitCredit(SCREEN, http, { wallet: owner });
+    if ("reply" in admitted) {
+      const code = admitted.reply.status < 300 ? "replayed" : JSON.parse(admitted.reply.body).code;
+      saw(`credit ${code}`);
+      this.log.push(`  spend ${spend.id} (payer ${spend.payer}) -> ${admitted.reply.status} ${code}`);
+      if (admitted.reply.status < 300) {
+        expect(admitted.reply.body, "a credit retry gets its own answer").toBe(this.spendAnswer(spend).body);
+        spend.answered = true;
+      }
+      return;
+    }
+    if (step.dies) {
+      saw("credit held, died");
+      this.log.push(`  spend ${spend.id} (payer ${spend.payer}) -> held, died`);
+      return this.restart();
+    }
+    const answer = this.spendAnswer(spend);
+    await this.core.conclude(
+      SCREEN,
+      http,
+      admitted.claim,
+      step.handlerFails ? { failed: "handler answered 404" } : { answer },
+    );
+    saw(step.handlerFails ? "credit released" : "credit spent");
+    this.log.push(`  spend ${spend.id} (payer ${spend.payer}) -> ${step.handlerFails ? "released" : "answered"}`);
+    if (!step.handlerFails) spend.answered = true;
   }
 
   /** One request, as a client makes it: admit, the handler, conclude; its answer checked if it got one. */
@@ -354,6 +443,13 @@ class Model {
         this.log.push(`  -> ${admitted.reply.status} ${admitted.reply.body.slice(0, 120)}`);
       } else {
         const answer = this.answerOf(request);
+        // The purchase handler writes the lot before its payment settles (spendable once it has).
+        if (request.route.buysCredit && !step.handlerFails)
+          await this.world.ledger.credit.addLot(
+            admitted.claim.key,
+            request.route.microUsd,
+            new Date(Date.now() + 3e10),
+          );
         const concluded = await core.conclude(
           request.route,
           http,
@@ -405,9 +501,33 @@ class Model {
     ).toSatisfy((_: string[]) => rows.some(paid));
   }
 
+  /**
+   * Credit: what was spent (held or kept) came from lots whose purchase settled, unit for unit; a
+   * purchase not settled grants nothing; every answer a spend gave is kept with its price.
+   */
+  private checkCredit(rows: PaymentRow[]): void {
+    const { lots, spends } = this.world.ledger.credit.snapshot();
+    const settled = (lot: { token: string; payer: string; nonce: string }) =>
+      rows.find((r) => sameKey(r, lot))?.status === "settled";
+    for (const lot of lots)
+      if (!settled(lot)) expect(lot.remaining, "a purchase not settled grants nothing").toBe(lot.amount);
+    for (const payer of PAYER_KEYS.map(payerOf)) {
+      const drawn = lots
+        .filter((l) => l.payer === payer && settled(l))
+        .reduce((sum, l) => sum + BigInt(l.amount) - BigInt(l.remaining), 0n);
+      const taken = spends.filter((s) => s.owner === payer).reduce((sum, s) => sum + BigInt(s.amount), 0n);
+      expect(drawn, `credit of ${payer}: drawn from lots = held and spent`).toBe(taken);
+    }
+    for (const spend of this.spends.filter((s) => s.answered)) {
+      const row = spends.find((s) => s.responseBody === this.spendAnswer(spend).body);
+      expect(row?.status, `spend ${spend.id} was answered: its price is kept`).toBe("spent");
+    }
+  }
+
   /** What must hold after every step. */
   check(): void {
     const rows = this.world.ledger.snapshot();
+    this.checkCredit(rows);
     for (const row of rows) expect(broken(row), `row ${row.nonce.slice(0, 10)} (${row.status})`).toEqual([]);
     // No money without data: every charge of ours is a settled payment (answered, or answered again
     // by a rerun) or one whose settlement is still being decided (a retry gets it). A charge made by
@@ -478,6 +598,8 @@ class Model {
       expect(row.status, `charged ${charge.nonce.slice(0, 10)}, after a retry`).toBe("settled");
       expect(row.responseBody, "a retry gets what was charged").toBe(this.answerOf(request!).body);
     }
+    // A hold whose request died went back on the reconciler's sweep: none is left.
+    expect(this.world.ledger.credit.snapshot().spends.filter((s) => s.status === "held")).toEqual([]);
     for (const row of this.world.ledger.snapshot()) saw(`ended ${row.status}${isDebt(row) ? " (debt)" : ""}`);
   }
 }

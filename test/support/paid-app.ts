@@ -45,6 +45,7 @@ export function settingsOnlyCore(facilitator: object = {}): PaymentCore {
       maxLifetimeSeconds: 3600,
       maxAmountMicroUsd: 1n,
       maxHeaderBytes: 8192,
+      creditMaxMicroUsd: 50_000_000n,
     },
     facilitator,
   } as never;

@@ -1,9 +1,9 @@
-import { createHash } from "node:crypto";
 import type { Hex } from "viem";
 import type { TokenInfo } from "../../../config/celo.ts";
 import { log } from "../../../shared/log.ts";
 import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
 import { PaymentError } from "../errors.ts";
+import { fingerprintOf, sha256Hex } from "../fingerprint.ts";
 import { paidRecently } from "../free-read.ts";
 import { decodePayment, type PaymentAttempt } from "../header.ts";
 import {
@@ -104,10 +104,10 @@ async function decode(ctx: CoreContext, route: PricedRoute, request: PaymentRequ
   const { from, nonce } = payment.authorization;
   const own = {
     key: { token: token.address, payer: from, nonce },
-    signatureHash: sha256(payment.signature.toLowerCase()),
+    signatureHash: sha256Hex(payment.signature.toLowerCase()),
     following: false,
   };
-  const fingerprint = sha256(`${route.name}\n${request.path}\n${JSON.stringify(request.input)}`);
+  const fingerprint = fingerprintOf(route, request);
   // The indexed payer state is read while the ledger is: no wait of its own on the hot path.
   const payerState =
     !lapsed && settings.timing.mode === "deferred" && ctx.deps.payerState
@@ -381,5 +381,3 @@ function prefetched(
     read: (t, wallet, n) => (t === token && wallet === payer && n === nonce ? facts : state.read(t, wallet, n)),
   };
 }
-
-const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");

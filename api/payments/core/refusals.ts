@@ -1,4 +1,4 @@
-import { unitsToUsd } from "../../money.ts";
+import { exactUsd, unitsToUsd } from "../../money.ts";
 import { PaymentError } from "../errors.ts";
 import type { PricedRoute } from "./types.ts";
 
@@ -96,4 +96,19 @@ export const settlementFailed = (reason: string, transaction?: string) =>
       reason,
       transaction: transaction ?? null,
     },
+  );
+
+/** The credit left is below this call's price: a 402 with the payment requirements, so a client can pay per call. */
+export const creditInsufficient = (route: PricedRoute, balance: bigint) =>
+  new PaymentError(
+    "credit_insufficient",
+    `${route.name} costs ${unitsToUsd(route.microUsd)} USD; the credit left is ${unitsToUsd(balance)} USD. Nothing was charged: pay for this call with x402, or buy credit (POST /api/credit).`,
+    { balance: exactUsd(balance), price: exactUsd(route.microUsd) },
+  );
+
+/** A credit token that names no live account: never issued, or revoked by its owner. */
+export const creditTokenInvalid = () =>
+  new PaymentError(
+    "credit_token_invalid",
+    "This credit token is unknown or was revoked; nothing was charged. Use the token of your latest issue (POST /api/credit/token, signed in), or pay with x402.",
   );

@@ -54,6 +54,17 @@ export function receiptHeaders(
   };
 }
 
+/**
+ * Payment-Notice of a deferred call settled before its answer because the unsettled amount had
+ * reached a cap (X402_DEFERRED_MAX_PER_PAYER, or X402_DEFERRED_MAX_TOTAL): why it took a block, and
+ * the way to pay that settles nothing per call.
+ */
+export const capNotice = (): Record<string, string> => ({
+  "Payment-Notice":
+    "unsettled_cap: this payer's unsettled deferred calls (or the service's) reached their cap, so this call was settled before its answer. Prepaid credit (POST /api/credit) pays calls with no settlement each.",
+  "Access-Control-Expose-Headers": "PAYMENT-RESPONSE, X-PAYMENT-RESPONSE, Payment-Notice",
+});
+
 /** The answer a settled (or waived, or queued) payment bought, again: same body, same status, one charge. */
 export function replayReply(row: PaymentRow, network: PaymentSettings["network"]): Reply {
   const headers: Record<string, string> = {

@@ -7,8 +7,9 @@ import { reconcileRow } from "../reconcile.ts";
 import { type Settler, type SubmitResult, usedIn } from "../relayer.ts";
 import type { VerifiedPayment } from "../verify.ts";
 import { type CoreContext, reconcileDeps } from "./context.ts";
+import { concludeCredit } from "./credit.ts";
 import { chainUnavailable, settlementFailed, settlementPending } from "./refusals.ts";
-import { receiptHeaders } from "./replies.ts";
+import { capNotice, receiptHeaders } from "./replies.ts";
 import type { Claim, HandlerOutcome } from "./types.ts";
 
 /** A settlement's receipt is awaited this long; then the answer is 503 settlement_pending and the row stays `settling`. */
@@ -18,7 +19,7 @@ export const RECEIPT_WAIT_MS = 10_000;
 type Settled = { transaction: string } | { refused: PaymentError };
 
 /**
- * After the handler, by the claim's kind: a rerun records its answer (settles nothing); a failed
+ * After the handler, by the claim's kind: a credit spend is kept or given back (core/credit.ts); a rerun records its answer (settles nothing); a failed
  * handler releases the claim; a free read records its answer; a deferred one joins the queue if
  * the caps have room; any other is settled before its answer leaves.
  */
@@ -29,6 +30,13 @@ export async function concludeClaim(
 ): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
   const { ledger, settings } = ctx;
   const { key } = claim;
+  if (claim.credit)
+    return concludeCredit(
+      ctx,
+      claim.credit.spend,
+      claim.credit.balance,
+      "answer" in outcome ? outcome.answer : undefined,
+    );
   if (claim.paid) {
     // Already charged on chain: the answer is the payer's, produced again; nothing is settled.
     if ("failed" in outcome) {
@@ -71,7 +79,9 @@ export async function concludeClaim(
       .catch((error: Error) =>
         log.error(`[payments] debts repaid in ${settled.transaction} but not recorded: ${error.message}`),
       );
-  return { headers: receiptHeaders(settled.transaction, settings.network, verified.payer) };
+  const receipt = receiptHeaders(settled.transaction, settings.network, verified.payer);
+  // A deferred call settled first because the caps were full: the payer is told why, and of credit.
+  return { headers: claim.deferred && timing.mode === "deferred" ? { ...receipt, ...capNotice() } : receipt };
 }
 
 /**

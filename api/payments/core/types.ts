@@ -44,6 +44,8 @@ export type Claim = {
   deferred?: boolean;
   /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
   repays?: boolean;
+  /** Paid from prepaid credit (core/credit.ts): the spend holding the price, and the balance left after it (micro-USD). */
+  credit?: { spend: string; balance: bigint };
 };
 
 /** Before the handler: a claimed payment to run on, or the reply to send instead. */

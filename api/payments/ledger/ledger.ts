@@ -1,5 +1,5 @@
 import type { Address } from "../../../config/addresses.ts";
-import type { PaymentRow, PaymentStatus } from "../../store/schema.ts";
+import type { CreditLotRow, CreditSpendRow, PaymentRow, PaymentStatus } from "../../store/schema.ts";
 
 export { ABANDONED_AFTER_MS, isAbandoned, isRerunning, RERUN_MARK } from "../lifecycle.ts";
 
@@ -143,5 +143,66 @@ export interface LedgerStats {
   stalePending(olderThanMs?: number): Promise<{ count: number; oldest: Date | null }>;
 }
 
+/** A call to be paid from credit: what it costs (micro-USD) and what identifies it for a retry. */
+export type NewSpend = {
+  id: string;
+  /** Whose credit: the owner, or the sha256 of one of its live credit tokens (resolved in the same statement). */
+  payer: { owner: Address } | { tokenHash: string };
+  route: string;
+  subject: string | null;
+  fingerprint: string;
+  paymentId: string | null;
+  amount: bigint;
+};
+
+/**
+ * A hold's outcome: `held` (the price is taken; `balance` is what is left), `existing` (a spend
+ * with the same Payment-Identifier is there: nothing taken), `short` (the balance, too low), or
+ * `unknownToken` (no live token has that hash: nothing taken).
+ */
+export type CreditHold =
+  | { held: CreditSpendRow; balance: bigint; token: Address }
+  | { existing: CreditSpendRow }
+  | { short: bigint }
+  | { unknownToken: true };
+
+/** A purchase of credit, with its payment's status (spendable only once `settled`). */
+export type CreditLot = CreditLotRow & { status: PaymentStatus | null; transaction: string | null };
+
+/** What an owner spent, by route and UTC day (micro-USD). */
+export type CreditSpending = { day: string; route: string; calls: number; amount: bigint };
+
+/**
+ * Prepaid credit (api/payments/credit-lifecycle.ts): lots bought with settled payments, and calls
+ * paid from them. A hold takes the price from the owner's lots (soonest to expire first) in the
+ * same write that claims the call, so two replicas never spend the same unit twice.
+ */
+export interface CreditLedger {
+  /** The lot a purchase buys, written before its payment settles (spendable once it has). Idempotent per payment. */
+  addLot(purchase: PaymentKey, amount: bigint, expiresAt: Date): Promise<void>;
+  /** What `owner` can spend now: its unexpired lots whose payment settled. */
+  balance(owner: Address): Promise<bigint>;
+  hold(spend: NewSpend): Promise<CreditHold>;
+  find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined>;
+  /** The held call's answer is stored: the price stays taken. */
+  spent(id: string, answer: StoredAnswer): Promise<void>;
+  /** The held call failed before its answer left: the price goes back to its lots. */
+  release(id: string): Promise<void>;
+  /** Holds older than ABANDONED_AFTER_MS (their request died) are released; how many. */
+  releaseAbandoned(): Promise<number>;
+  lots(owner: Address): Promise<CreditLot[]>;
+  spending(owner: Address): Promise<CreditSpending[]>;
+  /** The latest spends, newest first (each its ledger reference). */
+  recent(owner: Address, limit: number): Promise<CreditSpendRow[]>;
+  /** A new live token of `owner`'s credit (its sha256). */
+  issueToken(owner: Address, tokenHash: string): Promise<void>;
+  /** Every live token of `owner` is revoked; how many. */
+  revokeTokens(owner: Address): Promise<number>;
+  /** The owner of a live token, by its hash. */
+  tokenOwner(tokenHash: string): Promise<Address | undefined>;
+}
+
 /** The payment ledger the core takes: SQL (ledger/sql) in service, in memory (ledger/memory.ts) in unit tests. */
-export interface Ledger extends ClaimLedger, SettlementQueue, Reconciliation, SignInNonces, LedgerStats {}
+export interface Ledger extends ClaimLedger, SettlementQueue, Reconciliation, SignInNonces, LedgerStats {
+  readonly credit: CreditLedger;
+}

@@ -28,6 +28,7 @@ import {
   STALE_PENDING_MS,
   type StoredAnswer,
 } from "./ledger.ts";
+import { MemoryCredit } from "./memory-credit.ts";
 
 export type MemoryLedgerOptions = {
   /** The clock (ms): abandoned claims, rerun leases and timestamps read it. A test moves it. */
@@ -47,10 +48,12 @@ export class MemoryLedger implements Ledger {
   private readonly nonces = new Map<string, Date>();
   private readonly now: () => number;
   private readonly checkInvariants: boolean;
+  readonly credit: MemoryCredit;
 
   constructor(options: MemoryLedgerOptions = {}) {
     this.now = options.now ?? Date.now;
     this.checkInvariants = options.checkInvariants ?? true;
+    this.credit = new MemoryCredit((key) => this.rows.get(keyId(key)), this.now);
   }
 
   /** Copies of every row (a model-based test checks them after each step). */
@@ -64,6 +67,7 @@ export class MemoryLedger implements Ledger {
    */
   /** Time passes for the rows: every timestamp moves `ms` back (a test's way to age claims and leases). */
   age(ms: number): void {
+    this.credit.age(ms);
     const back = (d: Date | null) => d && new Date(d.getTime() - ms);
     for (const [id, row] of this.rows) {
       this.rows.set(id, {

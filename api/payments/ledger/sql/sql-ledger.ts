@@ -1,5 +1,6 @@
 import type { Ledger } from "../ledger.ts";
 import { sqlClaims } from "./claims.ts";
+import { sqlCredit } from "./credit.ts";
 import { sqlSettlementQueue } from "./queue.ts";
 import { sqlReconciliation } from "./reconciliation.ts";
 import { sqlSignInNonces } from "./sign-in.ts";
@@ -18,5 +19,6 @@ export function createSqlLedger(store: Store): Ledger {
     ...sqlReconciliation(store),
     ...sqlSignInNonces(store),
     ...sqlLedgerStats(store),
+    credit: sqlCredit(store),
   };
 }

@@ -1,4 +1,4 @@
-import { and, eq, getTableColumns, type SQL, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, type SQL, sql, type Table } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { type PaymentRow, payment } from "../../../store/schema.ts";
 import type { ServiceDb } from "../../../store/store.ts";
@@ -56,12 +56,16 @@ export const byKey = (k: PaymentKey) =>
 /** The rows of a raw statement (db.execute): node-postgres wraps them in a result, PGlite's drizzle driver too, others may not. */
 export const rowsOf = <T>(result: unknown): T[] => (result as { rows?: T[] }).rows ?? (result as T[]);
 
-const COLUMNS = Object.entries(getTableColumns(payment));
-/** A payment row as a raw statement returns it (column names, driver values), as drizzle's select would map it. */
-export const paymentRowOf = (raw: Record<string, unknown>): PaymentRow =>
-  Object.fromEntries(
-    COLUMNS.map(([key, column]) => [
-      key,
-      raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name]),
-    ]),
-  ) as PaymentRow;
+/** A row of `table` as a raw statement returns it (column names, driver values), as drizzle's select would map it. */
+export function rowMapper<T extends Table>(table: T): (raw: Record<string, unknown>) => T["$inferSelect"] {
+  const columns = Object.entries(getTableColumns(table));
+  return (raw) =>
+    Object.fromEntries(
+      columns.map(([key, column]) => [
+        key,
+        raw[column.name] == null ? null : column.mapFromDriverValue(raw[column.name]),
+      ]),
+    ) as T["$inferSelect"];
+}
+
+export const paymentRowOf: (raw: Record<string, unknown>) => PaymentRow = rowMapper(payment);

@@ -1,0 +1,161 @@
+import { randomUUID } from "node:crypto";
+import { isValidPaymentId } from "@x402/extensions/payment-identifier";
+import type { Address } from "../../../config/addresses.ts";
+import { sleep } from "../../../shared/async.ts";
+import type { CreditSpendRow } from "../../store/schema.ts";
+import { hashCreditToken } from "../credit-token.ts";
+import { PaymentError } from "../errors.ts";
+import { fingerprintOf } from "../fingerprint.ts";
+import type { StoredAnswer } from "../ledger/ledger.ts";
+import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
+import { checkCaller } from "../verify.ts";
+import type { CoreContext } from "./context.ts";
+import { MAX_ROUNDS } from "./decide.ts";
+import {
+  creditInsufficient,
+  creditTokenInvalid,
+  paymentIdReused,
+  sanctionedPayer,
+  settlementPending,
+  shuttingDown,
+} from "./refusals.ts";
+import type { Admission, PaymentRequest, PricedRoute, Reply } from "./types.ts";
+
+// A call paid from prepaid credit: who pays (a credit token's owner, or a signed-in wallet) ->
+// a retry under its Payment-Identifier is answered again -> else the price is held from the
+// balance in the write that claims the call -> the handler -> spent (answer stored) or released.
+
+/** Who pays from credit: the bearer of a credit token, or a wallet signed in with SIGN-IN-WITH-X. */
+export type CreditPayer = { token: string } | { wallet: Address };
+
+/** How long a retry waits for the copy of its request that holds the same Payment-Identifier. */
+const HELD_WAIT_MS = 90_000;
+const POLL_MS = 50;
+
+/** The ledger key a credit claim carries: no token moves, the nonce names the spend. */
+const CREDIT_NONCE_PREFIX = "credit:";
+
+/**
+ * Before the handler: the price held from the payer's credit, the stored answer of a retry, or a
+ * refusal (thrown). A token is resolved to its owner in the hold itself (one round trip); a hold
+ * its owner may not make (sanctioned, another callerAddress) is given back at once.
+ */
+export async function admitCredit(
+  ctx: CoreContext,
+  route: PricedRoute,
+  request: PaymentRequest,
+  payer: CreditPayer,
+): Promise<Admission> {
+  const paymentId = request.headers.paymentId ?? null;
+  if (paymentId !== null && !isValidPaymentId(paymentId))
+    throw new PaymentError(
+      "payment_malformed",
+      "Payment-Identifier must be 16-128 letters, digits, '-' or '_' (an x402 payment-identifier).",
+    );
+  if (ctx.draining()) throw shuttingDown();
+  const fingerprint = fingerprintOf(route, request);
+  let who: { owner: Address } | { tokenHash: string } =
+    "wallet" in payer ? { owner: payer.wallet } : { tokenHash: hashCreditToken(payer.token) };
+  if (paymentId && "tokenHash" in who) {
+    // A retry is looked up by its owner's identifier first: the owner is needed before the hold.
+    const owner = await ctx.ledger.credit.tokenOwner(who.tokenHash);
+    if (!owner) throw creditTokenInvalid();
+    who = { owner };
+  }
+  if ("owner" in who) await mayPay(ctx, request, who.owner);
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    if (paymentId && "owner" in who) {
+      const earlier = await ctx.ledger.credit.find(who.owner, paymentId);
+      if (earlier) {
+        if (earlier.fingerprint !== fingerprint) throw paymentIdReused(paymentId);
+        if (earlier.status === "spent") return { reply: creditReplay(earlier) };
+        await waitWhileHeld(ctx, who.owner, paymentId);
+        continue;
+      }
+    }
+    const hold = await ctx.ledger.credit.hold({
+      id: randomUUID(),
+      payer: who,
+      route: route.name,
+      subject: request.subject ?? null,
+      fingerprint,
+      paymentId,
+      amount: route.microUsd,
+    });
+    if ("unknownToken" in hold) throw creditTokenInvalid();
+    if ("existing" in hold) continue;
+    if ("short" in hold) throw creditInsufficient(route, hold.short);
+    const owner = hold.held.owner as Address;
+    if ("tokenHash" in who)
+      await mayPay(ctx, request, owner).catch(async (error: unknown) => {
+        await ctx.ledger.credit.release(hold.held.id);
+        throw error;
+      });
+    const token = ctx.settings.tokens.find((t) => t.address === hold.token) ?? ctx.settings.tokens[0]!;
+    return {
+      claim: {
+        key: { token: token.address, payer: owner, nonce: `${CREDIT_NONCE_PREFIX}${hold.held.id}` },
+        verified: null,
+        waived: false,
+        billing: { chargedUnits: route.microUsd, token, payer: owner, waived: false, creditLeft: hold.balance },
+        credit: { spend: hold.held.id, balance: hold.balance },
+      },
+    };
+  }
+  throw settlementPending();
+}
+
+/** Whether `owner` may pay this call: the callerAddress, when given, is the owner; the owner is not sanctioned. */
+async function mayPay(ctx: CoreContext, request: PaymentRequest, owner: Address): Promise<void> {
+  checkCaller(request.caller, owner);
+  if (await ctx.deps.sanctions?.isListed(owner)) throw sanctionedPayer(owner);
+}
+
+/** After the handler of a credit claim: its answer stored (the price stays taken), or the price given back. */
+export async function concludeCredit(
+  ctx: CoreContext,
+  spend: string,
+  balance: bigint,
+  answer: StoredAnswer | undefined,
+): Promise<{ headers: Record<string, string> }> {
+  if (!answer) {
+    // A release the store refuses now is made by the sweeper once the hold is abandoned.
+    await ctx.ledger.credit.release(spend).catch(() => undefined);
+    return { headers: {} };
+  }
+  await ctx.ledger.credit.spent(spend, answer);
+  return { headers: creditHeaders(spend, balance) };
+}
+
+/** What a credit-paid answer says of its payment: the spend's ledger reference and the balance left (micro-USD). */
+const creditHeaders = (spend: string, balance: bigint): Record<string, string> => ({
+  "Credit-Spend": spend,
+  "Credit-Balance": balance.toString(),
+  "Access-Control-Expose-Headers": "Credit-Spend, Credit-Balance",
+});
+
+/** The answer a credit spend bought, again: same body, same status, charged once. */
+const creditReplay = (row: CreditSpendRow): Reply => ({
+  status: row.responseStatus ?? 200,
+  headers: {
+    "content-type": row.responseType ?? "application/json",
+    "x-payment-replayed": "true",
+    "Credit-Spend": row.id,
+  },
+  body: row.responseBody ?? "",
+});
+
+/** Another copy of this request holds the same Payment-Identifier: wait until it is spent or released (or abandoned). */
+async function waitWhileHeld(ctx: CoreContext, owner: Address, paymentId: string): Promise<void> {
+  const deadline = Date.now() + HELD_WAIT_MS;
+  while (Date.now() < deadline) {
+    await sleep(POLL_MS);
+    const row = await ctx.ledger.credit.find(owner, paymentId);
+    if (row?.status !== "held") return;
+    if (Date.now() - row.updatedAt.getTime() > ABANDONED_AFTER_MS) {
+      await ctx.ledger.credit.releaseAbandoned();
+      return;
+    }
+  }
+  throw settlementPending();
+}

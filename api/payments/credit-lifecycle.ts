@@ -1,0 +1,59 @@
+import type { CreditSpendStatus } from "../store/schema.ts";
+import { ABANDONED_AFTER_MS, ABSENT } from "./lifecycle.ts";
+
+/**
+ * A call paid from prepaid credit, in one place (pure, like lifecycle.ts for payments): its price
+ * is taken from the balance when the call is claimed (`held`), and either stays taken once its
+ * answer is stored (`spent`) or goes back to the lots it came from (the row is deleted). No chain
+ * step: the money moved when the credit was bought. The memory ledger checks its writes against
+ * SPEND_TRANSITIONS; the SQL ledger's guards are generated from it (ledger/sql/credit.ts).
+ */
+
+export type SpendPlace = CreditSpendStatus | typeof ABSENT;
+
+type SpendTransition = {
+  from: readonly SpendPlace[];
+  to: SpendPlace;
+  /** Only when the hold is older than ABANDONED_AFTER_MS: its request died. */
+  abandoned?: true;
+  means: string;
+};
+
+const SPEND_TRANSITIONS = {
+  held: { from: [ABSENT], to: "held", means: "the call's price is taken from the balance as the call is claimed" },
+  spent: { from: ["held"], to: "spent", means: "its answer is stored: the price stays taken" },
+  released: {
+    from: ["held"],
+    to: ABSENT,
+    means: "the call failed before its answer left (bad input, 404, 5xx, refused settlement): the price goes back",
+  },
+  abandoned: {
+    from: ["held"],
+    to: ABSENT,
+    abandoned: true,
+    means: "its request died holding it (a crashed replica): the price goes back",
+  },
+} as const satisfies Record<string, SpendTransition>;
+
+export type SpendEvent = keyof typeof SPEND_TRANSITIONS;
+
+/** Whether `event` may happen to a spend in `place`, last written at `updatedAt`. */
+export function spendAllows(place: SpendPlace, event: SpendEvent, updatedAt?: Date, now = Date.now()): boolean {
+  const t: SpendTransition = SPEND_TRANSITIONS[event];
+  if (!t.from.includes(place)) return false;
+  return !t.abandoned || (updatedAt !== undefined && now - updatedAt.getTime() > ABANDONED_AFTER_MS);
+}
+
+/** The statuses `event` leaves (ABSENT excluded: an insert has no WHERE). */
+export const spendFrom = (event: SpendEvent): CreditSpendStatus[] =>
+  (SPEND_TRANSITIONS[event].from as readonly SpendPlace[]).filter((p): p is CreditSpendStatus => p !== ABSENT);
+
+/** The status `event` writes (an event to ABSENT deletes the row: it writes none). */
+export function spendTarget(event: SpendEvent): CreditSpendStatus {
+  const to: SpendPlace = SPEND_TRANSITIONS[event].to;
+  if (to === ABSENT) throw new Error(`${event} writes no status`);
+  return to;
+}
+
+/** Credit lasts this long after its purchase; unused credit is not refunded (docs/credit.md). */
+export const CREDIT_LIFETIME_MS = 365 * 86_400_000;

@@ -1,0 +1,221 @@
+import { and, desc, eq, isNull, type SQL, sql } from "drizzle-orm";
+import type { Address } from "../../../../config/addresses.ts";
+import { queryPrepared } from "../../../db.ts";
+import { coalesced } from "../../../store/coalesce.ts";
+import { creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
+import { type SpendEvent, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
+import { ABANDONED_AFTER_MS } from "../../lifecycle.ts";
+import type { CreditLedger, StoredAnswer } from "../ledger.ts";
+import { batch, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
+
+const spendRowOf = rowMapper(creditSpend);
+
+/** The WHERE guard of a spend's write, generated from SPEND_TRANSITIONS. */
+const spendGuard = (event: SpendEvent) =>
+  sql`${creditSpend.status} in (${sql.raw(
+    spendFrom(event)
+      .map((s) => `'${s}'`)
+      .join(", "),
+  )})`;
+
+/** The owner's lots that can be spent now: unexpired, and bought by a payment that settled. */
+const spendable = (owner: Address) => sql`
+  ${creditLot.payer} = ${owner} and ${creditLot.expiresAt} > now() and exists (
+    select 1 from ${payment} p where p.token = ${creditLot.token} and p.payer = ${creditLot.payer}
+      and p.nonce = ${creditLot.nonce} and p.status = 'settled')`;
+
+/**
+ * Deletes the spends `where` selects (a guard of `released` or `abandoned`) and gives their draws
+ * back to their lots, in one statement: a release cannot be half done, nor done twice.
+ */
+const releasing = (where: SQL) => sql`
+  with gone as (delete from ${creditSpend} where ${where} returning draws),
+  back as (
+    select split_part(d.key, ':', 1) as token, split_part(d.key, ':', 2) as payer, split_part(d.key, ':', 3) as nonce,
+      sum(d.value::numeric) as amount
+    from gone, jsonb_each_text(gone.draws) as d group by 1, 2, 3),
+  restored as (
+    update ${creditLot} l set remaining = l.remaining + back.amount from back
+    where l.token = back.token and l.payer = back.payer and l.nonce = back.nonce returning 1)
+  select (select count(*) from gone)::int as released`;
+
+/** A hold's parameters, $1..$8: amount, owner or token hash, then the spend's columns. */
+const HOLD = statement(sql`
+  with who as (
+    select coalesce($2::text, (select owner from ${creditToken} where hash = $3::text and revoked_at is null)) as owner),
+  locked as (
+    select l.token, l.payer, l.nonce, l.remaining, l.expires_at from ${creditLot} l, who
+    where l.payer = who.owner and l.remaining > 0 and l.expires_at > now() and exists (
+      select 1 from ${payment} p where p.token = l.token and p.payer = l.payer and p.nonce = l.nonce and p.status = 'settled')
+    order by l.expires_at, l.nonce for update of l),
+  ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
+  draw as (
+    select token, payer, nonce, least(remaining, $1::numeric - (upto - remaining)) as amount
+    from ranked where upto - remaining < $1::numeric),
+  total as (select coalesce(sum(remaining), 0) as balance from locked),
+  ins as (
+    insert into ${creditSpend} (id, owner, route, subject, fingerprint, payment_id, amount, draws, status)
+    select $4::text, who.owner, $5::text, $6::text, $7::text, $8::text, $1::numeric,
+      (select jsonb_object_agg(token || ':' || payer || ':' || nonce, amount::text) from draw), ${sql.raw(`'${spendTarget("held")}'`)}
+    from total, who where who.owner is not null and total.balance >= $1::numeric
+    on conflict do nothing
+    returning *),
+  debit as (
+    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
+    where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins)
+    returning 1)
+  select who.owner as who, total.balance::text as balance_before,
+    (select token from draw order by amount desc limit 1) as first_token, ins.*
+  from who, total left join ins on true`);
+
+type Spent = { id: string; answer: StoredAnswer };
+const SPENTS = batch<Spent>([
+  { name: "id", type: "text", of: (i) => i.id },
+  { name: "response_status", type: "integer", of: (i) => i.answer.status },
+  { name: "response_type", type: "text", of: (i) => i.answer.type },
+  { name: "response_body", type: "text", of: (i) => i.answer.body },
+]);
+/** Held spends answered (spent), their answers stored: the calls of a moment in one statement. */
+const SPENT = statement(sql`
+  update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = v.response_status,
+    response_type = v.response_type, response_body = v.response_body, updated_at = now()
+  from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}`);
+
+/** Prepaid credit in the service store (api/payments/credit-lifecycle.ts). */
+export function sqlCredit(store: Store): CreditLedger {
+  const spentRows = coalesced(async (items: Spent[]): Promise<void[]> => {
+    await queryPrepared(await store, "credit_spent", SPENT, SPENTS.values(items));
+    return items.map(() => undefined);
+  });
+  return {
+    async addLot(purchase, amount, expiresAt) {
+      await (await store)
+        .insert(creditLot)
+        .values({ ...purchase, amount: amount.toString(), remaining: amount.toString(), expiresAt })
+        .onConflictDoNothing();
+    },
+
+    async balance(owner) {
+      const [row] = await (await store)
+        .select({ balance: sql<string>`coalesce(sum(${creditLot.remaining}), 0)` })
+        .from(creditLot)
+        .where(spendable(owner));
+      return BigInt(row?.balance ?? 0);
+    },
+
+    /**
+     * One statement (HOLD): the owner (or the token's), its spendable lots locked soonest to expire
+     * first (the order every hold takes them in, so two holds never deadlock), the price drawn from
+     * them in that order, and the spend inserted; the lots are debited only if the insert happened
+     * (no other spend has its Payment-Identifier). A concurrent hold waits for the lock and sees
+     * what this one left: no unit is spent twice, on any replica.
+     */
+    async hold(spend) {
+      const owner = "owner" in spend.payer ? spend.payer.owner : null;
+      const tokenHash = "tokenHash" in spend.payer ? spend.payer.tokenHash : null;
+      const [row] = await queryPrepared<Record<string, unknown>>(await store, "credit_hold", HOLD, [
+        spend.amount.toString(),
+        owner,
+        tokenHash,
+        spend.id,
+        spend.route,
+        spend.subject,
+        spend.fingerprint,
+        spend.paymentId,
+      ]);
+      if (!row?.who) return { unknownToken: true };
+      const before = BigInt(String(row.balance_before ?? 0));
+      if (row.id) return { held: spendRowOf(row), balance: before - spend.amount, token: row.first_token as Address };
+      if (spend.paymentId && before >= spend.amount) {
+        const existing = await this.find(row.who as Address, spend.paymentId);
+        if (existing) return { existing };
+      }
+      return { short: before };
+    },
+
+    async find(owner, paymentId) {
+      const [row] = await (await store)
+        .select()
+        .from(creditSpend)
+        .where(and(eq(creditSpend.owner, owner), eq(creditSpend.paymentId, paymentId)));
+      return row;
+    },
+
+    spent: (id, answer) => spentRows({ id, answer }),
+
+    async release(id) {
+      await (await store).execute(releasing(sql`${creditSpend.id} = ${id} and ${spendGuard("released")}`));
+    },
+
+    async releaseAbandoned() {
+      const before = new Date(Date.now() - ABANDONED_AFTER_MS);
+      const result = await (await store).execute(
+        releasing(sql`${spendGuard("abandoned")} and ${creditSpend.updatedAt} < ${before}`),
+      );
+      return Number(rowsOf<{ released: number }>(result)[0]?.released ?? 0);
+    },
+
+    async lots(owner) {
+      const rows = await (await store)
+        .select({ lot: creditLot, status: payment.status, transaction: payment.transaction })
+        .from(creditLot)
+        .leftJoin(
+          payment,
+          and(
+            eq(payment.token, creditLot.token),
+            eq(payment.payer, creditLot.payer),
+            eq(payment.nonce, creditLot.nonce),
+          ),
+        )
+        .where(eq(creditLot.payer, owner))
+        .orderBy(desc(creditLot.createdAt));
+      return rows.map(({ lot, status, transaction }) => ({ ...lot, status, transaction }));
+    },
+
+    async spending(owner) {
+      const day = sql<string>`to_char(${creditSpend.createdAt} at time zone 'UTC', 'YYYY-MM-DD')`;
+      const rows = await (await store)
+        .select({
+          day,
+          route: creditSpend.route,
+          calls: sql<number>`count(*)::int`,
+          amount: sql<string>`sum(${creditSpend.amount})::text`,
+        })
+        .from(creditSpend)
+        .where(and(eq(creditSpend.owner, owner), eq(creditSpend.status, "spent")))
+        .groupBy(day, creditSpend.route)
+        .orderBy(desc(day), creditSpend.route);
+      return rows.map((r) => ({ ...r, calls: Number(r.calls), amount: BigInt(r.amount) }));
+    },
+
+    async recent(owner, limit) {
+      return (await store)
+        .select()
+        .from(creditSpend)
+        .where(and(eq(creditSpend.owner, owner), eq(creditSpend.status, "spent")))
+        .orderBy(desc(creditSpend.createdAt))
+        .limit(limit);
+    },
+
+    async issueToken(owner, tokenHash) {
+      await (await store).insert(creditToken).values({ hash: tokenHash, owner });
+    },
+
+    async revokeTokens(owner) {
+      const revoked = await (await store)
+        .update(creditToken)
+        .set({ revokedAt: new Date() })
+        .where(and(eq(creditToken.owner, owner), isNull(creditToken.revokedAt)))
+        .returning({ hash: creditToken.hash });
+      return revoked.length;
+    },
+
+    async tokenOwner(tokenHash) {
+      const [row] = await (await store)
+        .select({ owner: creditToken.owner })
+        .from(creditToken)
+        .where(and(eq(creditToken.hash, tokenHash), isNull(creditToken.revokedAt)));
+      return row?.owner as Address | undefined;
+    },
+  };
+}

@@ -1,0 +1,163 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { PaymentCore, PricedRoute } from "../../api/payments/core.ts";
+import { CREDIT_LIFETIME_MS } from "../../api/payments/credit-lifecycle.ts";
+import { hashCreditToken, mintCreditToken } from "../../api/payments/credit-token.ts";
+import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
+import {
+  ANSWER,
+  claimOf,
+  codeOf,
+  PAYER_KEYS,
+  paidRequest,
+  payerOf,
+  SCREEN,
+  SUBJECT,
+  sign,
+  World,
+  xPayment,
+} from "./fakes.ts";
+
+// Prepaid credit through the payment core, its collaborators faked (fakes.ts): bought with one
+// payment settled first, spent by token or signed-in wallet, each call held from the balance with
+// its claim and kept or given back with its outcome. No process, no database, no chain.
+
+const [alice, bob] = PAYER_KEYS;
+const owner = payerOf(alice);
+
+/** The purchase route as its declaration makes it: `amount` micro-USD, settled first, never paid from credit. */
+const creditRoute = (amount: bigint): PricedRoute => ({
+  name: "POST /api/credit",
+  description: "Credit",
+  microUsd: amount,
+  settleFirst: true,
+  buysCredit: true,
+});
+
+/** Buys `amount` of credit as the purchase handler does: the lot, then the settlement; the token issued. */
+async function buy(world: World, core: PaymentCore, amount: bigint, key = alice) {
+  const route = creditRoute(amount);
+  const request = { ...paidRequest({}, undefined as never, "/api/credit"), input: { amount: `${amount}` } };
+  const signed = await sign(key, { value: amount });
+  const claim = claimOf(await core.admit(route, { ...request, headers: xPayment(signed) }));
+  await world.ledger.credit.addLot(claim.key, amount, new Date(Date.now() + CREDIT_LIFETIME_MS));
+  const token = mintCreditToken();
+  await world.ledger.credit.issueToken(claim.billing.payer, hashCreditToken(token));
+  const concluded = await core.conclude(route, request, claim, { answer: ANSWER });
+  return { token, signed, concluded };
+}
+
+const screenWith = (headers: Parameters<typeof paidRequest>[0] & { paymentId?: string }, subject = SUBJECT) =>
+  paidRequest(headers, subject);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("prepaid credit", () => {
+  it("is bought with one payment settled first, then pays calls by token and by signed-in wallet, to the unit", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const { token, signed, concluded } = await buy(world, core, 100_000n);
+    expect("headers" in concluded && concluded.headers["PAYMENT-RESPONSE"]).toBeTruthy();
+    expect(world.charged(signed)).toEqual([expect.objectContaining({ amount: 100_000n })]);
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+
+    const byToken = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    expect(byToken.billing).toMatchObject({ chargedUnits: 10_000n, payer: owner, creditLeft: 90_000n });
+    const kept = await core.conclude(SCREEN, screenWith({}), byToken, { answer: ANSWER });
+    expect(kept).toEqual({ headers: expect.objectContaining({ "Credit-Balance": "90000" }) });
+    const byWallet = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await core.conclude(SCREEN, screenWith({}), byWallet, { answer: ANSWER });
+    expect(await world.ledger.credit.balance(owner)).toBe(80_000n);
+    // Nothing more moved on chain: the calls were paid by the purchase.
+    expect(world.chain.charges).toHaveLength(1);
+    expect(world.queued).toBe(0);
+  });
+
+  it("gives the price back when the call fails before its answer leaves, and takes nothing when the credit is short", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    const { token } = await buy(world, core, 100_000n);
+    const failed = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    await core.conclude(SCREEN, screenWith({}), failed, { failed: "handler answered 404" });
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+
+    const dear = { ...SCREEN, microUsd: 150_000n };
+    const short = await core.admitCredit(dear, screenWith({}), { token });
+    if (!("reply" in short)) throw new Error("held past the balance");
+    // A 402 with the payment requirements: a stock x402 client pays per call instead.
+    expect(short.reply.status).toBe(402);
+    expect(JSON.parse(short.reply.body)).toMatchObject({
+      code: "credit_insufficient",
+      details: { balance: "0.10", price: "0.15" },
+      accepts: [{ maxAmountRequired: "150000" }, { maxAmountRequired: "150000" }],
+      credit: { buy: "POST /api/credit", minimumUsd: "0.10" },
+    });
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+  });
+
+  it("answers a retry under the same Payment-Identifier again, charged once; the identifier on another request is refused", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buy(world, core, 100_000n);
+    const paymentId = "pid_retry_0123456789";
+    const first = claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId }), { token }));
+    // A copy sent while the first runs waits for it, then gets its answer.
+    const copy = core.admitCredit(SCREEN, screenWith({ paymentId }), { token });
+    await core.conclude(SCREEN, screenWith({}), first, { answer: ANSWER });
+    for (const again of [await copy, await core.admitCredit(SCREEN, screenWith({ paymentId }), { wallet: owner })])
+      expect(again).toMatchObject({
+        reply: { status: 200, body: ANSWER.body, headers: { "x-payment-replayed": "true" } },
+      });
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    const other = await core.admitCredit(SCREEN, screenWith({ paymentId }, payerOf(bob)), { token });
+    expect("reply" in other && [other.reply.status, codeOf(other.reply)]).toEqual([409, "payment_id_reused"]);
+    const malformed = await core.admitCredit(SCREEN, screenWith({ paymentId: "short" }), { token });
+    expect("reply" in malformed && [malformed.reply.status, codeOf(malformed.reply)]).toEqual([
+      400,
+      "payment_malformed",
+    ]);
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+  });
+
+  it("refuses an unknown or revoked token (401), and a callerAddress that is not the credit's owner", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buy(world, core, 100_000n);
+    expect(await world.ledger.credit.revokeTokens(owner)).toBe(1);
+    for (const t of [token, mintCreditToken()]) {
+      const refused = await core.admitCredit(SCREEN, screenWith({}), { token: t });
+      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+        401,
+        "credit_token_invalid",
+      ]);
+    }
+    const mismatch = await core.admitCredit(SCREEN, { ...screenWith({}), caller: payerOf(bob) }, { wallet: owner });
+    expect("reply" in mismatch && codeOf(mismatch.reply)).toBe("caller_mismatch");
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+  });
+
+  it("grants nothing for a purchase whose settlement failed: the lot never becomes spendable", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["refuse"];
+    const { token, concluded } = await buy(world, core, 100_000n);
+    expect("reply" in concluded && codeOf(concluded.reply)).toBe("settlement_failed");
+    expect(world.chain.charges).toHaveLength(0);
+    expect(await world.ledger.credit.balance(owner)).toBe(0n);
+    const refused = await core.admitCredit(SCREEN, screenWith({}), { token });
+    expect("reply" in refused && codeOf(refused.reply)).toBe("credit_insufficient");
+  });
+
+  it("gives back the credit a request held when it died, on the reconciler's sweep after ABANDONED_AFTER_MS", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    await buy(world, core, 100_000n);
+    claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await core.reconcileUnresolved(0);
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    world.ledger.age(ABANDONED_AFTER_MS + 1_000);
+    await core.reconcileUnresolved(0);
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+  });
+});
