@@ -10,6 +10,7 @@ import { limitBody } from "../api/http/limits.ts";
 import { requestLog } from "../api/http/log.ts";
 import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
+import { indexCurrent } from "../api/indexing/gate.ts";
 import { decodePayment } from "../api/payments/header.ts";
 import { indexedPayerState, verifyWithoutRpc } from "../api/payments/local-verify.ts";
 import { createPayments } from "../api/payments/payments.ts";
@@ -160,16 +161,23 @@ try {
   // (2) The same screens, paid (the real app, in each settlement mode) and unpaid (the same handler, no guard).
   const assessor = new WalletAssessor({ db, target });
   const zero = { chargedUnits: 0n, token: USDT, payer: lenders[0]!.address, waived: true };
-  // The screen route's own declaration and validation, its payment middleware replaced by a free
-  // pass, behind the app's own request log and body limit (api/app.ts): the figures differ only by payment.
+  // The screen route's own declaration and validation, behind the app's own request log and body
+  // limit (api/app.ts), and the index gate every paid route passes before its payment is read (it
+  // guards the data, not the money); its payment middleware replaced by a free pass: the figures
+  // differ only by payment.
   const unpaidApp = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   unpaidApp.use(requestLog(quiet, [screenRoute]));
   unpaidApp.use("/api/*", limitBody);
+  unpaidApp.use(async (c, nextHandler) => {
+    c.set("index", gate);
+    await nextHandler();
+  });
   mount(
     unpaidApp,
     {
       ...screenRoute,
       middleware: [
+        indexCurrent,
         async (c, nextHandler) => {
           c.set("billing", zero);
           await nextHandler();

@@ -551,6 +551,10 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(again).toEqual({ existing: expect.objectContaining({ id: "p1", status: "held" }) });
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
         expect((await ledger.credit.find(owner, "pid_0123456789abcdef"))?.id).toBe("p1");
+        // A copy of that request finds it even when the balance left could not pay it again.
+        expect(await ledger.credit.hold(spend("p3", 50_000n, "pid_0123456789abcdef"))).toEqual({
+          existing: expect.objectContaining({ id: "p1" }),
+        });
         expect(await ledger.credit.find(b, "pid_0123456789abcdef")).toBeUndefined();
       });
 

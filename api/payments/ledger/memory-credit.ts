@@ -81,11 +81,11 @@ export class MemoryCredit implements CreditLedger {
   async hold(spend: NewSpend): Promise<CreditHold> {
     const owner = "owner" in spend.payer ? spend.payer.owner : this.tokens.get(spend.payer.tokenHash);
     if (!owner) return { unknownToken: true };
+    const existing = spend.paymentId ? await this.find(owner, spend.paymentId) : undefined;
+    if (existing) return { existing };
     const lots = this.spendable(owner);
     const before = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
     if (before < spend.amount) return { short: before };
-    const existing = spend.paymentId ? await this.find(owner, spend.paymentId) : undefined;
-    if (existing) return { existing };
     const draws: Record<string, string> = {};
     let left = spend.amount;
     let token: Address | undefined;

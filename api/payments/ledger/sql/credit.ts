@@ -126,7 +126,8 @@ export function sqlCredit(store: Store): CreditLedger {
       if (!row?.who) return { unknownToken: true };
       const before = BigInt(String(row.balance_before ?? 0));
       if (row.id) return { held: spendRowOf(row), balance: before - spend.amount, token: row.first_token as Address };
-      if (spend.paymentId && before >= spend.amount) {
+      // Not inserted: short, or another spend holds this Payment-Identifier (a copy of this request).
+      if (spend.paymentId) {
         const existing = await this.find(row.who as Address, spend.paymentId);
         if (existing) return { existing };
       }
