@@ -84,4 +84,7 @@ if [ "$needs_postgres" = 1 ]; then
   fi
 fi
 
+# Every Node process of the run (vitest's workers, and the Ponder, anvil-launcher and tsx children the
+# tests start) keeps its compiled code here: each child starts faster than the one before it.
+export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$PWD/node_modules/.cache/node-compile}"
 exec vitest run "$@"

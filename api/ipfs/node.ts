@@ -3,11 +3,11 @@ import type { BigIntStats } from "node:fs";
 import { mkdirSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { type UnixFS, unixfs } from "@helia/unixfs";
+import type { UnixFS } from "@helia/unixfs";
 import { FsBlockstore } from "blockstore-fs";
 import { NextToLast } from "blockstore-fs/sharding";
 import { FsDatastore } from "datastore-fs";
-import { createHeliaLight } from "helia";
+import type { HeliaInit } from "helia";
 import { importer } from "ipfs-unixfs-importer";
 import { fixedSize } from "ipfs-unixfs-importer/chunker";
 import { CID } from "multiformats/cid";
@@ -75,6 +75,18 @@ export async function catFile(fs: UnixFS, cid: CID): Promise<Uint8Array> {
 /** How many pinned CIDs a node remembers (about 100 bytes each). */
 const MAX_REMEMBERED_PINS = 200_000;
 
+/**
+ * An offline Helia node over `init`'s stores, and its UnixFS. Helia is loaded here, when a node is
+ * opened: it is the heaviest import of the API (about 1 s), and most processes that load the API's
+ * modules (test files, scripts, the CLI's checks) never open one.
+ */
+export async function offlineHelia(init: Pick<HeliaInit, "blockstore" | "datastore">) {
+  const [{ createHeliaLight }, { unixfs }] = await Promise.all([import("helia"), import("@helia/unixfs")]);
+  // No block brokers and no routers: nothing is ever fetched from, or announced to, the network.
+  const helia = createHeliaLight({ ...init, blockBrokers: [], routers: [] });
+  return { helia, fs: unixfs(helia) };
+}
+
 /** The node on disk; it also lists what it pinned (copy-from-disk.ts reads it so). */
 export type DiskIpfsNode = IpfsNode & { pinnedCids(): AsyncGenerator<string> };
 
@@ -88,9 +100,7 @@ export async function openIpfs(directory: string): Promise<DiskIpfsNode> {
   const datastore = new FsDatastore(join(directory, "data"));
   await blockstore.open();
   await datastore.open();
-  // No block brokers and no routers: nothing is ever fetched from, or announced to, the network.
-  const helia = createHeliaLight({ blockstore, datastore, blockBrokers: [], routers: [] });
-  const fs = unixfs(helia);
+  const { helia, fs } = await offlineHelia({ blockstore, datastore });
 
   // Pins are only ever added (nothing here unpins): one seen stays true, and verify need not read the datastore for it again.
   const pinned = new Set<string>();

@@ -1,8 +1,6 @@
-import { unixfs } from "@helia/unixfs";
-import { createHeliaLight } from "helia";
 import type { CID } from "multiformats/cid";
 import type { ServiceDb } from "../store/store.ts";
-import { catFile, hashesTo, type IpfsNode, importBytes, isRawSha256, parseCid } from "./node.ts";
+import { catFile, hashesTo, type IpfsNode, importBytes, isRawSha256, offlineHelia, parseCid } from "./node.ts";
 import { type Block, PostgresBlockstore } from "./postgres-blockstore.ts";
 
 /**
@@ -14,8 +12,7 @@ import { type Block, PostgresBlockstore } from "./postgres-blockstore.ts";
 export async function openPostgresIpfs(db: ServiceDb): Promise<IpfsNode> {
   const blocks = new PostgresBlockstore(db);
   // Its datastore (Helia's pins) is the default in memory and never used: pins are the table's.
-  const helia = createHeliaLight({ blockstore: blocks, blockBrokers: [], routers: [] });
-  const fs = unixfs(helia);
+  const { helia, fs } = await offlineHelia({ blockstore: blocks });
   return {
     async add(bytes) {
       // Imported in memory (the content is there already), then written with its pin in one statement.

@@ -7,7 +7,7 @@ import { createDataApp } from "../../api/data/app.ts";
 import { sqlOverHttp } from "../../api/data/sql.ts";
 import { checkPonderVersion, hostOnPonder, indexesHere, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
 import { IndexState } from "../../api/indexing/state.ts";
-import { openServiceIpfs } from "../../api/ipfs/open.ts";
+import { openedOnUse, openServiceIpfs } from "../../api/ipfs/open.ts";
 import { monitorSettings } from "../../api/monitors/settings.ts";
 import { MonitorWatcher } from "../../api/monitors/watcher.ts";
 import { WebhookWorker } from "../../api/monitors/webhooks/worker.ts";
@@ -63,8 +63,8 @@ const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBloc
 
 // The service's own IPFS node (offline): passport documents and statements are pinned here. On
 // Postgres in the service store, shared by every replica; on PGlite (one process) on disk in IPFS_DIR.
-const ipfs = openServiceIpfs(target, store);
-ipfs.catch((error) => console.error(`[api] cannot open the IPFS node: ${(error as Error).message}`));
+// Opened on first use.
+const ipfs = Promise.resolve(openedOnUse(() => openServiceIpfs(target, store)));
 
 // Monitors: the indexer's process watches the index for changes to watched wallets and queues
 // their events; every process (replicas too) delivers the queued webhooks, each message once.
