@@ -101,6 +101,10 @@ export function payment(
     const admitted = credit ? await core.admitCredit(route, request, credit) : await core.admit(route, request);
     if ("reply" in admitted)
       return send(c, advertise(await signIn.advertise(route, request.url, admitted.reply), request.path));
+    if ("free" in admitted) {
+      c.set("billing", admitted.free);
+      return next();
+    }
     const { claim } = admitted;
     c.set("billing", claim.billing);
     c.set("claim", claim);

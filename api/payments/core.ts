@@ -13,6 +13,7 @@ import type {
   Admission,
   Claim,
   Conclusion,
+  CreditAdmission,
   HandlerOutcome,
   Ledger,
   PaymentDeps,
@@ -73,15 +74,15 @@ export class PaymentCore {
   }
 
   /** admit, paid from prepaid credit instead of a payment: the price held from the payer's balance. */
-  admitCredit(route: PricedRoute, request: PaymentRequest, payer: CreditPayer): Promise<Admission> {
+  admitCredit(route: PricedRoute, request: PaymentRequest, payer: CreditPayer): Promise<CreditAdmission> {
     return this.admitWith(route, request, () => admitCredit(this.context, route, request, payer));
   }
 
-  private async admitWith(
+  private async admitWith<A extends CreditAdmission>(
     route: PricedRoute,
     request: PaymentRequest,
-    admission: () => Promise<Admission>,
-  ): Promise<Admission> {
+    admission: () => Promise<A>,
+  ): Promise<A | { reply: Reply }> {
     this.admitting++;
     try {
       const admitted = await admission();

@@ -193,8 +193,15 @@ describe(`prepaid credit (${testDatabase})`, () => {
     expect(byToken.body.x402Billing).toMatchObject({ chargedUsdt: "0.01", creditLeft: "2.49" });
     expect(byToken.headers.get("credit-balance")).toBe("2490000");
     expect(byToken.headers.get("payment-response")).toBeNull();
-    const read = await send(signal(), bearer(token));
+    const read = await send(signal("0x00000000000000000000000000000000000b0b04"), bearer(token));
     expect([read.status, read.body.x402Billing.creditLeft]).toEqual([200, "2.48"]);
+    // The wallet just screened from credit: its signal read is free to the same payer.
+    const free = await send(signal(), bearer(token));
+    expect([free.status, free.body.x402Billing.chargedUsdt, free.headers.get("credit-spend")]).toEqual([
+      200,
+      "0.00",
+      null,
+    ]);
     const batch = await send(
       {
         method: "POST",
@@ -299,7 +306,8 @@ describe(`prepaid credit (${testDatabase})`, () => {
       },
     );
     const before = await treasuryUsdt();
-    const res = await paying(`${ORIGIN}${signal().path}`);
+    // A wallet this lender never screened (a screened one's signal read is free).
+    const res = await paying(`${ORIGIN}${signal("0x00000000000000000000000000000000000b0b05").path}`);
     expect(res.status).toBe(200);
     expect(((await res.json()) as Record<string, any>).x402Billing).toMatchObject({ chargedUsdt: "0.01" });
     expect(await treasuryUsdt()).toBe(before + 10_000n);

@@ -521,7 +521,7 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
     expect(op(screenRoute.path, "post").security).toContainEqual({ signInWithX: [] });
     expect(op(screenRoute.path, "post")["x-sign-in"]).toBeUndefined();
     const rule = op(signalRoute.path, "get")["x-price"].freeWhen as string;
-    expect(rule).toMatch(/or sign in as that payer with SIGN-IN-WITH-X and send no payment\.$/);
+    expect(rule).toMatch(/send no payment and sign in as that payer with SIGN-IN-WITH-X or send its credit token/);
     expect(readFileSync(new URL("../../docs/payments.md", import.meta.url), "utf8")).toContain(rule);
   });
 });

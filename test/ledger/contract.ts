@@ -573,6 +573,21 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.balance(owner)).toBe(20_000n);
       });
 
+      it("knows which wallets an owner paid for from credit, and since when (the free-read rule)", async () => {
+        const subject = "0x00000000000000000000000000000000000000cc";
+        const routes = ["POST /api/lender/screen"];
+        const hourAgo = new Date(Date.now() - 3_600_000);
+        await purchase(50_000n);
+        await ledger.credit.hold({ ...spend("held", 10_000n), subject });
+        expect(await ledger.credit.paidFor(owner, subject, routes, hourAgo), "held, not yet answered").toBe(false);
+        await ledger.credit.spent("held", answer);
+        expect(await ledger.credit.paidFor(owner, subject, routes, hourAgo)).toBe(true);
+        expect(await ledger.credit.paidFor(owner, subject, routes, new Date(Date.now() + 60_000))).toBe(false);
+        expect(await ledger.credit.paidFor(owner, subject, ["POST /api/lender/report"], hourAgo)).toBe(false);
+        expect(await ledger.credit.paidFor(owner, a, routes, hourAgo)).toBe(false);
+        expect(await ledger.credit.paidFor(b, subject, routes, hourAgo)).toBe(false);
+      });
+
       it("knows a token's owner until the owner revokes its tokens", async () => {
         await ledger.credit.issueToken(owner, "h1");
         await ledger.credit.issueToken(owner, "h2");

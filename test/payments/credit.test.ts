@@ -1,3 +1,4 @@
+import type { Hex } from "viem";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { PaymentCore, PricedRoute } from "../../api/payments/core.ts";
 import { CREDIT_LIFETIME_MS } from "../../api/payments/credit-lifecycle.ts";
@@ -11,6 +12,7 @@ import {
   paidRequest,
   payerOf,
   SCREEN,
+  SIGNAL,
   SUBJECT,
   sign,
   World,
@@ -34,7 +36,7 @@ const creditRoute = (amount: bigint): PricedRoute => ({
 });
 
 /** Buys `amount` of credit as the purchase handler does: the lot, then the settlement; the token issued. */
-async function buy(world: World, core: PaymentCore, amount: bigint, key = alice) {
+async function buy(world: World, core: PaymentCore, amount: bigint, key: Hex = alice) {
   const route = creditRoute(amount);
   const request = { ...paidRequest({}, undefined as never, "/api/credit"), input: { amount: `${amount}` } };
   const signed = await sign(key, { value: amount });
@@ -159,5 +161,30 @@ describe("prepaid credit", () => {
     world.ledger.age(ABANDONED_AFTER_MS + 1_000);
     await core.reconcileUnresolved(0);
     expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+  });
+
+  it("makes a free read free to the credit payer who screened that wallet, by token or signed in; charged otherwise", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const { token } = await buy(world, core, 100_000n);
+    const signal = (subject = SUBJECT) => paidRequest({}, subject, "/api/wallet/signals");
+    const before = await core.admitCredit(SIGNAL, signal(), { token });
+    expect("claim" in before, "a read before any screen is charged").toBe(true);
+    await core.conclude(SIGNAL, signal(), claimOf(before), { answer: ANSWER });
+
+    const screened = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    await core.conclude(SCREEN, screenWith({}), screened, { answer: ANSWER });
+    for (const payer of [{ token }, { wallet: owner }]) {
+      const read = await core.admitCredit(SIGNAL, signal(), payer);
+      expect(read).toEqual({ free: expect.objectContaining({ chargedUnits: 0n, payer: owner, waived: true }) });
+    }
+    expect(await world.ledger.credit.balance(owner)).toBe(80_000n);
+    // Another wallet, another payer, a revoked token: not free.
+    expect("claim" in (await core.admitCredit(SIGNAL, signal(payerOf(bob)), { token }))).toBe(true);
+    await buy(world, core, 100_000n, bob);
+    expect("claim" in (await core.admitCredit(SIGNAL, signal(), { wallet: payerOf(bob) }))).toBe(true);
+    await world.ledger.credit.revokeTokens(owner);
+    const revoked = await core.admitCredit(SIGNAL, signal(), { token });
+    expect("reply" in revoked && revoked.reply.status).toBe(401);
   });
 });

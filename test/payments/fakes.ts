@@ -12,7 +12,14 @@ import {
   verifyTypedData,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { type Claim, PaymentCore, type PaymentDeps, type PricedRoute, type Reply } from "../../api/payments/core.ts";
+import {
+  type Claim,
+  type CreditAdmission,
+  PaymentCore,
+  type PaymentDeps,
+  type PricedRoute,
+  type Reply,
+} from "../../api/payments/core.ts";
 import type { Facilitator } from "../../api/payments/facilitator.ts";
 import type { Authorization } from "../../api/payments/header.ts";
 import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
@@ -573,7 +580,8 @@ export const paidRequest = (
 
 export const ANSWER = { status: 200, type: "application/json", body: '{"paid":"data"}' };
 
-export const claimOf = (admitted: { claim: Claim } | { reply: Reply }): Claim => {
+export const claimOf = (admitted: CreditAdmission): Claim => {
+  if ("free" in admitted) throw new Error("admitted free");
   if (!("claim" in admitted)) throw new Error(`refused: ${admitted.reply.status} ${admitted.reply.body}`);
   return admitted.claim;
 };

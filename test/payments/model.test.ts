@@ -388,6 +388,8 @@ class Model {
       input: { walletAddress: SUBJECTS[0], spend: spend.id },
     };
     const admitted = await this.core.admitCredit(SCREEN, http, { wallet: owner });
+    // SCREEN has no free read: a credit payer is admitted free only on a route that has one.
+    if ("free" in admitted) throw new Error("a screen admitted free");
     if ("reply" in admitted) {
       const code = admitted.reply.status < 300 ? "replayed" : JSON.parse(admitted.reply.body).code;
       saw(`credit ${code}`);

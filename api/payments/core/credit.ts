@@ -6,6 +6,7 @@ import type { CreditSpendRow } from "../../store/schema.ts";
 import { hashCreditToken } from "../credit-token.ts";
 import { PaymentError } from "../errors.ts";
 import { fingerprintOf } from "../fingerprint.ts";
+import { paidRecently } from "../free-read.ts";
 import type { StoredAnswer } from "../ledger/ledger.ts";
 import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
 import { checkCaller } from "../verify.ts";
@@ -19,9 +20,10 @@ import {
   settlementPending,
   shuttingDown,
 } from "./refusals.ts";
-import type { Admission, PaymentRequest, PricedRoute, Reply } from "./types.ts";
+import type { CreditAdmission, PaymentRequest, PricedRoute, Reply } from "./types.ts";
 
 // A call paid from prepaid credit: who pays (a credit token's owner, or a signed-in wallet) ->
+// a free read (it paid for this wallet's screen recently) runs free ->
 // a retry under its Payment-Identifier is answered again -> else the price is held from the
 // balance in the write that claims the call -> the handler -> spent (answer stored) or released.
 
@@ -45,7 +47,7 @@ export async function admitCredit(
   route: PricedRoute,
   request: PaymentRequest,
   payer: CreditPayer,
-): Promise<Admission> {
+): Promise<CreditAdmission> {
   const paymentId = request.headers.paymentId ?? null;
   if (paymentId !== null && !isValidPaymentId(paymentId))
     throw new PaymentError(
@@ -56,13 +58,19 @@ export async function admitCredit(
   const fingerprint = fingerprintOf(route, request);
   let who: { owner: Address } | { tokenHash: string } =
     "wallet" in payer ? { owner: payer.wallet } : { tokenHash: hashCreditToken(payer.token) };
-  if (paymentId && "tokenHash" in who) {
-    // A retry is looked up by its owner's identifier first: the owner is needed before the hold.
+  const mayBeFree = route.freeRead !== undefined && request.subject !== undefined;
+  if ((paymentId || mayBeFree) && "tokenHash" in who) {
+    // A retry is looked up by its owner's identifier, and a free read by its owner's payments:
+    // the owner is needed before the hold.
     const owner = await ctx.ledger.credit.tokenOwner(who.tokenHash);
     if (!owner) throw creditTokenInvalid();
     who = { owner };
   }
-  if ("owner" in who) await mayPay(ctx, request, who.owner);
+  if ("owner" in who) {
+    await mayPay(ctx, request, who.owner);
+    if (mayBeFree && (await paidRecently(ctx.ledger, route, who.owner, request.subject!)))
+      return { free: { chargedUnits: 0n, token: ctx.settings.tokens[0]!, payer: who.owner, waived: true } };
+  }
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {
       const earlier = await ctx.ledger.credit.find(who.owner, paymentId);

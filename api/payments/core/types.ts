@@ -51,6 +51,9 @@ export type Claim = {
 /** Before the handler: a claimed payment to run on, or the reply to send instead. */
 export type Admission = { claim: Claim } | { reply: Reply };
 
+/** Admission of a credit payer, who may also read free (it paid for this wallet recently): nothing charged, nothing to conclude. */
+export type CreditAdmission = Admission | { free: Billing };
+
 /** How the handler ended: its answer, or a failure (an error status, or a throw). */
 export type HandlerOutcome = { answer: StoredAnswer } | { failed: string };
 

@@ -194,6 +194,8 @@ export interface CreditLedger {
   spending(owner: Address): Promise<CreditSpending[]>;
   /** The latest spends, newest first (each its ledger reference). */
   recent(owner: Address, limit: number): Promise<CreditSpendRow[]>;
+  /** Whether `owner` paid from credit for one of `routes` about `subject` since `since` (the free-read rule). */
+  paidFor(owner: Address, subject: string, routes: string[], since: Date): Promise<boolean>;
   /** A new live token of `owner`'s credit (its sha256). */
   issueToken(owner: Address, tokenHash: string): Promise<void>;
   /** Every live token of `owner` is revoked; how many. */

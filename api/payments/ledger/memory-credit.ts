@@ -183,6 +183,17 @@ export class MemoryCredit implements CreditLedger {
       .map((s) => ({ ...s }));
   }
 
+  async paidFor(owner: Address, subject: string, routes: string[], since: Date): Promise<boolean> {
+    return [...this.spends.values()].some(
+      (s) =>
+        s.owner === owner &&
+        s.subject === subject &&
+        routes.includes(s.route) &&
+        s.status === "spent" &&
+        s.createdAt.getTime() > since.getTime(),
+    );
+  }
+
   async issueToken(owner: Address, tokenHash: string): Promise<void> {
     this.tokens.set(tokenHash, owner);
   }

@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
@@ -187,6 +187,23 @@ export function sqlCredit(store: Store): CreditLedger {
         .groupBy(day, creditSpend.route)
         .orderBy(desc(day), creditSpend.route);
       return rows.map((r) => ({ ...r, calls: Number(r.calls), amount: BigInt(r.amount) }));
+    },
+
+    async paidFor(owner, subject, routes, since) {
+      const [row] = await (await store)
+        .select({ id: creditSpend.id })
+        .from(creditSpend)
+        .where(
+          and(
+            eq(creditSpend.owner, owner),
+            gt(creditSpend.createdAt, since),
+            eq(creditSpend.subject, subject),
+            inArray(creditSpend.route, routes),
+            eq(creditSpend.status, "spent"),
+          ),
+        )
+        .limit(1);
+      return row !== undefined;
     },
 
     async recent(owner, limit) {
