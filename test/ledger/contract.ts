@@ -532,8 +532,9 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         await ledger.credit.release("kept");
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
         await ledger.credit.spent("back", answer);
+        // No Payment-Identifier, no retry can ask for the answer again: its body is not kept.
         expect(await ledger.credit.recent(owner, 10)).toEqual([
-          expect.objectContaining({ id: "kept", status: "spent", responseBody: answer.body }),
+          expect.objectContaining({ id: "kept", status: "spent", responseStatus: answer.status, responseBody: null }),
         ]);
         await held("dies", 10_000n);
         expect(await ledger.credit.releaseAbandoned()).toBe(0);
@@ -549,6 +550,8 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         await held("p1", 10_000n, "pid_0123456789abcdef");
         const again = await ledger.credit.hold(spend("p2", 10_000n, "pid_0123456789abcdef"));
         expect(again).toEqual({ existing: expect.objectContaining({ id: "p1", status: "held" }) });
+        await ledger.credit.spent("p1", answer);
+        expect((await ledger.credit.find(owner, "pid_0123456789abcdef"))?.responseBody).toBe(answer.body);
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
         expect((await ledger.credit.find(owner, "pid_0123456789abcdef"))?.id).toBe("p1");
         // A copy of that request finds it even when the balance left could not pay it again.

@@ -184,7 +184,7 @@ export interface CreditLedger {
   balance(owner: Address): Promise<bigint>;
   hold(spend: NewSpend): Promise<CreditHold>;
   find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined>;
-  /** The held call's answer is stored: the price stays taken. */
+  /** The held call was answered: the price stays taken (the answer's body kept for a Payment-Identifier's retries). */
   spent(id: string, answer: StoredAnswer): Promise<void>;
   /** The held call failed before its answer left: the price goes back to its lots. */
   release(id: string): Promise<void>;

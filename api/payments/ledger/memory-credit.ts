@@ -128,7 +128,7 @@ export class MemoryCredit implements CreditLedger {
       status: "spent",
       responseStatus: answer.status,
       responseType: answer.type,
-      responseBody: answer.body,
+      responseBody: row!.paymentId === null ? null : answer.body,
       updatedAt: new Date(this.now()),
     });
   }

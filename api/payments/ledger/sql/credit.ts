@@ -75,10 +75,14 @@ const SPENTS = batch<Spent>([
   { name: "response_type", type: "text", of: (i) => i.answer.type },
   { name: "response_body", type: "text", of: (i) => i.answer.body },
 ]);
-/** Held spends answered (spent), their answers stored: the calls of a moment in one statement. */
+/**
+ * Held spends answered (spent): the calls of a moment in one statement. The answer's body is kept
+ * only for a spend with a Payment-Identifier, the only one a retry can ask for again.
+ */
 const SPENT = statement(sql`
   update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = v.response_status,
-    response_type = v.response_type, response_body = v.response_body, updated_at = now()
+    response_type = v.response_type,
+    response_body = case when ${creditSpend.paymentId} is null then null else v.response_body end, updated_at = now()
   from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}`);
 
 /** Prepaid credit in the service store (api/payments/credit-lifecycle.ts). */
