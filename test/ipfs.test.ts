@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { cidOf, openIpfs, parseCid } from "../api/ipfs/node.ts";
+import { openedOnUse } from "../api/ipfs/open.ts";
 
 // The service's IPFS node: offline, persistent, and it serves only bytes that hash to their CID.
 describe("IPFS node", () => {
@@ -29,6 +30,27 @@ describe("IPFS node", () => {
     expect(await reopened.get(await cidOf(new TextEncoder().encode("never added")))).toBeUndefined();
     expect(parseCid("not-a-cid")).toBeUndefined();
     await reopened.close();
+  });
+
+  it("opens the service's node on its first use, once for concurrent uses, and again after a failed opening", async () => {
+    const dir = join(directory, "on-use");
+    // A file where the node's directory should be: its opening fails until the file is gone.
+    writeFileSync(dir, "not a directory");
+    let opens = 0;
+    const node = openedOnUse(() => {
+      opens++;
+      return openIpfs(dir);
+    });
+    expect(opens, "nothing opened before a use").toBe(0);
+    const bytes = new TextEncoder().encode("a statement");
+    await expect(node.add(bytes)).rejects.toThrow();
+    rmSync(dir);
+    const [cid, count] = await Promise.all([node.add(bytes), node.pinnedCount()]);
+    expect(opens).toBe(2);
+    expect(cid).toBe(await cidOf(bytes));
+    expect(count).toBeLessThanOrEqual(1);
+    expect(Buffer.from((await node.get(cid))!)).toEqual(Buffer.from(bytes));
+    await node.close();
   });
 
   it("refuses to serve a block whose bytes were changed on disk", async () => {
