@@ -13,6 +13,14 @@ export type Billing = {
   creditLeft?: bigint;
 };
 
+/** A call that runs free (a free read, a sign-in grant): nothing charged, in the first accepted token. */
+export const freeBilling = (tokens: readonly TokenInfo[], payer: Address): Billing => ({
+  chargedUnits: 0n,
+  token: tokens[0]!,
+  payer,
+  waived: true,
+});
+
 /** `x402Billing` of every paid answer: what this call really charged. */
 export const x402BillingSchema = z.object({
   chargedUsdt: z

@@ -14,7 +14,7 @@ import { resolveSignInOrigin } from "../../config/sign-in.ts";
 import { firstLine } from "../../shared/async.ts";
 import { errorBody } from "../../shared/errors.ts";
 import { tokenBuckets } from "../../shared/token-buckets.ts";
-import type { Billing } from "./billing.ts";
+import { type Billing, freeBilling } from "./billing.ts";
 import type { PaymentCore, PricedRoute, Reply } from "./core.ts";
 import { paidRecently } from "./free-read.ts";
 import type { PaymentHeaders } from "./header.ts";
@@ -150,7 +150,7 @@ export class SignIn {
     // One use per proof, on every replica: the service store records the nonce it granted.
     if (!(await this.spend(proof.nonce, wallet, proof.issuedAt)))
       return { reply: await this.reused(route, request.url) };
-    return { billing: { chargedUnits: 0n, token: this.core.settings.tokens[0]!, payer: wallet, waived: true } };
+    return { billing: freeBilling(this.core.settings.tokens, wallet) };
   }
 
   /**

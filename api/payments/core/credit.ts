@@ -3,6 +3,7 @@ import { isValidPaymentId } from "@x402/extensions/payment-identifier";
 import type { Address } from "../../../config/addresses.ts";
 import { sleep } from "../../../shared/async.ts";
 import type { CreditSpendRow } from "../../store/schema.ts";
+import { freeBilling } from "../billing.ts";
 import { hashCreditToken } from "../credit-token.ts";
 import { PaymentError } from "../errors.ts";
 import { fingerprintOf } from "../fingerprint.ts";
@@ -69,7 +70,7 @@ export async function admitCredit(
   if ("owner" in who) {
     await mayPay(ctx, request, who.owner);
     if (mayBeFree && (await paidRecently(ctx.ledger, route, who.owner, request.subject!)))
-      return { free: { chargedUnits: 0n, token: ctx.settings.tokens[0]!, payer: who.owner, waived: true } };
+      return { free: freeBilling(ctx.settings.tokens, who.owner) };
   }
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {

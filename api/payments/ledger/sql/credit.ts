@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, getTableName, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
@@ -18,8 +18,8 @@ const spendGuard = (event: SpendEvent) =>
       .join(", "),
   )})`;
 
-/** The owner's lots that can be spent now: unexpired, and bought by a payment that settled. */
-const spendable = (owner: Address) => sql`
+/** The owner's lots that can be spent now: unexpired, and bought by a payment that settled (balance and HOLD). */
+const spendable = (owner: Address | SQL) => sql`
   ${creditLot.payer} = ${owner} and ${creditLot.expiresAt} > now() and exists (
     select 1 from ${payment} p where p.token = ${creditLot.token} and p.payer = ${creditLot.payer}
       and p.nonce = ${creditLot.nonce} and p.status = 'settled')`;
@@ -44,10 +44,9 @@ const HOLD = statement(sql`
   with who as (
     select coalesce($2::text, (select owner from ${creditToken} where hash = $3::text and revoked_at is null)) as owner),
   locked as (
-    select l.token, l.payer, l.nonce, l.remaining, l.expires_at from ${creditLot} l, who
-    where l.payer = who.owner and l.remaining > 0 and l.expires_at > now() and exists (
-      select 1 from ${payment} p where p.token = l.token and p.payer = l.payer and p.nonce = l.nonce and p.status = 'settled')
-    order by l.expires_at, l.nonce for update of l),
+    select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
+    from ${creditLot}, who where ${spendable(sql`who.owner`)} and ${creditLot.remaining} > 0
+    order by ${creditLot.expiresAt}, ${creditLot.nonce} for update of ${sql.identifier(getTableName(creditLot))}),
   ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
   draw as (
     select token, payer, nonce, least(remaining, $1::numeric - (upto - remaining)) as amount
