@@ -71,9 +71,11 @@ const postgresOnly = [
 
 export default defineConfig({
   test: {
-    // Two files at a time (vitest's default on two cores is one): a file spends much of its time
-    // waiting on its anvil and Ponder children. On this machine kind: 1015 s one at a time, 699 s two.
-    maxWorkers: 2,
+    // Three files at a time on two cores (vitest's default there is one): a file spends much of its
+    // time waiting on its anvil and Ponder children, or on a lease or a deadline it tests. On this
+    // machine kind: 1015 s one at a time, 699 s two; since indexers start faster (devnet/seed.ts),
+    // 606 s two and 562 s three.
+    maxWorkers: 3,
     sequence: { sequencer: LongestFirst },
     projects: [
       { test: { name: "unit", include: ["test/**/*.test.ts"], exclude: ["test/db/**"], env, ...timeouts } },
