@@ -2,36 +2,43 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Seconds a file takes in a full run (2026-11-25, two cores, estimated from single runs), for files
- * without a time in vitest's cache (a fresh checkout: CI after npm ci). Only the order matters. Unlisted files count
- * as DEFAULT_DB_SECONDS under test/db (an indexer each) and DEFAULT_SECONDS elsewhere.
+ * Seconds a file's tests take in a full run (2026-11-25, two cores, three files at a time; the slower
+ * database's), for files without a time in vitest's cache (a fresh checkout: CI after npm ci). Only the
+ * order matters. Unlisted files count as DEFAULT_DB_SECONDS under test/db (an indexer each) and
+ * DEFAULT_SECONDS elsewhere.
  */
 const RECORDED_SECONDS: Record<string, number> = {
-  "test/launcher.test.ts": 125,
-  "test/db/restart.test.ts": 110,
-  "test/db/ledger-restart.test.ts": 100,
-  "test/mainnet-rehearsal.test.ts": 100,
-  "test/db/passports.test.ts": 90,
-  "test/startup.test.ts": 80,
-  "test/db/index-readiness.test.ts": 80,
-  "test/db/replicas.test.ts": 80,
-  "test/db/deferred-settlement.test.ts": 60,
-  "test/db/x402.test.ts": 55,
-  "test/db/screen-batch.test.ts": 55,
-  "test/db/screen.test.ts": 50,
-  "test/db/shutdown.test.ts": 50,
-  "test/db/requests.test.ts": 50,
-  "test/db/statement.test.ts": 50,
-  "test/db/data.test.ts": 50,
-  "test/db/chat.test.ts": 50,
-  "test/db/aggregates.test.ts": 45,
-  "test/db/reorg.test.ts": 40,
+  "test/launcher.test.ts": 72,
+  "test/db/passports.test.ts": 71,
+  "test/db/index-readiness.test.ts": 68,
+  "test/db/shutdown.test.ts": 64,
+  "test/db/ledger-restart.test.ts": 62,
+  "test/db/screen.test.ts": 55,
+  "test/db/deferred-settlement.test.ts": 50,
+  "test/mainnet-rehearsal.test.ts": 48,
+  "test/db/replicas.test.ts": 48,
+  "test/db/restart.test.ts": 46,
+  "test/db/x402.test.ts": 42,
+  "test/db/screen-batch.test.ts": 40,
+  "test/db/data.test.ts": 38,
+  "test/db/statement.test.ts": 36,
+  "test/db/reorg.test.ts": 32,
+  "test/db/aggregates.test.ts": 32,
+  "test/db/tracked.test.ts": 29,
+  "test/db/mcp.test.ts": 29,
+  "test/db/requests.test.ts": 27,
+  "test/db/chat.test.ts": 27,
+  "test/startup.test.ts": 26,
+  "test/db/local-verify.test.ts": 22,
+  "test/db/chain-freeze.test.ts": 18,
+  "test/db/settlement-recovery.test.ts": 13,
+  "test/payments/model.test.ts": 12,
 };
-const DEFAULT_DB_SECONDS = 30;
+const DEFAULT_DB_SECONDS = 10;
 const DEFAULT_SECONDS = 5;
 
 /**
- * Longest files first across the three projects, so that the two workers finish together. vitest's
+ * Longest files first across the three projects, so that the workers finish together. vitest's
  * own order runs one project after another (unit, with the launcher's four minutes, last) and, without
  * a cache, larger files first within each.
  */
