@@ -73,10 +73,8 @@ export class HistorySeeder {
   async end(now: number): Promise<number> {
     const first = Math.max(now - PONDER_FINALITY_BLOCKS, this.lastTimestamp + 1);
     const timestamps = Array.from({ length: PONDER_FINALITY_BLOCKS + 1 }, (_, i) => first + i);
-    await rpcBatch(
-      this.rpcUrl,
-      timestamps.map((timestamp) => ({ method: "evm_mine", params: [numberToHex(timestamp)] })),
-    );
+    // One at a time: a batch's calls may be served in any order, and timestamps must rise.
+    for (const timestamp of timestamps) await rpc(this.rpcUrl, "evm_mine", [numberToHex(timestamp)]);
     this.lastTimestamp = timestamps.at(-1)!;
     await rpc(this.rpcUrl, "evm_setAutomine", [true]);
     return Number(BigInt(await rpc<Hex>(this.rpcUrl, "eth_blockNumber")));
