@@ -74,7 +74,7 @@ export default defineConfig({
     // Three files at a time on two cores (vitest's default there is one): a file spends much of its
     // time waiting on its anvil and Ponder children, or on a lease or a deadline it tests. On this
     // machine kind: 1015 s one at a time, 699 s two; since indexers start faster (devnet/seed.ts),
-    // 606 s two and 562 s three.
+    // two then three back to back: 606 s and 562 s, later 667 s and 655 s (the machine's speed varies).
     maxWorkers: 3,
     sequence: { sequencer: LongestFirst },
     projects: [
