@@ -54,6 +54,8 @@ const postgresOnly = [
   // Prepaid credit across two replicas (two connection pools on one database); the credit ledger's
   // SQL holds to the contract on PGlite too (ledger-contract.test.ts), the core's rules in test/payments.
   "test/db/credit.test.ts",
+  // A database server killed mid-traffic: a private Postgres cluster (PGlite dies with its process).
+  "test/db/credit-crash.test.ts",
   // Several processes on one database: PGlite is one process's (describe.runIf in the files too).
   "test/db/replicas.test.ts",
   "test/db/deferred-replicas.test.ts",

@@ -10,6 +10,11 @@ export type PrivatePostgres = {
   url: string;
   /** Stops the server (fast: connections are cut) and starts it again on the same port and data. */
   restart: () => Promise<void>;
+  /**
+   * Kills the server as a crash does (immediate: no checkpoint, what its log buffers held and had
+   * not written is lost), then starts it again: it recovers from its log.
+   */
+  crash: () => Promise<void>;
   /** Stops the server at once and removes its directory; safe to call twice. */
   stop: () => void;
 };
@@ -25,10 +30,11 @@ function postgresBin(): string {
 
 /**
  * A throwaway Postgres cluster in a temporary directory on a free port, for tests that stop or
- * restart the database (never the machine's shared server). initdb refuses root: as root, the
- * cluster belongs to the `postgres` OS user and its commands run as that user.
+ * restart the database (never the machine's shared server), with `settings` (name=value) added to
+ * the server's. initdb refuses root: as root, the cluster belongs to the `postgres` OS user and its
+ * commands run as that user.
  */
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+export async function startPrivatePostgres(settings: string[] = []): Promise<PrivatePostgres> {
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), "pg-private-"));
   const data = join(dir, "data");
@@ -45,9 +51,13 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const run = (tool: string, args: string[]) =>
     execFileSync(...command(tool, args), { stdio: "pipe", timeout: 60_000 });
   const port = await freePort();
-  const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off -c max_connections=200`;
+  const options = [
+    `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off -c max_connections=200`,
+    ...settings.map((setting) => `-c ${setting}`),
+  ].join(" ");
   const ctlArgs = (args: string[]) => ["-D", data, "-l", join(dir, "log"), "-w", "-t", "60", ...args];
   const ctl = (...args: string[]) => run("pg_ctl", ctlArgs(args));
+  const ctlAsync = (...args: string[]) => promisify(execFile)(...command("pg_ctl", ctlArgs(args)), { timeout: 60_000 });
   let stopped = false;
   try {
     run("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "--no-sync"]);
@@ -73,10 +83,11 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
     // Asynchronous, so that the test's own requests keep going while the server restarts.
-    restart: async () =>
-      void (await promisify(execFile)(...command("pg_ctl", ctlArgs(["-m", "fast", "-o", options, "restart"])), {
-        timeout: 60_000,
-      })),
+    restart: async () => void (await ctlAsync("-m", "fast", "-o", options, "restart")),
+    crash: async () => {
+      await ctlAsync("-m", "immediate", "stop");
+      await ctlAsync("-o", options, "start");
+    },
     stop,
   };
 }

@@ -64,6 +64,7 @@ export class PaymentCore {
       facilitator: this.facilitator,
       ledger: this.ledger,
       inflight: this.inflight,
+      tokenOwners: new Map(),
       draining: () => this.draining,
     };
   }

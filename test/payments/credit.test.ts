@@ -51,6 +51,9 @@ async function buy(world: World, core: PaymentCore, amount: bigint, key: Hex = a
 const screenWith = (headers: Parameters<typeof paidRequest>[0] & { paymentId?: string }, subject = SUBJECT) =>
   paidRequest(headers, subject);
 
+/** A free read's request: free after a screen of the same wallet by the same payer. */
+const signal = (subject = SUBJECT) => paidRequest({}, subject, "/api/wallet/signals");
+
 afterEach(() => {
   vi.restoreAllMocks();
 });
@@ -126,6 +129,11 @@ describe("prepaid credit", () => {
     const world = new World("before-remote");
     const core = world.core();
     const { token } = await buy(world, core, 100_000n);
+    // Used once (the replica now knows its owner), then revoked: refused at the next call.
+    const used = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    await core.conclude(SCREEN, screenWith({}), used, { answer: ANSWER });
+    const byToken = await core.admitCredit(SCREEN, { ...screenWith({}), caller: payerOf(bob) }, { token });
+    expect("reply" in byToken && codeOf(byToken.reply)).toBe("caller_mismatch");
     expect(await world.ledger.credit.revokeTokens(owner)).toBe(1);
     for (const t of [token, mintCreditToken()]) {
       const refused = await core.admitCredit(SCREEN, screenWith({}), { token: t });
@@ -136,7 +144,37 @@ describe("prepaid credit", () => {
     }
     const mismatch = await core.admitCredit(SCREEN, { ...screenWith({}), caller: payerOf(bob) }, { wallet: owner });
     expect("reply" in mismatch && codeOf(mismatch.reply)).toBe("caller_mismatch");
-    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+  });
+
+  it("refuses a credit owner listed on the sanctions oracle (403), by a token new or known, signed in, short or on a free read; nothing taken", async () => {
+    const world = new World("before-remote");
+    const listed = new Set<string>();
+    const core = world.core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } });
+    const { token } = await buy(world, core, 100_000n);
+    const screened = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    await core.conclude(SCREEN, screenWith({}), screened, { answer: ANSWER });
+    listed.add(owner);
+    const dear = { ...SCREEN, microUsd: 150_000n };
+    const calls = [
+      () => core.admitCredit(SCREEN, screenWith({}), { token }),
+      () => core.admitCredit(SCREEN, screenWith({}), { wallet: owner }),
+      () => core.admitCredit(dear, screenWith({}), { token }),
+      () => core.admitCredit(SIGNAL, signal(), { token }),
+      () => core.admitCredit(SIGNAL, signal(), { wallet: owner }),
+      // Another replica, which has not seen this token yet.
+      () =>
+        world
+          .core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } })
+          .admitCredit(SCREEN, screenWith({}), { token }),
+    ];
+    for (const call of calls) {
+      const refused = await call();
+      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([403, "sanctioned_payer"]);
+    }
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    listed.delete(owner);
+    expect("claim" in (await core.admitCredit(SCREEN, screenWith({}), { token }))).toBe(true);
   });
 
   it("grants nothing for a purchase whose settlement failed: the lot never becomes spendable", async () => {
@@ -167,7 +205,6 @@ describe("prepaid credit", () => {
     const world = new World("deferred");
     const core = world.core();
     const { token } = await buy(world, core, 100_000n);
-    const signal = (subject = SUBJECT) => paidRequest({}, subject, "/api/wallet/signals");
     const before = await core.admitCredit(SIGNAL, signal(), { token });
     expect("claim" in before, "a read before any screen is charged").toBe(true);
     await core.conclude(SIGNAL, signal(), claimOf(before), { answer: ANSWER });

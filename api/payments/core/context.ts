@@ -1,3 +1,4 @@
+import type { Address } from "../../../config/addresses.ts";
 import type { PaymentSettings } from "../../../config/payments.ts";
 import type { Facilitator } from "../facilitator.ts";
 import type { ReconcileDeps } from "../reconcile.ts";
@@ -11,6 +12,11 @@ export type CoreContext = {
   ledger: Ledger;
   /** Settlements under way in this process, by payment (keyId). */
   inflight: Map<string, Promise<unknown>>;
+  /**
+   * Credit tokens' owners as holds found them (a token never changes owner; each hold still checks
+   * that it is not revoked): lets the owner's sanctions check run beside the hold.
+   */
+  tokenOwners: Map<string, Address>;
   /** A shutdown began: no new payment is claimed. */
   draining: () => boolean;
 };

@@ -41,7 +41,9 @@ const CREDIT_NONCE_PREFIX = "credit:";
 /**
  * Before the handler: the price held from the payer's credit, the stored answer of a retry, or a
  * refusal (thrown). A token is resolved to its owner in the hold itself (one round trip); a hold
- * its owner may not make (sanctioned, another callerAddress) is given back at once.
+ * its owner may not make (sanctioned, another callerAddress) is given back at once. The owner's
+ * sanctions check runs beside the hold when the owner is known before it (a signed-in wallet, or
+ * a token this replica has seen).
  */
 export async function admitCredit(
   ctx: CoreContext,
@@ -67,17 +69,24 @@ export async function admitCredit(
     if (!owner) throw creditTokenInvalid();
     who = { owner };
   }
-  if ("owner" in who) {
-    await mayPay(ctx, request, who.owner);
-    if (mayBeFree && (await paidRecently(ctx.ledger, route, who.owner, request.subject!)))
-      return { free: freeBilling(ctx.settings.tokens, who.owner) };
+  const known = "owner" in who ? who.owner : ctx.tokenOwners.get(who.tokenHash);
+  if (known) checkCaller(request.caller, known);
+  const checked = known ? sanctionsRefusal(ctx, known) : undefined;
+  if ("owner" in who && mayBeFree && (await paidRecently(ctx.ledger, route, who.owner, request.subject!))) {
+    const refusal = await checked;
+    if (refusal) throw refusal;
+    return { free: freeBilling(ctx.settings.tokens, who.owner) };
   }
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {
       const earlier = await ctx.ledger.credit.find(who.owner, paymentId);
       if (earlier) {
         if (earlier.fingerprint !== fingerprint) throw paymentIdReused(paymentId);
-        if (earlier.status === "spent") return { reply: creditReplay(earlier) };
+        if (earlier.status === "spent") {
+          const refusal = await checked;
+          if (refusal) throw refusal;
+          return { reply: creditReplay(earlier) };
+        }
         await waitWhileHeld(ctx, who.owner, paymentId);
         continue;
       }
@@ -93,13 +102,21 @@ export async function admitCredit(
     });
     if ("unknownToken" in hold) throw creditTokenInvalid();
     if ("existing" in hold) continue;
-    if ("short" in hold) throw creditInsufficient(route, hold.short);
+    if ("short" in hold) {
+      // A payer who may not pay is told so rather than that its credit is short.
+      const refusal = await checked;
+      throw refusal ?? creditInsufficient(route, hold.short);
+    }
     const owner = hold.held.owner as Address;
-    if ("tokenHash" in who)
-      await mayPay(ctx, request, owner).catch(async (error: unknown) => {
-        await ctx.ledger.credit.release(hold.held.id);
-        throw error;
-      });
+    if ("tokenHash" in who) rememberOwner(ctx, who.tokenHash, owner);
+    try {
+      if (owner !== known) checkCaller(request.caller, owner);
+      const refusal = await (owner === known ? checked : sanctionsRefusal(ctx, owner));
+      if (refusal) throw refusal;
+    } catch (error) {
+      await ctx.ledger.credit.release(hold.held.id);
+      throw error;
+    }
     const token = ctx.settings.tokens.find((t) => t.address === hold.token) ?? ctx.settings.tokens[0]!;
     return {
       claim: {
@@ -114,10 +131,23 @@ export async function admitCredit(
   throw settlementPending();
 }
 
-/** Whether `owner` may pay this call: the callerAddress, when given, is the owner; the owner is not sanctioned. */
-async function mayPay(ctx: CoreContext, request: PaymentRequest, owner: Address): Promise<void> {
-  checkCaller(request.caller, owner);
-  if (await ctx.deps.sanctions?.isListed(owner)) throw sanctionedPayer(owner);
+/**
+ * The refusal of a sanctioned payer, or none: started early so that it runs beside the ledger's
+ * reads, it settles (with the lookup's own error, if it failed) and never rejects unobserved.
+ */
+async function sanctionsRefusal(ctx: CoreContext, owner: Address): Promise<Error | undefined> {
+  try {
+    return (await ctx.deps.sanctions?.isListed(owner)) ? sanctionedPayer(owner) : undefined;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
+/** Owners remembered per replica: enough for every active token; forgotten all at once past it. */
+const MAX_TOKEN_OWNERS = 10_000;
+function rememberOwner(ctx: CoreContext, tokenHash: string, owner: Address): void {
+  if (ctx.tokenOwners.size >= MAX_TOKEN_OWNERS) ctx.tokenOwners.clear();
+  ctx.tokenOwners.set(tokenHash, owner);
 }
 
 /** After the handler of a credit claim: its answer stored (the price stays taken), or the price given back. */

@@ -39,9 +39,17 @@ const releasing = (where: SQL) => sql`
     where l.token = back.token and l.payer = back.payer and l.nonce = back.nonce returning 1)
   select (select count(*) from gone)::int as released`;
 
-/** A hold's parameters, $1..$8: amount, owner or token hash, then the spend's columns. */
+/**
+ * A hold's parameters, $1..$8: amount, owner or token hash, then the spend's columns.
+ * Its commit does not wait for the disk (synchronous_commit off, for this transaction only): a
+ * hold matters only once its answer leaves, and the spent write before that is a durable commit,
+ * which makes every earlier commit durable too (the log is flushed in order). A database crash
+ * can lose only holds whose answers never left, and no later write without them: their price
+ * comes back whole, with nothing charged.
+ */
 const HOLD = statement(sql`
-  with who as (
+  with unsynced as (select set_config('synchronous_commit', 'off', true)),
+  who as (
     select coalesce($2::text, (select owner from ${creditToken} where hash = $3::text and revoked_at is null)) as owner),
   locked as (
     select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
@@ -65,7 +73,7 @@ const HOLD = statement(sql`
     returning 1)
   select who.owner as who, total.balance::text as balance_before,
     (select token from draw order by amount desc limit 1) as first_token, ins.*
-  from who, total left join ins on true`);
+  from unsynced, who, total left join ins on true`);
 
 type Spent = { id: string; answer: StoredAnswer };
 const SPENTS = batch<Spent>([

@@ -1,0 +1,112 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, describe, expect, it } from "vitest";
+import type { PaymentKey } from "../../api/payments/ledger/ledger.ts";
+import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
+import { creditLot, creditSpend } from "../../api/store/schema.ts";
+import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
+import type { Address } from "../../config/addresses.ts";
+import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
+import { sleep } from "../../shared/async.ts";
+import { testDatabase } from "../support/indexer.ts";
+
+// A credit hold commits without waiting for the disk (api/payments/ledger/sql/credit.ts); the spent
+// write before its answer leaves waits. This kills the database server mid-traffic, as a crash does,
+// and checks what that buys: every answer that left is still paid for, and no unit is lost or made.
+// Postgres only: PGlite is the process itself, so it cannot die without the calls dying with it.
+
+const OWNER = "0x00000000000000000000000000000000000000aa" as Address;
+const TOKEN = "0x00000000000000000000000000000000000000a1" as Address;
+const BOUGHT = 100_000_000n;
+const PRICE = 10_000n;
+const ANSWER = { status: 200, type: "application/json", body: '{"ok":true}' };
+
+describe.runIf(testDatabase === "postgres")("prepaid credit through a database crash", () => {
+  let postgres: PrivatePostgres | undefined;
+  const stores: ServiceStore[] = [];
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
+    postgres?.stop();
+  });
+
+  it("keeps every spend whose answer was stored, and every unit: holds taken before a stored answer survive with it", async () => {
+    // The log writer waits 10 s between flushes: what holds alone wrote is lost in the crash unless a spent write flushed it.
+    postgres = await startPrivatePostgres(["wal_writer_delay=10000ms"]);
+    const open = async () => {
+      const store = await openServiceStore({ kind: "postgres", connectionString: postgres!.url });
+      stores.push(store);
+      return { store, ledger: createSqlLedger(store.db) };
+    };
+    const { ledger } = await open();
+    const purchase: PaymentKey = { token: TOKEN, payer: OWNER, nonce: "0xc1" };
+    expect(
+      await ledger.claim({
+        ...purchase,
+        amount: BOUGHT,
+        route: "POST /api/credit",
+        subject: null,
+        fingerprint: "f",
+        signatureHash: "s",
+        encoding: "spec",
+        validBefore: 2n ** 40n,
+      }),
+    ).toBe(true);
+    expect(await ledger.settling(purchase, ANSWER)).toBe(true);
+    await ledger.settled(purchase, "0xt1");
+    await ledger.credit.addLot(purchase, BOUGHT, new Date(Date.now() + 86_400_000));
+    const hold = async () => {
+      const held = await ledger.credit.hold({
+        id: randomUUID(),
+        payer: { owner: OWNER },
+        route: "POST /api/lender/screen",
+        subject: null,
+        fingerprint: "f",
+        paymentId: null,
+        amount: PRICE,
+      });
+      if (!("held" in held)) throw new Error(`not held: ${JSON.stringify(held, (_, v) => String(v))}`);
+      return held.held.id;
+    };
+
+    const answered = [await hold()];
+    const heldBefore = await hold();
+    await ledger.credit.spent(answered[0]!, ANSWER);
+    // Calls in flight when the server dies: an answer leaves once its spent write returned.
+    let holds = 2;
+    const calls = Array.from({ length: 8 }, async () => {
+      for (;;) {
+        try {
+          const id = await hold();
+          holds++;
+          await ledger.credit.spent(id, ANSWER);
+          answered.push(id);
+        } catch {
+          return;
+        }
+      }
+    });
+    await sleep(300);
+    await postgres.crash();
+    await Promise.all(calls);
+    expect(answered.length).toBeGreaterThan(1);
+
+    // What a replica started after the crash finds.
+    const after = await open();
+    const spends = await after.store.db.select().from(creditSpend);
+    const status = new Map(spends.map((s) => [s.id, s.status]));
+    for (const id of answered) expect(status.get(id), `answered spend ${id}`).toBe("spent");
+    expect(status.get(heldBefore)).toBe("held");
+    const [lot] = await after.store.db.select().from(creditLot);
+    const taken = spends.reduce((sum, s) => sum + BigInt(s.amount), 0n);
+    expect(BigInt(lot!.remaining) + taken).toBe(BOUGHT);
+    console.log(
+      `[credit crash] ${holds} holds acknowledged, ${answered.length} answers stored; after the crash ${spends.length} spends (${spends.filter((s) => s.status === "spent").length} spent): ${holds - spends.length} holds lost, none answered`,
+    );
+
+    // The holds whose requests died are given back by the sweep: the balance is what was answered, and at least that.
+    await after.store.db.update(creditSpend).set({ updatedAt: new Date(0) });
+    await after.ledger.credit.releaseAbandoned();
+    const spent = spends.filter((s) => s.status === "spent").length;
+    expect(spent).toBeGreaterThanOrEqual(answered.length);
+    expect(await after.ledger.credit.balance(OWNER)).toBe(BOUGHT - BigInt(spent) * PRICE);
+  });
+});
