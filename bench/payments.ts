@@ -28,6 +28,7 @@ import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } fr
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { sleep } from "../shared/async.ts";
 import { createLogger } from "../shared/log.ts";
+import { cpuPerCall } from "./support/cpu.ts";
 import { summarizeProfile } from "./support/cpuprofile.ts";
 import { log, ms, pct } from "./support/figures.ts";
 import { indexedReads, paidService } from "./support/paid-service.ts";
@@ -105,7 +106,9 @@ try {
       header: specHeader(await signAuthorization(payer.key, USDT, { to: treasury }), USDT.address),
     };
   };
-  const toSign = modes.length * (requests + 100) + 400;
+  /** Calls with `concurrency` in flight before each app's timed runs: its pools' connections opened and its statements prepared, as in a server that has been up a while. */
+  const warmCalls = Math.max(concurrency * 10, requests / 8);
+  const toSign = modes.length * (requests + 100 + warmCalls) + 400;
   log(`signing ${toSign} authorizations (client side, not timed)…`);
   const signed = await Promise.all(Array.from({ length: toSign }, (_, i) => sign(i)));
   let next = 0;
@@ -213,33 +216,47 @@ try {
   };
   /** The paid calls' Server-Timing phases (payment, handler, settlement), while a latency run collects them. */
   let phaseTimes: Record<string, number[]> | undefined;
+  /**
+   * Paid and unpaid calls one at a time, alternately: this machine's speed drifts by tens of
+   * percent between minutes, and alternating puts both under the same drift.
+   */
   const latency = async (app: App, pay: Pay, n: number) => {
-    const times: number[] = [];
+    const paid: number[] = [];
+    const unpaid: number[] = [];
     for (let i = 0; i < n; i++) {
-      const t0 = performance.now();
+      let t0 = performance.now();
+      await call(unpaidApp, i, "unpaid");
+      unpaid.push(performance.now() - t0);
+      t0 = performance.now();
       await call(app, i, pay);
-      times.push(performance.now() - t0);
+      paid.push(performance.now() - t0);
     }
-    return times;
+    return { paid, unpaid };
   };
+  /** Calls per second with `concurrency` in flight, and the CPU per call of this process and of Postgres. */
   const throughput = async (app: App, pay: Pay, n: number) => {
     let i = 0;
     const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (i < n) await call(app, i++, pay);
-      }),
+    const { processMs, postgresMs } = await cpuPerCall(n, () =>
+      Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (i < n) await call(app, i++, pay);
+        }),
+      ),
     );
-    return (n / (performance.now() - t0)) * 1000;
+    return { rate: (n / (performance.now() - t0)) * 1000, processMs, postgresMs };
   };
+  type Throughput = Awaited<ReturnType<typeof throughput>>;
+  const cpuOf = (t: Throughput) => `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}`;
   // Warm the result cache over the same wallets, so the figures differ only by payment.
   for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, "unpaid");
-  const unpaidLatency = await latency(unpaidApp, "unpaid", requests / 2);
-  const unpaidRate = await throughput(unpaidApp, "unpaid", requests / 2);
+  await throughput(unpaidApp, "unpaid", warmCalls);
+  // Each paid throughput run is compared with the unpaid runs just before and just after it.
+  let unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
 
   /** Every payer buys the credit its share of the calls needs (one x402 payment each, settled on chain before the answer), not timed. */
   const buyCredit = async (app: App) => {
-    const cents = Math.ceil((wallets.length + requests) / payers.length) + 2;
+    const cents = Math.ceil((wallets.length + warmCalls + requests) / payers.length) + 2;
     const amount = (cents / 100).toFixed(2);
     log(`credit: ${payers.length} payers buy ${amount} each…`);
     await Promise.all(
@@ -261,7 +278,9 @@ try {
   const results: {
     mode: string;
     latency: number[];
-    rate: number;
+    unpaidLatency: number[];
+    run: Throughput;
+    unpaidRuns: [Throughput, Throughput];
     phases: Record<string, number[]>;
     settledFirst: number;
     openFor: number[];
@@ -292,8 +311,9 @@ try {
     if (mode === "credit") await buyCredit(paidApp);
     // The app's own result cache warmed over the same wallets, as the unpaid one's was.
     for (let i = 0; i < wallets.length; i++) await call(paidApp, i, pay);
+    await throughput(paidApp, pay, warmCalls);
     phaseTimes = {};
-    const paidLatency = await latency(paidApp, pay, sequential);
+    const { paid: paidLatency, unpaid: unpaidLatency } = await latency(paidApp, pay, sequential);
     const phases = phaseTimes;
     phaseTimes = undefined;
     // The throughput run starts with nothing open: the warm-up's and the latency run's deferred
@@ -304,19 +324,23 @@ try {
     const settledFirstBefore = await settledFirst();
     const startedAt = new Date();
     const profiler = values.profile ? await startProfiler() : undefined;
-    const rate = await throughput(paidApp, pay, requests / 2);
+    const run = await throughput(paidApp, pay, requests / 2);
     if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
     await untilSettled();
+    const unpaidBefore = unpaidRun;
+    unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
     // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
-    const run = (await store.db.select().from(payment)).filter(
+    const deferredRows = (await store.db.select().from(payment)).filter(
       (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
     );
-    const openFor = run.map((r) => r.settledAt!.getTime() - r.createdAt.getTime());
+    const openFor = deferredRows.map((r) => r.settledAt!.getTime() - r.createdAt.getTime());
     // Deferred calls past a payer's cap settle first (a block each): how many did, in the throughput run.
     results.push({
       mode,
       latency: paidLatency,
-      rate,
+      unpaidLatency,
+      run,
+      unpaidRuns: [unpaidBefore, unpaidRun],
       phases,
       settledFirst: (await settledFirst()) - settledFirstBefore,
       openFor,
@@ -354,21 +378,24 @@ try {
   console.log(
     `    readiness gate before it (index state from the database, chain head shared for 1 s): p50 ${ms(pct(gateTimes, 50))}  p99 ${ms(pct(gateTimes, 99))}`,
   );
-  console.log(`(2) screens one at a time (latency), then ${requests / 2} with ${concurrency} in flight (throughput)`);
   console.log(
-    `    unpaid:          p50 ${ms(pct(unpaidLatency, 50))}  p99 ${ms(pct(unpaidLatency, 99))}  ${unpaidRate.toFixed(0)} req/s`,
+    `(2) screens one at a time (latency, paid and unpaid alternately), then ${requests / 2} with ${concurrency} in flight (throughput, unpaid just before and after)`,
   );
   for (const r of results) {
+    const unpaidRate = (r.unpaidRuns[0].rate + r.unpaidRuns[1].rate) / 2;
+    console.log(
+      `    unpaid           p50 ${ms(pct(r.unpaidLatency, 50))}  p99 ${ms(pct(r.unpaidLatency, 99))}  ${unpaidRate.toFixed(1)} req/s (${r.unpaidRuns.map((x) => x.rate.toFixed(0)).join(" before, ")} after); ${cpuOf(r.unpaidRuns[0])}`,
+    );
     const capped =
       r.mode === "deferred"
         ? ` (${r.settledFirst} of ${requests / 2} settled first, past a cap: ${((100 * r.settledFirst) / (requests / 2)).toFixed(1)}%)`
         : "";
     console.log(
-      `    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.rate.toFixed(1)} req/s${capped}`,
+      `    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.run.rate.toFixed(1)} req/s${capped}; ${cpuOf(r.run)}`,
     );
     const blocks = blockTime > 0 ? `, ${(pct(r.latency, 50) / (blockTime * 1000)).toFixed(2)} blocks` : "";
     console.log(
-      `      vs unpaid: +${ms(pct(r.latency, 50) - pct(unpaidLatency, 50))} at p50${blocks}; throughput x${(r.rate / unpaidRate).toFixed(3)}`,
+      `      vs unpaid: +${ms(pct(r.latency, 50) - pct(r.unpaidLatency, 50))} at p50${blocks}; throughput x${(r.run.rate / unpaidRate).toFixed(3)}`,
     );
     console.log(
       `      Server-Timing p50: ${Object.entries(r.phases)
