@@ -16,6 +16,15 @@ const snapshot = (idx: number) =>
     readFileSync(join(MIGRATIONS_FOLDER, `meta/${String(idx).padStart(4, "0")}_snapshot.json`), "utf8"),
   ) as DrizzleSnapshotJSON;
 
+/**
+ * Migrations written by hand (`drizzle-kit generate --custom`) for what a schema diff cannot say:
+ * each moves data and leaves the snapshot as it was. Only these may differ from drizzle-kit's output.
+ */
+const CUSTOM: Record<string, string> = {
+  "0012_settlement_transaction_rows":
+    "the signed transactions move from payment rows to their table before the column goes",
+};
+
 describe("service store migrations", () => {
   it("the last snapshot is schema.ts: nothing left to generate", async () => {
     const last = journal.entries.at(-1)!;
@@ -31,6 +40,12 @@ describe("service store migrations", () => {
     for (const [i, entry] of journal.entries.entries()) {
       const next = snapshot(entry.idx);
       const statements = await generateMigration(previous, next);
+      if (entry.tag in CUSTOM) {
+        expect(statements, `${entry.tag} changes no table drizzle describes`).toEqual([]);
+        expect(files[i]!.sql.join("").trim(), entry.tag).not.toBe("");
+        previous = next;
+        continue;
+      }
       expect(
         files[i]!.sql.map((s) => s.trim()),
         entry.tag,

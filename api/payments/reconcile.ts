@@ -23,7 +23,7 @@ type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
 
 export type ReconcileDeps = {
   chain: ReconcileChain;
-  ledger: Pick<Ledger, "requeue" | "resolve">;
+  ledger: Pick<Ledger, "requeue" | "resolve" | "signedTransaction">;
   payTo: Address;
   settler?: Settler;
   onOutcome?: OnOutcome;
@@ -55,7 +55,7 @@ export const keyOf = (row: Pick<PaymentRow, "token" | "payer" | "nonce">): Payme
  */
 export async function chainOutcome(
   row: PaymentRow,
-  deps: Pick<ReconcileDeps, "chain" | "payTo" | "settler">,
+  deps: Pick<ReconcileDeps, "chain" | "payTo" | "settler" | "ledger">,
 ): Promise<Resolution | "pending"> {
   const { chain } = deps;
   const token = row.token as Address;
@@ -148,7 +148,8 @@ export async function chainOutcome(
         failure: `the settlement transaction was dropped (relayer nonce ${row.settlerNonce} was used by another transaction); nothing charged`,
       };
     // It may still be mined: send it again in case the node dropped it (same bytes, same hash).
-    if (row.rawTransaction && deps.settler) await deps.settler.rebroadcast(row.rawTransaction as `0x${string}`);
+    const signed = deps.settler ? await deps.ledger.signedTransaction(row.transaction) : undefined;
+    if (signed) await deps.settler?.rebroadcast(signed as `0x${string}`);
   }
   return "pending";
 }

@@ -89,10 +89,9 @@ export const payment = service.table(
     // Added by migration 0001 (settlement record): declared last, as ALTER TABLE appends them.
     /** The authorization's validBefore (unix seconds): after it, an unused authorization can never be charged. */
     validBefore: numeric("valid_before", { precision: 78, scale: 0 }),
-    /** Self-settlement: the relayer that signed `transaction`, its account nonce, and the signed transaction (to rebroadcast it). */
+    /** Self-settlement: the relayer that signed `transaction` and its account nonce (the signed transaction: settlement_transaction). */
     settler: text("settler"),
     settlerNonce: integer("settler_nonce"),
-    rawTransaction: text("raw_transaction"),
     /** Set when the outcome was decided by reconciliation with the chain rather than by the request that settled it. */
     reconciledAt: timestamp("reconciled_at", { withTimezone: true }),
     // Added by migration 0004 (deferred settlement).
@@ -132,6 +131,21 @@ export const payment = service.table(
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
 );
+
+/**
+ * Self-settlement: each transaction the relayer signed, recorded before it is sent, so that it can
+ * be sent again if dropped. One row per transaction, however many payments it settles (they name
+ * it in `payment.transaction`).
+ */
+export const settlementTransaction = service.table("settlement_transaction", {
+  transaction: text("transaction").primaryKey(),
+  /** The relayer that signed it, and its account nonce. */
+  settler: text("settler").notNull(),
+  settlerNonce: integer("settler_nonce").notNull(),
+  /** The signed transaction, as sent. */
+  rawTransaction: text("raw_transaction").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+});
 
 export type PaymentRow = typeof payment.$inferSelect;
 

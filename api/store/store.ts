@@ -48,14 +48,18 @@ export function serviceStoreLocation(database: IndexTarget["database"]): Service
   return database.kind === "postgres" ? database : { kind: "pglite", directory: `${database.directory}-service` };
 }
 
-/** Opens the store and applies the migrations it has not had yet. */
-export async function openServiceStore(location: ServiceStoreLocation): Promise<ServiceStore> {
+/** Opens the store and applies the migrations it has not had yet (from `migrationsFolder`: a test opens a store as an earlier release left it). */
+export async function openServiceStore(
+  location: ServiceStoreLocation,
+  migrationsFolder = MIGRATIONS_FOLDER,
+): Promise<ServiceStore> {
+  const migrations = { ...MIGRATIONS, migrationsFolder };
   if (location.kind === "pglite") {
     mkdirSync(location.directory, { recursive: true });
     const client = new PGlite(location.directory);
     const db = drizzlePglite(client, { schema });
     try {
-      await migratePglite(db, MIGRATIONS);
+      await migratePglite(db, migrations);
     } catch (error) {
       await client.close();
       throw error;
@@ -74,7 +78,7 @@ export async function openServiceStore(location: ServiceStoreLocation): Promise<
     try {
       await client.query("select pg_advisory_lock($1)", [MIGRATION_LOCK]);
       try {
-        await migratePg(drizzlePg(client), MIGRATIONS);
+        await migratePg(drizzlePg(client), migrations);
       } finally {
         await client.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch((error: Error) => (broken = error));
       }

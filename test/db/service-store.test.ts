@@ -1,3 +1,6 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import { getTableConfig } from "drizzle-orm/pg-core";
@@ -113,6 +116,46 @@ describe(`service store migrations (${testDatabase})`, () => {
       expect(await again.db.select().from(payment)).toHaveLength(1);
     } finally {
       await again.close();
+    }
+  });
+
+  it("moves the signed transactions payment rows held (before migration 0011) to their own table, each once", async () => {
+    const location = await freshLocation();
+    // The migrations as the release before settlement_transaction shipped them.
+    const earlier = mkdtempSync(join(tmpdir(), "migrations-0010-"));
+    try {
+      cpSync(MIGRATIONS_FOLDER, earlier, { recursive: true });
+      const journalPath = join(earlier, "meta/_journal.json");
+      const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
+      const upTo = journal.entries.findIndex((e) => e.tag === "0011_settlement_transaction");
+      writeFileSync(journalPath, JSON.stringify({ ...journal, entries: journal.entries.slice(0, upTo) }));
+      const old = await openServiceStore(location, earlier);
+      await old.db.execute(sql`insert into service.payment
+        (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, transaction, settler, settler_nonce, raw_transaction)
+        values ('t', 'p', 'n1', 1, 'r', 'f', 's', 'e', 'settling', '0xa', '0xr', 5, '0xsigned-a'),
+               ('t', 'p', 'n2', 1, 'r', 'f', 's', 'e', 'settling', '0xa', '0xr', 5, '0xsigned-a'),
+               ('t', 'p', 'n3', 1, 'r', 'f', 's', 'e', 'settled', '0xb', '0xr', 6, '0xsigned-b'),
+               ('t', 'p', 'n4', 1, 'r', 'f', 's', 'e', 'settled', '0xc', null, null, null)`);
+      await old.close();
+    } finally {
+      rmSync(earlier, { recursive: true, force: true });
+    }
+    const store = await openServiceStore(location);
+    try {
+      expect(
+        await rows(
+          store,
+          sql`select transaction, settler, settler_nonce, raw_transaction from service.settlement_transaction order by transaction`,
+        ),
+      ).toEqual([
+        { transaction: "0xa", settler: "0xr", settler_nonce: 5, raw_transaction: "0xsigned-a" },
+        { transaction: "0xb", settler: "0xr", settler_nonce: 6, raw_transaction: "0xsigned-b" },
+      ]);
+      expect(await createSqlLedger(store.db).signedTransaction("0xa")).toBe("0xsigned-a");
+      expect((await describeLedger(store)).columns.map((c) => c.name)).not.toContain("raw_transaction");
+      expect(await store.db.select().from(payment)).toHaveLength(4);
+    } finally {
+      await store.close();
     }
   });
 

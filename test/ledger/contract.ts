@@ -245,9 +245,10 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         transaction: null,
         settler: null,
         settlerNonce: null,
-        rawTransaction: null,
         attempts: 1,
       });
+      // The signed transaction stays on record: it may still be mined (the reconciler sends it again).
+      expect(await ledger.signedTransaction("0xt")).toBe("0xraw");
       await ledger.takeQueued(1);
       await ledger.requeue(key, false);
       expect(await ledger.find(key)).toMatchObject({ status: "queued", attempts: 1 });
@@ -269,6 +270,18 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect((await ledger.outcomeCounts()).deferredExpired).toBe(1);
     });
 
+    it("records a signed transaction once for all the payments it settles, and not for a row no longer the caller's", async () => {
+      const signed = { transaction: "0xtb", settler: "0xr", settlerNonce: 9, rawTransaction: "0xrawb" };
+      const keys = await Promise.all(["0x01", "0x02", "0x03"].map((n) => rowIn("pending", n)));
+      expect(await Promise.all(keys.map((k) => ledger.settling(k, answer, signed)))).toEqual([true, true, true]);
+      expect(await ledger.signedTransaction("0xtb")).toBe("0xrawb");
+      const done = await rowIn("settled", "0x04");
+      expect(await ledger.settling(done, null, { ...signed, transaction: "0xtc", rawTransaction: "0xrawc" })).toBe(
+        false,
+      );
+      expect(await ledger.signedTransaction("0xtc")).toBeUndefined();
+    });
+
     it("records settlement: the answer with the transaction, kept when not given again", async () => {
       const key = await rowIn("pending", "0x01");
       expect(
@@ -280,6 +293,9 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         }),
       ).toBe(true);
       expect(await ledger.settling(key, null, { transaction: "0xt2" })).toBe(true);
+      // Each signed transaction once, by hash; a remote facilitator's (no bytes) is not one.
+      expect(await ledger.signedTransaction("0xt1")).toBe("0xraw");
+      expect(await ledger.signedTransaction("0xt2")).toBeUndefined();
       expect(await ledger.find(key)).toMatchObject({
         status: "settling",
         transaction: "0xt2",

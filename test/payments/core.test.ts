@@ -304,6 +304,23 @@ describe("settlement before the answer", () => {
     expect(world.charged(signed)).toHaveLength(1);
   });
 
+  it("sends a settlement not mined yet again, as signed (the ledger's record), when the reconciler finds it; once mined, it is settled", async () => {
+    const world = new World("before-self");
+    const core = world.core();
+    world.settler!.script = ["hold"];
+    const signed = await sign(alice);
+    await payScreen(core, xPayment(signed));
+    const row = await world.row(signed);
+    expect(row).toMatchObject({ status: "settling" });
+    expect(await core.reconcileUnresolved(0)).toMatchObject({ resolved: 0 });
+    expect(world.settler!.rebroadcasts).toEqual([`0x5e${row!.transaction!.slice(2)}`]);
+    world.settler!.release();
+    skipTime(1_000);
+    expect(await core.reconcileUnresolved(0)).toMatchObject({ resolved: 1 });
+    expect(await world.row(signed)).toMatchObject({ status: "settled", transaction: row!.transaction });
+    expect(world.charged(signed)).toHaveLength(1);
+  });
+
   it("a remote settlement that failed without a verdict is decided by the chain: settled if the money moved", async () => {
     const world = new World("before-remote");
     const core = world.core();

@@ -423,7 +423,12 @@ export class FakeSettler implements Settler {
     if (step === "refuse")
       return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
     const hash = randomNonce();
-    const signed = { transaction: hash, settler: RELAYER as Hex, settlerNonce: this.nonce++, rawTransaction: hash };
+    const signed = {
+      transaction: hash,
+      settler: RELAYER as Hex,
+      settlerNonce: this.nonce++,
+      rawTransaction: `0x5e${hash.slice(2)}` as Hex,
+    };
     await record(signed);
     const transfer = transferOf(payload, requirements);
     // A nonce cannot be mined before the ones held before it.
@@ -437,7 +442,11 @@ export class FakeSettler implements Settler {
     return this.chain.receiptOf(hash) as TransactionReceipt | undefined;
   }
 
-  async rebroadcast(): Promise<void> {}
+  /** The signed transactions sent again (the reconciler's, for a settlement not mined yet). */
+  readonly rebroadcasts: Hex[] = [];
+  async rebroadcast(raw: Hex): Promise<void> {
+    this.rebroadcasts.push(raw);
+  }
 
   /** Mines what was held, in nonce order. */
   release(): void {

@@ -125,6 +125,8 @@ export interface Reconciliation {
   resolve(key: PaymentKey, resolution: Resolution): Promise<boolean>;
   /** `settling` rows idle for `settlingIdleMs`, and abandoned `pending` ones, oldest first. */
   unresolved(settlingIdleMs: number, limit?: number): Promise<PaymentRow[]>;
+  /** The signed transaction `settling` recorded under this hash (self-settlement), to send again if it was dropped. */
+  signedTransaction(transaction: string): Promise<string | undefined>;
 }
 
 /** Sign-in-with-x nonces: one use per proof across replicas. */

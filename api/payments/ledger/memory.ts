@@ -45,6 +45,8 @@ export type MemoryLedgerOptions = {
  */
 export class MemoryLedger implements Ledger {
   private readonly rows = new Map<string, PaymentRow>();
+  /** settlement_transaction: each signed transaction once, by hash. */
+  private readonly signed = new Map<string, string>();
   private readonly nonces = new Map<string, Date>();
   private readonly now: () => number;
   private readonly checkInvariants: boolean;
@@ -185,7 +187,6 @@ export class MemoryLedger implements Ledger {
       transaction: null,
       settler: null,
       settlerNonce: null,
-      rawTransaction: null,
     });
     return this.write(entry, "reclaimed", again, same) || this.write(entry, "takenOver", again, same);
   }
@@ -223,7 +224,6 @@ export class MemoryLedger implements Ledger {
       validBefore: entry.validBefore.toString(),
       settler: null,
       settlerNonce: null,
-      rawTransaction: null,
       reconciledAt: null,
       ...deferral(deferred),
       attempts: 0,
@@ -248,13 +248,27 @@ export class MemoryLedger implements Ledger {
   }
 
   async settling(key: PaymentKey, answer: StoredAnswer | null, record: SettlementRecord = {}): Promise<boolean> {
-    return this.write(key, "settling", () => ({
+    const written = this.write(key, "settling", () => ({
       transaction: record.transaction ?? null,
       settler: record.settler ?? null,
       settlerNonce: record.settlerNonce ?? null,
-      rawTransaction: record.rawTransaction ?? null,
       ...(answer ? answerOf(answer) : {}),
     }));
+    const { transaction, settler, settlerNonce, rawTransaction } = record;
+    if (
+      written &&
+      transaction &&
+      settler &&
+      settlerNonce !== undefined &&
+      rawTransaction &&
+      !this.signed.has(transaction)
+    )
+      this.signed.set(transaction, rawTransaction);
+    return written;
+  }
+
+  async signedTransaction(transaction: string): Promise<string | undefined> {
+    return this.signed.get(transaction);
   }
 
   async settled(key: PaymentKey, transaction: string): Promise<void> {
@@ -325,7 +339,6 @@ export class MemoryLedger implements Ledger {
       transaction: null,
       settler: null,
       settlerNonce: null,
-      rawTransaction: null,
       attempts: row.attempts + (attempted ? 1 : 0),
     }));
   }

@@ -2,7 +2,7 @@ import { and, eq, gt, inArray, or, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
-import { type PaymentRow, payment } from "../../../store/schema.ts";
+import { type PaymentRow, payment, settlementTransaction } from "../../../store/schema.ts";
 import { RERUN_MARK } from "../../lifecycle.ts";
 import {
   type ClaimLedger,
@@ -78,18 +78,45 @@ const SETTLINGS = batch<Settling>([
   { name: "transaction", type: "text", of: (i) => i.record.transaction ?? null },
   { name: "settler", type: "text", of: (i) => i.record.settler ?? null },
   { name: "settler_nonce", type: "integer", of: (i) => i.record.settlerNonce ?? null },
-  { name: "raw_transaction", type: "text", of: (i) => i.record.rawTransaction ?? null },
   { name: "response_status", type: "integer", of: (i) => i.answer?.status ?? null },
   { name: "response_type", type: "text", of: (i) => i.answer?.type ?? null },
   { name: "response_body", type: "text", of: (i) => i.answer?.body ?? null },
 ]);
-/** Settlements about to be broadcast (settling): the transaction, and the answer unless it is stored already. */
+type Signed = Required<SettlementRecord>;
+/** The signed transactions of a SETTLING batch, each once (a transaction settles many payments): the four parameters after the batch's. */
+const SIGNED = [1, 2, 3, 4].map((n) => SETTLINGS.param(n));
+/**
+ * Settlements about to be broadcast (settling): the transaction, and the answer unless it is stored
+ * already; a signed transaction is recorded once, with the first of its payments still this request's.
+ */
 const SETTLING = statement(sql`
-  update ${payment} set status = ${sql.raw(`'${target("settling")}'`)}, transaction = v.transaction, settler = v.settler, settler_nonce = v.settler_nonce, raw_transaction = v.raw_transaction,
-    response_status = coalesce(v.response_status, ${payment.responseStatus}), response_type = coalesce(v.response_type, ${payment.responseType}), response_body = coalesce(v.response_body, ${payment.responseBody}), updated_at = now()
-  from ${SETTLINGS.from}
-  where ${byValues} and ${guard("settling")}
-  returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
+  with updated as (
+    update ${payment} set status = ${sql.raw(`'${target("settling")}'`)}, transaction = v.transaction, settler = v.settler, settler_nonce = v.settler_nonce,
+      response_status = coalesce(v.response_status, ${payment.responseStatus}), response_type = coalesce(v.response_type, ${payment.responseType}), response_body = coalesce(v.response_body, ${payment.responseBody}), updated_at = now()
+    from ${SETTLINGS.from}
+    where ${byValues} and ${guard("settling")}
+    returning ${payment.token}, ${payment.payer}, ${payment.nonce}, ${payment.transaction}),
+  recorded as (
+    insert into ${settlementTransaction} (transaction, settler, settler_nonce, raw_transaction)
+    select * from unnest(${SIGNED[0]}::text[], ${SIGNED[1]}::text[], ${SIGNED[2]}::integer[], ${SIGNED[3]}::text[]) as t(transaction, settler, settler_nonce, raw_transaction)
+    where t.transaction in (select transaction from updated)
+    on conflict do nothing)
+  select token, payer, nonce from updated`);
+
+/** Each signed transaction of `items` once, as SIGNED's four arrays. */
+function signedOf(items: readonly Settling[]): unknown[][] {
+  const signed = new Map<string, Signed>();
+  for (const { record } of items)
+    if (record.transaction && record.settler && record.settlerNonce !== undefined && record.rawTransaction)
+      signed.set(record.transaction, record as Signed);
+  const all = [...signed.values()];
+  return [
+    all.map((s) => s.transaction),
+    all.map((s) => s.settler),
+    all.map((s) => s.settlerNonce),
+    all.map((s) => s.rawTransaction),
+  ];
+}
 
 type Settled = { key: PaymentKey; transaction: string };
 const SETTLEDS = batch<Settled>([
@@ -158,7 +185,10 @@ export function sqlClaims(store: Store): ClaimLedger {
 
   /** The payments of one transaction are recorded together, in one statement. */
   const settlingRows = coalesced(async (items: Settling[]): Promise<boolean[]> => {
-    const written = await queryPrepared<PaymentKey>(await store, "ledger_settling", SETTLING, SETTLINGS.values(items));
+    const written = await queryPrepared<PaymentKey>(await store, "ledger_settling", SETTLING, [
+      ...SETTLINGS.values(items),
+      ...signedOf(items),
+    ]);
     const ids = new Set(written.map(keyId));
     return items.map((i) => ids.has(keyId(i.key)));
   });
@@ -197,7 +227,6 @@ export function sqlClaims(store: Store): ClaimLedger {
         transaction: null,
         settler: null,
         settlerNonce: null,
-        rawTransaction: null,
         updatedAt: new Date(now),
       })
       .where(

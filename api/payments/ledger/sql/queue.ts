@@ -114,7 +114,6 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
           transaction: null,
           settler: null,
           settlerNonce: null,
-          rawTransaction: null,
           ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}),
           updatedAt: new Date(),
         })

@@ -1,5 +1,5 @@
 import { and, eq, lt, or } from "drizzle-orm";
-import { payment } from "../../../store/schema.ts";
+import { payment, settlementTransaction } from "../../../store/schema.ts";
 import { ABANDONED_AFTER_MS, RESOLVED } from "../../lifecycle.ts";
 import type { Reconciliation } from "../ledger.ts";
 import { guard, target } from "./rules.ts";
@@ -21,6 +21,13 @@ export function sqlReconciliation(store: Store): Reconciliation {
         .where(and(byKey(key), guard(event)))
         .returning({ nonce: payment.nonce });
       return updated.length > 0;
+    },
+    async signedTransaction(transaction) {
+      const [row] = await (await store)
+        .select({ raw: settlementTransaction.rawTransaction })
+        .from(settlementTransaction)
+        .where(eq(settlementTransaction.transaction, transaction));
+      return row?.raw;
     },
     async unresolved(settlingIdleMs, limit = 200) {
       const now = Date.now();

@@ -1,0 +1,1 @@
+ALTER TABLE "service"."payment" DROP COLUMN "raw_transaction";
