@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { sql } from "drizzle-orm";
 import { createPublicClient, type Hex, http } from "viem";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { limitBody } from "../api/http/limits.ts";
@@ -12,6 +13,7 @@ import { mount } from "../api/http/mount.ts";
 import { validationHook } from "../api/http/validation.ts";
 import { indexCurrent } from "../api/indexing/gate.ts";
 import { decodePayment } from "../api/payments/header.ts";
+import { rowsOf } from "../api/payments/ledger/sql/statements.ts";
 import { indexedPayerState, verifyWithoutRpc } from "../api/payments/local-verify.ts";
 import { createPayments } from "../api/payments/payments.ts";
 import { PRICES } from "../api/payments/prices.ts";
@@ -233,9 +235,17 @@ try {
     }
     return { paid, unpaid };
   };
-  /** Calls per second with `concurrency` in flight, and the CPU per call of this process and of Postgres. */
+  /** Bytes written to Postgres's log so far (the whole server's: nothing else runs on it meanwhile). */
+  const walBytes = async () => {
+    const [row] = rowsOf<{ bytes: string }>(
+      await store.db.execute(sql`select wal_bytes::text as bytes from pg_stat_wal`),
+    );
+    return Number(row?.bytes ?? 0);
+  };
+  /** Calls per second with `concurrency` in flight; the CPU per call of this process and of Postgres, and the log written per call. */
   const throughput = async (app: App, pay: Pay, n: number) => {
     let i = 0;
+    const wal0 = await walBytes();
     const t0 = performance.now();
     const { processMs, postgresMs } = await cpuPerCall(n, () =>
       Promise.all(
@@ -244,10 +254,12 @@ try {
         }),
       ),
     );
-    return { rate: (n / (performance.now() - t0)) * 1000, processMs, postgresMs };
+    const rate = (n / (performance.now() - t0)) * 1000;
+    return { rate, processMs, postgresMs, walKb: ((await walBytes()) - wal0) / 1024 / n };
   };
   type Throughput = Awaited<ReturnType<typeof throughput>>;
-  const cpuOf = (t: Throughput) => `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}`;
+  const cpuOf = (t: Throughput) =>
+    `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}; Postgres log ${t.walKb.toFixed(1)} kB per call`;
   // Warm the result cache over the same wallets, so the figures differ only by payment.
   for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, "unpaid");
   await throughput(unpaidApp, "unpaid", warmCalls);
