@@ -1,11 +1,11 @@
-import { and, lt, or, sql } from "drizzle-orm";
+import { and, lt, sql } from "drizzle-orm";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
 import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
 import { guard, OPEN_EXPOSURE, statusIn, target } from "./rules.ts";
-import { batch, byKey, byValues, keyColumns, rowsOf, type Store, statement } from "./statements.ts";
+import { batch, byKey, byValues, keyColumns, paymentRowOf, rowsOf, type Store, statement } from "./statements.ts";
 
 type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
 const QUEUED = batch<Queued>([
@@ -76,21 +76,15 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
      * whose sums run last sees both rows, so a cap is never passed; at worst both settle first.
      */
     queuedWithinCaps: (key, answer, caps) => queueAnswers({ key, answer, caps }),
-    /** FOR UPDATE SKIP LOCKED: two workers never take one row. */
+    /** FOR UPDATE SKIP LOCKED: two workers never take one row. The rows as taken, in the same statement. */
     async takeQueued(limit) {
-      const db = await store;
-      const rows = await db.execute(sql`
+      const rows = await (await store).execute(sql`
         update ${payment} set status = ${sql.raw(`'${target("taken")}'`)}, updated_at = now()
         where (token, payer, nonce) in (
           select token, payer, nonce from ${payment} where ${statusIn(fromStatuses("taken"))}
           order by valid_before limit ${limit} for update skip locked)
-        returning token, payer, nonce`);
-      const keys = rowsOf<PaymentKey>(rows).map((r) => ({ token: r.token, payer: r.payer, nonce: r.nonce }));
-      if (keys.length === 0) return [];
-      return db
-        .select()
-        .from(payment)
-        .where(or(...keys.map(byKey)));
+        returning *`);
+      return rowsOf<Record<string, unknown>>(rows).map(paymentRowOf);
     },
     async expireQueued(nowSeconds, marginSeconds) {
       const expired = await (await store)
