@@ -50,8 +50,8 @@ export function backfillProgress(env: Pick<Env, "DATA_HOST" | "DATA_PORT">, opti
   let figures: { done: number; total: number; events: number } | undefined;
   let events = 0;
   let reading: Promise<void> | undefined;
-  const readEvents = () =>
-    (reading ??= fetch(metricsUrl, { signal: AbortSignal.timeout(2_000) })
+  const readEvents = (timeoutMs = 2_000) =>
+    (reading ??= fetch(metricsUrl, { signal: AbortSignal.timeout(timeoutMs) })
       .then((res) => (res.ok ? res.text() : ""))
       .then((text) => void (events = completedEvents(text) ?? events))
       .catch(() => {}) // no data listener (DATA_PORT taken): blocks only
@@ -72,9 +72,13 @@ export function backfillProgress(env: Pick<Env, "DATA_HOST" | "DATA_PORT">, opti
       };
       progress.update(figures);
     },
-    /** The last line, with the events counted at the end. */
+    /**
+     * The last line, with the events counted at the end: by a read of its own, not one begun before
+     * the service was ready (a short backfill ends while that read is still out, and it counts 0).
+     */
     async finish() {
-      await readEvents();
+      await reading;
+      await readEvents(5_000);
       progress.finish(figures && { ...figures, events });
     },
     /** Ponder's output while a bar is drawn; undefined when not on a terminal, where Ponder writes to the same output itself. */

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { IndexState } from "../api/indexing/state.ts";
 import { backfillProgress, completedEvents } from "../scripts/launch-progress.ts";
@@ -230,6 +232,30 @@ describe("the launcher's backfill progress", () => {
     ].join("\n");
     expect(completedEvents(metrics)).toBe(48_222);
     expect(completedEvents("ponder_sync_block 3")).toBeNull();
+  });
+
+  it("counts the events of its last line by a read made at the end, not by one begun before the service was ready", async () => {
+    // Ponder's /metrics: the read the first status starts is slow and sees no events yet; the next ones see the backfill's.
+    let served = 0;
+    const server = createServer((_, res) => {
+      const events = served++ === 0 ? 0 : 42;
+      setTimeout(
+        () => res.end(`ponder_indexing_completed_events{event="Stablecoin:Transfer"} ${events}\n`),
+        events ? 0 : 300,
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const out = sink(false);
+      const port = (server.address() as AddressInfo).port;
+      const progress = backfillProgress({ DATA_HOST: "127.0.0.1", DATA_PORT: port }, { out });
+      progress.onStatus({ startBlock: 100, indexedBlock: { number: 1_100 }, headBlock: { number: 1_100 } });
+      await progress.finish();
+      const last = JSON.parse(out.text().trim().split("\n").at(-1)!);
+      expect(last).toMatchObject({ progress: "backfill", finished: true, events: 42 });
+    } finally {
+      server.close();
+    }
   });
 
   it("reads the blocks from the start block to the head off the service's /ready answers", async () => {
