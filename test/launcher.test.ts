@@ -169,15 +169,34 @@ function expectProgressLines(output: string) {
   expect(progress("backfill").at(-1)!.events).toBeGreaterThan(0); // Ponder's count, from the data listener's /metrics
 }
 
+/** Every process below `pid`, children first seen first (ps over the whole table: ponder and anvil lead groups of their own). */
+function descendants(pid: number): number[] {
+  const table = execFileSync("ps", ["-e", "-o", "pid=,ppid="], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/).map(Number) as [number, number]);
+  const found: number[] = [];
+  for (let frontier = [pid]; frontier.length > 0; ) {
+    frontier = table.filter(([, parent]) => frontier.includes(parent)).map(([child]) => child);
+    found.push(...frontier);
+  }
+  return found;
+}
+
 describe.concurrent("npm start stops everything it started", () => {
   const runs: Run[] = [];
+  // A test that failed before its stop leaves the launcher's tree running: each process and its group are killed.
   afterAll(() => {
     for (const run of runs) {
-      try {
-        process.kill(-run.child.pid!, "SIGKILL");
-      } catch {
-        /* gone */
-      }
+      const pid = run.child.pid!;
+      for (const member of [pid, ...descendants(pid)])
+        for (const target of [-member, member]) {
+          try {
+            process.kill(target, "SIGKILL");
+          } catch {
+            /* gone, or not a group leader */
+          }
+        }
     }
   });
 
