@@ -9,10 +9,17 @@ import { LongestFirst } from "./test/support/sequencer.ts";
 const timeouts = { testTimeout: 120_000, hookTimeout: 300_000 };
 // Tests call the free routes far more often than a client would: their per-client limit is lifted
 // (test/observability.test.ts sets its own low one). The indexers tests start inherit it.
+// Most test processes never make a statement: they skip the PDF warm-up (a CPU-second each; the
+// statement files turn it back on for their indexers).
 // A developer's .env and .env.local never reach the tests: our loader reads no file (ENV_FILES), and
 // the settings Ponder would still read from .env.local itself (dotenv, which never overrides) are
 // set blank, which config/env.ts reads as unset.
-const env = { FREE_RATE_LIMIT_PER_MINUTE: "1000000", ENV_FILES: "ignore", ...blankPonderDotenv() };
+const env = {
+  FREE_RATE_LIMIT_PER_MINUTE: "1000000",
+  ENV_FILES: "ignore",
+  STATEMENT_WARMUP: "off",
+  ...blankPonderDotenv(),
+};
 
 function blankPonderDotenv(): Record<string, string> {
   if (!existsSync(".env.local")) return {};

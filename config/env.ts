@@ -129,6 +129,8 @@ export const envSchema = z.object({
   PINNING_SERVICE_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** Bearer token for PINNING_SERVICE_URL. */
   PINNING_SERVICE_TOKEN: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Statements: "on" renders a made-up statement a second after start (about a CPU-second), so that the first real one is not made cold; "off" skips it (the test suite, where most processes never make one). */
+  STATEMENT_WARMUP: z.preprocess(blankAsUndefined, z.enum(["on", "off"]).default("on")),
   /** Port of the HTTP API. */
   PORT: z.preprocess(blankAsUndefined, z.coerce.number().int().min(0).max(65535).default(42069)),
   /** Address the public API binds to. Unset: Ponder's default, every interface ("0.0.0.0" or "::"). */

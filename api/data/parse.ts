@@ -1,12 +1,17 @@
-// @ts-expect-error: no types; Ponder's own SQL parser (libpg_query), a dependency of ponder.
-import Parser from "pg-query-emscripten";
-
 type ParseResult = { parse_tree: { stmts: { stmt?: Record<string, unknown> }[] }; error: { message: string } | null };
-let parser: Promise<{ parse: (sql: string) => ParseResult }> | undefined;
+type Parser = { parse: (sql: string) => ParseResult };
+let parser: Promise<Parser> | undefined;
+
+/** Postgres's parser, loaded on the first query (its WebAssembly is a start-up cost every process would pay). */
+async function loadParser(): Promise<Parser> {
+  // @ts-expect-error: no types; Ponder's own SQL parser (libpg_query), a dependency of ponder.
+  const { default: Parser } = await import("pg-query-emscripten");
+  return (await Parser()) as Parser;
+}
 
 /** The statements of `sql` as Postgres's own parser (libpg_query) reads them, or its syntax error. */
 export async function parseStatements(sql: string): Promise<{ statements: Record<string, unknown>[]; error?: string }> {
-  const { parse } = await (parser ??= Parser() as Promise<{ parse: (sql: string) => ParseResult }>);
+  const { parse } = await (parser ??= loadParser());
   const result = parse(sql);
   if (result.error) return { statements: [], error: result.error.message };
   return { statements: result.parse_tree.stmts.map((s) => s.stmt ?? {}) };

@@ -39,6 +39,8 @@ export type StatementRouteDeps = {
   store?: Promise<ServiceDb>;
   /** Remote pinning; default from PINNING_SERVICE_URL / PINNING_SERVICE_TOKEN. */
   remotePinning?: RemotePinning | null;
+  /** Render a made-up statement off the request path once the process is up; default from STATEMENT_WARMUP. */
+  warmup?: boolean;
 };
 
 function remotePinningFromEnv(env = readEnv()): RemotePinning | undefined {
@@ -51,10 +53,11 @@ export function statementHandler({
   ipfs,
   store,
   remotePinning,
+  warmup = readEnv().STATEMENT_WARMUP === "on",
 }: StatementRouteDeps): RouteHandler<typeof statementRoute, AppEnv> {
   const remote = remotePinning === undefined ? remotePinningFromEnv() : (remotePinning ?? undefined);
   // Off the request path, once per process: the first statement would otherwise run cold.
-  setTimeout(() => void warmStatementPdf(), 1_000).unref();
+  if (warmup) setTimeout(() => void warmStatementPdf(), 1_000).unref();
   return async (c) => {
     const { walletAddress, period } = c.req.valid("json");
     if (!store) throw new Error("the statement route needs the service store");

@@ -122,6 +122,8 @@ describe(`statements (${testDatabase})`, () => {
     indexer = await env.index({
       PINNING_SERVICE_URL: `http://127.0.0.1:${(pinningServer.address() as AddressInfo).port}`,
       PINNING_SERVICE_TOKEN: "secret-token",
+      // As in production: the PDF renderer warmed a second after start (the suite's default is off).
+      STATEMENT_WARMUP: "on",
     });
     await waitForBlock(indexer, devnet.manifest.headBlock);
     lender = devnet.manifest.lenders[1] as unknown as typeof lender;
