@@ -184,7 +184,7 @@ try {
       middleware: [
         indexCurrent,
         async (c, nextHandler) => {
-          c.set("billing", zero);
+          c.set("billing", Promise.resolve(zero));
           await nextHandler();
         },
       ],

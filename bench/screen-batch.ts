@@ -67,7 +67,7 @@ try {
   const app = (assessor: WalletAssessor) => {
     const deps = { db, target, assessor };
     const free: MiddlewareHandler<AppEnv> = async (c, next) => {
-      c.set("billing", billing);
+      c.set("billing", Promise.resolve(billing));
       c.set("assessor", assessor);
       await next();
     };

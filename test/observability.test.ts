@@ -38,12 +38,15 @@ describe("structured request logs", () => {
   const paid = new OpenAPIHono<AppEnv>();
   paid.use(requestLog(logger, [{ method: "post", path: "/api/lender/screen" }]));
   paid.post("/api/lender/screen", (c) => {
-    c.set("billing", {
-      payer: PAYER,
-      chargedUnits: 10_000n,
-      waived: false,
-      token: { symbol: "USDT", address: "0x0000000000000000000000000000000000000001", decimals: 6 } as never,
-    });
+    c.set(
+      "billing",
+      Promise.resolve({
+        payer: PAYER,
+        chargedUnits: 10_000n,
+        waived: false,
+        token: { symbol: "USDT", address: "0x0000000000000000000000000000000000000001", decimals: 6 } as never,
+      }),
+    );
     return c.json({ ok: true, header: c.req.header("payment-signature")?.length }, 200);
   });
 

@@ -3,6 +3,7 @@ import type { IndexTarget } from "../../config/target.ts";
 import type { IndexDb } from "../db.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
+import { walletRead } from "../http/payment.ts";
 import { isoFromSeconds as iso, unitsToUsd } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { WalletAssessor } from "../wallet/assess.ts";
@@ -34,6 +35,7 @@ export const analyzeRoute = declareRoute("analyze", {
   ok: analyzeResultSchema,
   errors: { 400: ["unknown_field"], 404: ["wallet_not_indexed"] },
   middleware: [indexedWallet],
+  payment: walletRead,
   ownWalletFree: true,
 });
 
@@ -54,7 +56,7 @@ export function analyzeHandler({ db, target, assessor }: AnalyzeDeps): RouteHand
       modelVersion: r.modelVersion,
       dataAsOf: { block: a.asOf.block, time: iso(a.asOf.timestamp) },
       cached: a.cached,
-      x402Billing: x402Billing(c.var.billing),
+      x402Billing: x402Billing(await c.var.billing),
     };
     if (wanted.has("financialHealthScore")) out.financialHealthScore = r.scores.financialHealth;
     if (wanted.has("reputationScore")) out.reputationScore = r.scores.reputation;

@@ -97,7 +97,7 @@ export function chatHandler(deps: ChatRouteDeps): RouteHandler<typeof chatRoute,
   const chatModel = deps.chatModel === undefined ? chatModelSettings() : deps.chatModel;
   return async (c) => {
     const body = c.req.valid("json");
-    const billing = c.var.billing;
+    const billing = await c.var.billing;
     const answer: ChatAnswer = {
       ...(await chat({ ...deps, conversations, chatModel }, body, billing.payer)),
       x402Billing: x402Billing(billing),

@@ -67,7 +67,8 @@ export const purchaseRoute = declareRoute("credit", {
  * settled (the reconciler's verdict included): a purchase that fails grants nothing, with no undo.
  */
 export const purchaseHandler: RouteHandler<typeof purchaseRoute, AppEnv> = async (c) => {
-  const { billing, claim, payments } = c.var;
+  const { claim, payments } = c.var;
+  const billing = await c.var.billing;
   const credit = payments.ledger.credit;
   const amount = microUsdOf(c.req.valid("json"));
   const expiresAt = new Date(Date.now() + CREDIT_LIFETIME_MS);

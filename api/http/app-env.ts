@@ -15,7 +15,13 @@ export type AppEnv = {
     assessor: WalletAssessor;
     /** Where indexing stands: paid routes answer only from a complete, current index. */
     index: IndexState;
-    billing: Billing;
+    /**
+     * What the handler may say about the payment that let it run (x402Billing), once the price is
+     * taken: await it after the reads and before anything is written. A read-only route's handler
+     * (PaymentHooks.readOnly) may start while a credit payer's price is still being taken; the
+     * promise then rejects if it is refused, and the refusal is answered instead.
+     */
+    billing: Promise<Billing>;
     /** The payment claimed for this request (set by the payment middleware on paid routes). */
     claim: Claim;
     /** The wallet signed in with SIGN-IN-WITH-X on an owner route (api/http/owner.ts). */

@@ -57,7 +57,8 @@ export function requestLog(
     } finally {
       // Again after the handler: a Response it built itself does not carry headers set before it.
       c.header("X-Request-Id", c.var.requestId);
-      const billing = c.get("billing");
+      // Settled by now: taken, refused (no billing), or never asked for (an unpaid route).
+      const billing = await c.get("billing")?.catch(() => undefined);
       const status = c.res?.status ?? 500;
       const line = {
         requestId: c.var.requestId,

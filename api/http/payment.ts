@@ -1,7 +1,10 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
+import { firstLine } from "../../shared/async.ts";
+import { ApiError } from "../../shared/errors.ts";
 import { log } from "../../shared/log.ts";
-import type { Claim, CreditPayer, PaymentCore, Reply } from "../payments/core.ts";
+import type { Billing } from "../payments/billing.ts";
+import type { Claim, CreditAdmission, CreditPayer, PaymentCore, Reply } from "../payments/core.ts";
 import { creditTokenOf } from "../payments/credit-token.ts";
 import type { PaymentHeaders } from "../payments/header.ts";
 import { SIGN_IN_HEADER, type SignInOutcome, type SignInRoute, signInFor } from "../payments/sign-in.ts";
@@ -22,6 +25,11 @@ export type PaymentHooks = {
   /** The purchase of prepaid credit: paid with x402 only, never from credit. */
   buysCredit?: boolean;
   /**
+   * The handler only reads (it writes nothing, and has no effect but its answer): a credit payer's
+   * call may start it while the price is being taken. It awaits `billing` after its reads.
+   */
+  readOnly?: boolean;
+  /**
    * A route priced per unit (the batch screen: per wallet answered): the declared price is the
    * unit's, and this request costs `count` of them. Counted after validation, before the 402.
    */
@@ -33,6 +41,9 @@ export const walletRequest: PaymentHooks = {
   subject: (input) => (input.walletAddress ?? input.address) as Address | undefined,
   caller: (input) => input.callerAddress as Address | undefined,
 };
+
+/** walletRequest on a route whose handler only reads: the screens, the analyses, the signals and the history. */
+export const walletRead: PaymentHooks = { ...walletRequest, readOnly: true };
 
 /** The request as validated by the route's schemas: path, query and body together. */
 export function validatedInput(c: Context): Record<string, unknown> {
@@ -63,6 +74,9 @@ const send = (c: Context, reply: Reply) => c.body(reply.body, reply.status as 20
 /**
  * The Hono adapter over the payment core (api/payments/core.ts), put after validation: it reads
  * the validated request, leaves `billing` for the handler, and settles once the handler answered.
+ * On a read-only route, a credit payer this process has seen pay before gets the handler started
+ * while its price is taken (the hold's round trip overlaps the handler's reads): the handler awaits
+ * `billing` before it renders, and a refused price is answered instead of whatever it made.
  */
 export function payment(
   declared: SignInRoute,
@@ -94,28 +108,63 @@ export function payment(
     const signedIn = await signIn.admit(route, { ...request, header: c.req.header(SIGN_IN_HEADER) });
     if ("reply" in signedIn) return send(c, signedIn.reply);
     if ("billing" in signedIn) {
-      c.set("billing", signedIn.billing);
+      c.set("billing", Promise.resolve(signedIn.billing));
       return next();
     }
+    // Set, not only returned: an early handler's answer is already in place, and this replaces it.
+    const refuse = async (reply: Reply) => {
+      c.res = send(c, advertise(await signIn.advertise(route, request.url, reply), request.path));
+      return c.res;
+    };
     const credit = creditPayer(route, request.headers, signedIn, c.req.header("authorization"));
-    const admitted = credit ? await core.admitCredit(route, request, credit) : await core.admit(route, request);
-    if ("reply" in admitted)
-      return send(c, advertise(await signIn.advertise(route, request.url, admitted.reply), request.path));
+    let admittedAt = 0;
+    const admission = (credit ? core.admitCredit(route, request, credit) : core.admit(route, request)).then(
+      (admitted) => {
+        admittedAt = performance.now();
+        return admitted;
+      },
+    );
+    // Only a payer already seen (never a made-up token: the handler's reads are not given away),
+    // and not a retry (its answer may be stored): see the function's comment.
+    const early =
+      hooks.readOnly === true &&
+      credit !== undefined &&
+      request.headers.paymentId === undefined &&
+      core.knowsCreditPayer(credit);
+    let failed: unknown;
+    if (early) {
+      const billing = admission.then(billingOf);
+      billing.catch(() => {}); // a handler that failed before awaiting it leaves the refusal unobserved
+      c.set("billing", billing);
+      try {
+        await next();
+      } catch (error) {
+        failed = error;
+      }
+    }
+    const admitted = await admission;
+    if ("reply" in admitted) return refuse(admitted.reply);
     if ("free" in admitted) {
-      c.set("billing", admitted.free);
+      if (early) {
+        if (failed !== undefined) throw failed;
+        return;
+      }
+      c.set("billing", Promise.resolve(admitted.free));
       return next();
     }
     const { claim } = admitted;
-    c.set("billing", claim.billing);
     c.set("claim", claim);
-    const admittedAt = performance.now();
-    try {
-      await next();
-    } catch (error) {
-      await core.conclude(route, request, claim, {
-        failed: `handler failed (${(error as Error).message.split("\n")[0]})`,
-      });
-      throw error;
+    if (!early) {
+      c.set("billing", Promise.resolve(claim.billing));
+      try {
+        await next();
+      } catch (error) {
+        failed = error;
+      }
+    }
+    if (failed !== undefined) {
+      await core.conclude(route, request, claim, { failed: `handler failed (${firstLine(failed)})` });
+      throw failed;
     }
     if (c.error || c.res.status >= 400) {
       await core.conclude(route, request, claim, { failed: `handler answered ${c.res.status}` });
@@ -140,11 +189,26 @@ export function payment(
       "Server-Timing",
       serverTiming({
         payment: admittedAt - started,
-        handler: answeredAt - admittedAt,
+        // From the claim, or (a read-only route's early start) from the start: the two overlap.
+        handler: answeredAt - (early ? started : admittedAt),
         settlement: performance.now() - answeredAt,
       }),
     );
   };
+}
+
+/** The handler's billing from an admission; a refusal stops an early handler (the refusal is answered instead). */
+function billingOf(admitted: CreditAdmission): Billing {
+  if ("claim" in admitted) return admitted.claim.billing;
+  if ("free" in admitted) return admitted.free;
+  throw new PriceRefused();
+}
+
+/** What an early handler's `await c.var.billing` throws when the price was refused: never answered itself. */
+class PriceRefused extends ApiError {
+  constructor() {
+    super(402, "payment_required", "The price of this call was refused.");
+  }
 }
 
 /**

@@ -176,7 +176,8 @@ export const createMonitorsRoute = declareRoute("monitor", {
 
 export const createMonitorsHandler: RouteHandler<typeof createMonitorsRoute, AppEnv> = async (c) => {
   const input = c.req.valid("json");
-  const { billing, claim } = c.var;
+  const { claim } = c.var;
+  const billing = await c.var.billing;
   const owner = billing.payer;
   const db = await storeOf(c);
   const now = new Date();
@@ -249,7 +250,7 @@ export const renewMonitorHandler: RouteHandler<typeof renewMonitorRoute, AppEnv>
       monitor: monitorView(renewed.row, now),
       previousPaidUntil: renewed.previous.paidUntil.toISOString(),
       paidUntil: renewed.row.paidUntil.toISOString(),
-      x402Billing: x402Billing(c.var.billing),
+      x402Billing: x402Billing(await c.var.billing),
     },
     200,
   );

@@ -131,7 +131,7 @@ export function reportHandler({
         "reporter_unavailable",
         "This service has no reporter configured (REPORTER_ADDRESS and REPORTER_PRIVATE_KEY): no passport can be issued; nothing was charged.",
       );
-    const billing = c.var.billing;
+    const billing = await c.var.billing;
     const buyer = (billing?.payer ?? body.callerAddress ?? body.walletAddress).toLowerCase() as Address;
     const assessment = await assessor.assess(body.walletAddress);
     let node: IpfsNode;

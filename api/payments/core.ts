@@ -21,6 +21,7 @@ import type {
   PricedRoute,
   Reply,
 } from "./core/types.ts";
+import { hashCreditToken } from "./credit-token.ts";
 import { PaymentError } from "./errors.ts";
 import type { Facilitator } from "./facilitator.ts";
 import { keyId, type Resolution } from "./ledger/ledger.ts";
@@ -77,6 +78,15 @@ export class PaymentCore {
   /** admit, paid from prepaid credit instead of a payment: the price held from the payer's balance. */
   admitCredit(route: PricedRoute, request: PaymentRequest, payer: CreditPayer): Promise<CreditAdmission> {
     return this.admitWith(route, request, () => admitCredit(this.context, route, request, payer));
+  }
+
+  /**
+   * Whether this credit payer has been seen paying here: a signed-in wallet (its proof is checked),
+   * or a token a hold of this process resolved before. A read-only handler may start before such a
+   * payer's price is taken; an unknown token's price is taken first.
+   */
+  knowsCreditPayer(payer: CreditPayer): boolean {
+    return "wallet" in payer || this.context.tokenOwners.has(hashCreditToken(payer.token));
   }
 
   private async admitWith<A extends CreditAdmission>(

@@ -4,7 +4,7 @@ import type { Address } from "../../config/addresses.ts";
 import { ApiError } from "../../shared/errors.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
-import { validatedInput, walletRequest } from "../http/payment.ts";
+import { validatedInput, walletRead } from "../http/payment.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { PRICES, priceInUnits } from "../payments/prices.ts";
 import { type ScreenBatchResult, screenBatchRequestSchema, screenBatchResultSchema } from "./batch-schema.ts";
@@ -48,7 +48,7 @@ export const screenBatchRoute = declareRoute("screenBatch", {
   errors: { 404: ["wallet_not_indexed"] },
   middleware: [someIndexed],
   payment: {
-    ...walletRequest,
+    ...walletRead,
     units: { name: "wallet", count: (input, c) => answerable(c, input.wallets as Address[]).length },
   },
 });
@@ -57,13 +57,12 @@ export const screenBatchRoute = declareRoute("screenBatch", {
 export function screenBatchHandler(deps: ScreenDeps): RouteHandler<typeof screenBatchRoute, AppEnv> {
   return async (c) => {
     const { wallets } = c.req.valid("json");
-    const { billing } = c.var;
     const answered = answerable(c, wallets);
     // Each result bills its own share: one unit of the per-wallet price (none on a waived call).
-    const share = {
+    const share = c.var.billing.then((billing) => ({
       ...billing,
       chargedUnits: billing.waived ? 0n : priceInUnits(PRICES.screenBatch, billing.token.decimals),
-    };
+    }));
     const screened = await screenWallets(deps, answered, { baseUrl: new URL(c.req.url).origin, billing: share });
     const byWallet = new Map(answered.map((w, i) => [w, screened[i]!]));
     const results = wallets.map(
@@ -82,7 +81,7 @@ export function screenBatchHandler(deps: ScreenDeps): RouteHandler<typeof screen
       results,
       answered: answered.length,
       failed,
-      x402Billing: x402Billing(billing),
+      x402Billing: x402Billing(await c.var.billing),
     };
     // Each result was parsed by the single screen's schema already; the list is typed against the batch's.
     return c.json(body, 200);

@@ -1,6 +1,7 @@
 import type { RouteHandler } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute, jsonBody } from "../http/declare.ts";
+import { walletRead } from "../http/payment.ts";
 import { indexedWallet } from "../wallet/indexed.ts";
 import { lenderScreenResultSchema, screenRequestSchema } from "./schema.ts";
 import { type ScreenDeps, screenWallets } from "./screen.ts";
@@ -16,6 +17,7 @@ export const screenRoute = declareRoute("screen", {
   ok: lenderScreenResultSchema,
   errors: { 404: ["wallet_not_indexed"] },
   middleware: [indexedWallet],
+  payment: walletRead,
 });
 
 /** The screen itself, after validation and payment (exported so benchmarks can time it unpaid). */

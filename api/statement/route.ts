@@ -116,7 +116,7 @@ export function statementHandler({
         netUsd: exactUsd(sum((t) => t.totalIn - t.totalOut)),
       },
       pinned: { local: true as const, ...(made.remote ? { remote: made.remote } : {}) },
-      x402Billing: x402Billing(c.var.billing),
+      x402Billing: x402Billing(await c.var.billing),
     };
     return c.json(statementResultSchema.parse(result), 200);
   };

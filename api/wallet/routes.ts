@@ -5,6 +5,7 @@ import { analyzeRoute } from "../analyze/route.ts";
 import type { IndexDb } from "../db.ts";
 import type { AppEnv } from "../http/app-env.ts";
 import { declareRoute } from "../http/declare.ts";
+import { walletRead } from "../http/payment.ts";
 import { isoFromSeconds as iso } from "../money.ts";
 import { x402Billing } from "../payments/billing.ts";
 import { screenRoute } from "../screen/route.ts";
@@ -39,6 +40,7 @@ export const analysisRoute = declareRoute("analysis", {
   ok: analysisSchema,
   errors: walletErrors,
   middleware: [indexedWallet],
+  payment: walletRead,
   ownWalletFree: true,
 });
 
@@ -51,6 +53,7 @@ export const signalsRoute = declareRoute("signals", {
   ok: signalsSchema,
   errors: walletErrors,
   middleware: [indexedWallet],
+  payment: walletRead,
 });
 
 const aliasList = Object.entries(SIGNAL_ALIASES)
@@ -73,6 +76,7 @@ export const signalRoute = declareRoute("signal", {
   ok: signalSchema,
   errors: { 400: ["invalid_address"], 404: ["unknown_signal", "wallet_not_indexed"] },
   middleware: [indexedWallet],
+  payment: walletRead,
   freeAfter: [screenRoute, analyzeRoute, analysisRoute, signalsRoute],
 });
 
@@ -86,6 +90,7 @@ export const historyRoute = declareRoute("history", {
   ok: historySchema,
   errors: walletErrors,
   middleware: [indexedWallet],
+  payment: walletRead,
 });
 
 export type WalletRouteDeps = {
@@ -112,14 +117,15 @@ export const analysisHandler =
   ({ db, target, assessor }: WalletRouteDeps): RouteHandler<typeof analysisRoute, AppEnv> =>
   async (c) => {
     const a = await assessor.assess(c.req.valid("param").address);
+    const data = await walletData(db, target, a);
     return c.json(
       {
         walletAddress: a.facts.address,
         modelVersion: a.result.modelVersion,
         dataAsOf: dataAsOf(a),
-        x402Billing: x402Billing(c.var.billing),
+        x402Billing: x402Billing(await c.var.billing),
         cached: a.cached,
-        walletData: await walletData(db, target, a),
+        walletData: data,
       },
       200,
     );
@@ -135,7 +141,7 @@ export const signalsHandler =
         walletAddress: a.facts.address,
         modelVersion: a.result.modelVersion,
         dataAsOf: dataAsOf(a),
-        x402Billing: x402Billing(c.var.billing),
+        x402Billing: x402Billing(await c.var.billing),
         cache: cacheStatus(a),
         signals: SIGNAL_NAMES.map((name) => ({
           name,
@@ -158,7 +164,7 @@ export const signalHandler =
       assessor.assess(address),
       name === "latestStatement" ? signalContext(store, address) : {},
     ]);
-    const billing = c.var.billing;
+    const billing = await c.var.billing;
     return c.json(
       {
         walletAddress: address,
@@ -179,13 +185,14 @@ export const historyHandler =
   ({ db, target, assessor }: WalletRouteDeps): RouteHandler<typeof historyRoute, AppEnv> =>
   async (c) => {
     const current = await assessor.assess(c.req.valid("param").address);
+    const history = await scoreHistory(db, target, current);
     return c.json(
       {
         walletAddress: current.facts.address,
         modelVersion: current.result.modelVersion,
         dataAsOf: dataAsOf(current),
-        x402Billing: x402Billing(c.var.billing),
-        history: await scoreHistory(db, target, current),
+        x402Billing: x402Billing(await c.var.billing),
+        history,
       },
       200,
     );

@@ -42,7 +42,7 @@ describe(`paid screens while the chain freezes (${testDatabase})`, () => {
         async (c) =>
           c.json({
             paidData: `screen of ${c.req.valid("json").walletAddress}`,
-            x402Billing: x402Billing(c.var.billing),
+            x402Billing: x402Billing(await c.var.billing),
           }) as never,
       );
     });

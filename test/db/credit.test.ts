@@ -19,7 +19,7 @@ import {
 } from "../../api/credit/routes.ts";
 import { registerPaymentSchemes } from "../../api/http/declare.ts";
 import { mount } from "../../api/http/mount.ts";
-import { x402Billing } from "../../api/payments/billing.ts";
+import { type Billing, x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { rowsOf } from "../../api/payments/ledger/sql/statements.ts";
 import { createPayments } from "../../api/payments/payments.ts";
@@ -55,19 +55,27 @@ describe(`prepaid credit (${testDatabase})`, () => {
 
   function appWith(core: PaymentCore) {
     return paidApp(core, (app) => {
-      const answer = (c: { var: { billing: Parameters<typeof x402Billing>[0] } }, extra: object) => {
+      const answer = async (c: { var: { billing: Promise<Billing> } }, extra: object) => {
         handled++;
-        return { ...extra, x402Billing: x402Billing(c.var.billing) };
+        return { ...extra, x402Billing: x402Billing(await c.var.billing) };
       };
-      mount(app, screenRoute, (c) => {
+      mount(app, screenRoute, async (c) => {
         const { walletAddress } = c.req.valid("json");
         // Stand-ins for a handler's own refusals: a 404 and a crash, after the claim.
         if (walletAddress.endsWith("404")) throw new ApiError(404, "wallet_not_indexed", "not here");
         if (walletAddress.endsWith("500")) throw new Error("handler crashed");
-        return c.json(answer(c, { walletAddress })) as never;
+        return c.json(await answer(c, { walletAddress })) as never;
       });
-      mount(app, screenBatchRoute, (c) => c.json(answer(c, { wallets: c.req.valid("json").wallets })) as never);
-      mount(app, signalRoute, (c) => c.json(answer(c, { walletAddress: c.req.valid("param").address })) as never);
+      mount(
+        app,
+        screenBatchRoute,
+        async (c) => c.json(await answer(c, { wallets: c.req.valid("json").wallets })) as never,
+      );
+      mount(
+        app,
+        signalRoute,
+        async (c) => c.json(await answer(c, { walletAddress: c.req.valid("param").address })) as never,
+      );
       mount(app, purchaseRoute, purchaseHandler);
       mount(app, creditStatementRoute, creditStatementHandler);
       mount(app, reissueTokenRoute, reissueTokenHandler);

@@ -61,8 +61,11 @@ describe.runIf(testDatabase === "postgres")("deferred settlement across two repl
           mount(
             app,
             screenRoute,
-            (c) =>
-              c.json({ wallet: c.req.valid("json").walletAddress, x402Billing: x402Billing(c.var.billing) }) as never,
+            async (c) =>
+              c.json({
+                wallet: c.req.valid("json").walletAddress,
+                x402Billing: x402Billing(await c.var.billing),
+              }) as never,
           ),
         ),
       );

@@ -64,10 +64,10 @@ describe(`x402 payment guard (${testDatabase})`, () => {
         return c.json({
           paidData: `screen of ${walletAddress}`,
           at: Date.now(),
-          x402Billing: x402Billing(c.var.billing),
+          x402Billing: x402Billing(await c.var.billing),
         }) as never;
       });
-      mount(app, signalRoute, (c) => c.json({ value: 42, billing: x402Billing(c.var.billing) }) as never);
+      mount(app, signalRoute, async (c) => c.json({ value: 42, billing: x402Billing(await c.var.billing) }) as never);
     });
   }
 

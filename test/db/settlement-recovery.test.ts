@@ -57,7 +57,10 @@ describe(`settlement recovery (${testDatabase})`, () => {
           hangNext = false;
           await new Promise<void>((resolve) => (releaseHang = resolve));
         }
-        return c.json({ paidData: `screen of ${walletAddress}`, x402Billing: x402Billing(c.var.billing) }) as never;
+        return c.json({
+          paidData: `screen of ${walletAddress}`,
+          x402Billing: x402Billing(await c.var.billing),
+        }) as never;
       });
     });
   }

@@ -21,7 +21,7 @@ import { analyzeRoute } from "../../api/analyze/route.ts";
 import { registerPaymentSchemes } from "../../api/http/declare.ts";
 import { mount } from "../../api/http/mount.ts";
 import { openApiDocument } from "../../api/openapi/route.ts";
-import { x402Billing } from "../../api/payments/billing.ts";
+import { type Billing, x402Billing } from "../../api/payments/billing.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { signInFor } from "../../api/payments/sign-in.ts";
@@ -70,22 +70,20 @@ describe(`sign-in-with-x for returning payers (${testDatabase})`, () => {
 
   function appWith(core: PaymentCore) {
     return paidApp(core, (app) => {
-      const answer = (walletAddress: string, c: { var: { billing: Parameters<typeof x402Billing>[0] } }) => {
+      const answer = async (walletAddress: string, c: { var: { billing: Promise<Billing> } }) => {
         handled++;
-        return { walletAddress, x402Billing: x402Billing(c.var.billing) };
+        return { walletAddress, x402Billing: x402Billing(await c.var.billing) };
       };
-      mount(app, screenRoute, (c) => c.json(answer(c.req.valid("json").walletAddress, c)) as never);
-      mount(app, analyzeRoute, (c) => c.json(answer(c.req.valid("json").walletAddress, c)) as never);
-      mount(app, analysisRoute, (c) => c.json(answer(c.req.valid("param").address, c)) as never);
-      mount(
-        app,
-        signalRoute,
-        (c) =>
-          c.json({
-            ...answer(c.req.valid("param").address, c),
-            billing: { chargedUnits: c.var.billing.chargedUnits.toString(), freeRead: c.var.billing.waived },
-          }) as never,
-      );
+      mount(app, screenRoute, async (c) => c.json(await answer(c.req.valid("json").walletAddress, c)) as never);
+      mount(app, analyzeRoute, async (c) => c.json(await answer(c.req.valid("json").walletAddress, c)) as never);
+      mount(app, analysisRoute, async (c) => c.json(await answer(c.req.valid("param").address, c)) as never);
+      mount(app, signalRoute, async (c) => {
+        const billing = await c.var.billing;
+        return c.json({
+          ...(await answer(c.req.valid("param").address, c)),
+          billing: { chargedUnits: billing.chargedUnits.toString(), freeRead: billing.waived },
+        }) as never;
+      });
       mount(app, configRoute, configHandler({ payments: core, routes: [...served, configRoute] as RouteConfig[] }));
       registerPaymentSchemes(app.openAPIRegistry);
     });

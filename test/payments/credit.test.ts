@@ -6,6 +6,7 @@ import { hashCreditToken, mintCreditToken } from "../../api/payments/credit-toke
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import {
   ANSWER,
+  buyCredit,
   claimOf,
   codeOf,
   PAYER_KEYS,
@@ -26,28 +27,6 @@ import {
 const [alice, bob] = PAYER_KEYS;
 const owner = payerOf(alice);
 
-/** The purchase route as its declaration makes it: `amount` micro-USD, settled first, never paid from credit. */
-const creditRoute = (amount: bigint): PricedRoute => ({
-  name: "POST /api/credit",
-  description: "Credit",
-  microUsd: amount,
-  settleFirst: true,
-  buysCredit: true,
-});
-
-/** Buys `amount` of credit as the purchase handler does: the lot, then the settlement; the token issued. */
-async function buy(world: World, core: PaymentCore, amount: bigint, key: Hex = alice) {
-  const route = creditRoute(amount);
-  const request = { ...paidRequest({}, undefined as never, "/api/credit"), input: { amount: `${amount}` } };
-  const signed = await sign(key, { value: amount });
-  const claim = claimOf(await core.admit(route, { ...request, headers: xPayment(signed) }));
-  await world.ledger.credit.addLot(claim.key, amount, new Date(Date.now() + CREDIT_LIFETIME_MS));
-  const token = mintCreditToken();
-  await world.ledger.credit.issueToken(claim.billing.payer, hashCreditToken(token));
-  const concluded = await core.conclude(route, request, claim, { answer: ANSWER });
-  return { token, signed, concluded };
-}
-
 const screenWith = (headers: Parameters<typeof paidRequest>[0] & { paymentId?: string }, subject = SUBJECT) =>
   paidRequest(headers, subject);
 
@@ -62,7 +41,7 @@ describe("prepaid credit", () => {
   it("is bought with one payment settled first, then pays calls by token and by signed-in wallet, to the unit", async () => {
     const world = new World("deferred");
     const core = world.core();
-    const { token, signed, concluded } = await buy(world, core, 100_000n);
+    const { token, signed, concluded } = await buyCredit(world, core, 100_000n);
     expect("headers" in concluded && concluded.headers["PAYMENT-RESPONSE"]).toBeTruthy();
     expect(world.charged(signed)).toEqual([expect.objectContaining({ amount: 100_000n })]);
     expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
@@ -82,7 +61,7 @@ describe("prepaid credit", () => {
   it("gives the price back when the call fails before its answer leaves, and takes nothing when the credit is short", async () => {
     const world = new World("before-self");
     const core = world.core();
-    const { token } = await buy(world, core, 100_000n);
+    const { token } = await buyCredit(world, core, 100_000n);
     const failed = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
     await core.conclude(SCREEN, screenWith({}), failed, { failed: "handler answered 404" });
     expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
@@ -104,7 +83,7 @@ describe("prepaid credit", () => {
   it("answers a retry under the same Payment-Identifier again, charged once; the identifier on another request is refused", async () => {
     const world = new World("before-remote");
     const core = world.core();
-    const { token } = await buy(world, core, 100_000n);
+    const { token } = await buyCredit(world, core, 100_000n);
     const paymentId = "pid_retry_0123456789";
     const first = claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId }), { token }));
     // A copy sent while the first runs waits for it, then gets its answer.
@@ -128,7 +107,7 @@ describe("prepaid credit", () => {
   it("refuses an unknown or revoked token (401), and a callerAddress that is not the credit's owner", async () => {
     const world = new World("before-remote");
     const core = world.core();
-    const { token } = await buy(world, core, 100_000n);
+    const { token } = await buyCredit(world, core, 100_000n);
     // Used once (the replica now knows its owner), then revoked: refused at the next call.
     const used = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
     await core.conclude(SCREEN, screenWith({}), used, { answer: ANSWER });
@@ -151,7 +130,7 @@ describe("prepaid credit", () => {
     const world = new World("before-remote");
     const listed = new Set<string>();
     const core = world.core(world.ledger, { sanctions: { isListed: async (payer) => listed.has(payer) } });
-    const { token } = await buy(world, core, 100_000n);
+    const { token } = await buyCredit(world, core, 100_000n);
     const screened = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
     await core.conclude(SCREEN, screenWith({}), screened, { answer: ANSWER });
     listed.add(owner);
@@ -181,7 +160,7 @@ describe("prepaid credit", () => {
     const world = new World("before-self");
     const core = world.core();
     world.settler!.script = ["refuse"];
-    const { token, concluded } = await buy(world, core, 100_000n);
+    const { token, concluded } = await buyCredit(world, core, 100_000n);
     expect("reply" in concluded && codeOf(concluded.reply)).toBe("settlement_failed");
     expect(world.chain.charges).toHaveLength(0);
     expect(await world.ledger.credit.balance(owner)).toBe(0n);
@@ -192,7 +171,7 @@ describe("prepaid credit", () => {
   it("gives back the credit a request held when it died, on the reconciler's sweep after ABANDONED_AFTER_MS", async () => {
     const world = new World("before-remote");
     const core = world.core();
-    await buy(world, core, 100_000n);
+    await buyCredit(world, core, 100_000n);
     claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     await core.reconcileUnresolved(0);
     expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
@@ -204,7 +183,7 @@ describe("prepaid credit", () => {
   it("makes a free read free to the credit payer who screened that wallet, by token or signed in; charged otherwise", async () => {
     const world = new World("deferred");
     const core = world.core();
-    const { token } = await buy(world, core, 100_000n);
+    const { token } = await buyCredit(world, core, 100_000n);
     const before = await core.admitCredit(SIGNAL, signal(), { token });
     expect("claim" in before, "a read before any screen is charged").toBe(true);
     await core.conclude(SIGNAL, signal(), claimOf(before), { answer: ANSWER });
@@ -218,7 +197,7 @@ describe("prepaid credit", () => {
     expect(await world.ledger.credit.balance(owner)).toBe(80_000n);
     // Another wallet, another payer, a revoked token: not free.
     expect("claim" in (await core.admitCredit(SIGNAL, signal(payerOf(bob)), { token }))).toBe(true);
-    await buy(world, core, 100_000n, bob);
+    await buyCredit(world, core, 100_000n, bob);
     expect("claim" in (await core.admitCredit(SIGNAL, signal(), { wallet: payerOf(bob) }))).toBe(true);
     await world.ledger.credit.revokeTokens(owner);
     const revoked = await core.admitCredit(SIGNAL, signal(), { token });

@@ -20,6 +20,8 @@ import {
   type PricedRoute,
   type Reply,
 } from "../../api/payments/core.ts";
+import { CREDIT_LIFETIME_MS } from "../../api/payments/credit-lifecycle.ts";
+import { hashCreditToken, mintCreditToken } from "../../api/payments/credit-token.ts";
 import type { Facilitator } from "../../api/payments/facilitator.ts";
 import type { Authorization } from "../../api/payments/header.ts";
 import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
@@ -604,3 +606,25 @@ export const codeOf = (reply: Reply): string => {
   const body = JSON.parse(reply.body) as { code?: string; error?: { code?: string } };
   return body.code ?? body.error?.code ?? "";
 };
+
+/** The purchase route as its declaration makes it: `amount` micro-USD, settled first, never paid from credit. */
+export const creditRoute = (amount: bigint): PricedRoute => ({
+  name: "POST /api/credit",
+  description: "Credit",
+  microUsd: amount,
+  settleFirst: true,
+  buysCredit: true,
+});
+
+/** Buys `amount` of credit as the purchase handler does: the lot, then the settlement; the token issued. */
+export async function buyCredit(world: World, core: PaymentCore, amount: bigint, key: Hex = PAYER_KEYS[0]!) {
+  const route = creditRoute(amount);
+  const request = { ...paidRequest({}, undefined as never, "/api/credit"), input: { amount: `${amount}` } };
+  const signed = await sign(key, { value: amount });
+  const claim = claimOf(await core.admit(route, { ...request, headers: xPayment(signed) }));
+  await world.ledger.credit.addLot(claim.key, amount, new Date(Date.now() + CREDIT_LIFETIME_MS));
+  const token = mintCreditToken();
+  await world.ledger.credit.issueToken(claim.billing.payer, hashCreditToken(token));
+  const concluded = await core.conclude(route, request, claim, { answer: ANSWER });
+  return { token, signed, concluded };
+}
