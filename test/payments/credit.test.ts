@@ -1,8 +1,5 @@
-import type { Hex } from "viem";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { PaymentCore, PricedRoute } from "../../api/payments/core.ts";
-import { CREDIT_LIFETIME_MS } from "../../api/payments/credit-lifecycle.ts";
-import { hashCreditToken, mintCreditToken } from "../../api/payments/credit-token.ts";
+import { mintCreditToken } from "../../api/payments/credit-token.ts";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import {
   ANSWER,
@@ -15,9 +12,7 @@ import {
   SCREEN,
   SIGNAL,
   SUBJECT,
-  sign,
   World,
-  xPayment,
 } from "./fakes.ts";
 
 // Prepaid credit through the payment core, its collaborators faked (fakes.ts): bought with one

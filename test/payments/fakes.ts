@@ -608,7 +608,7 @@ export const codeOf = (reply: Reply): string => {
 };
 
 /** The purchase route as its declaration makes it: `amount` micro-USD, settled first, never paid from credit. */
-export const creditRoute = (amount: bigint): PricedRoute => ({
+const creditRoute = (amount: bigint): PricedRoute => ({
   name: "POST /api/credit",
   description: "Credit",
   microUsd: amount,
