@@ -64,6 +64,7 @@ type Block = z.infer<typeof blockSchema>;
 export class IndexState {
   private head?: { at: number; value: Promise<Block | null> };
   private readonly speed = new SlidingRate(RATE_WINDOW_MS);
+  private lastCheckpoint?: string;
 
   constructor(private readonly deps: IndexStateDeps) {}
 
@@ -106,6 +107,14 @@ export class IndexState {
   }
 
   /**
+   * The checkpoint of the latest state read (every paid call's gate reads one): what the indexed
+   * tables held then. Undefined before the first read.
+   */
+  checkpoint(): string | undefined {
+    return this.lastCheckpoint;
+  }
+
+  /**
    * Ponder's flag and checkpoints. While not ready (a crash recovery has reverted the tables to the
    * safe checkpoint and not yet rewritten `latest_checkpoint`), the data is at the safe checkpoint.
    */
@@ -131,6 +140,7 @@ export class IndexState {
     const row = rows[0];
     const ready = row?.ready === 1;
     const checkpoint = ready ? row?.latest : row?.safe;
+    this.lastCheckpoint = checkpoint ?? undefined;
     if (!checkpoint) return { ready: false, block: null };
     const { blockNumber, timestamp } = decodeCheckpoint(checkpoint);
     return {

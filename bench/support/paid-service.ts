@@ -5,6 +5,8 @@ import type { IndexDb } from "../../api/db.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { verdictPerCheckpoint } from "../../api/sanctions/payers.ts";
+import { isListed } from "../../api/sanctions/queries.ts";
 import type { ServiceDb } from "../../api/store/store.ts";
 import type { Address } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
@@ -17,7 +19,8 @@ import type { Logger } from "../../shared/log.ts";
 
 /**
  * The service's app over a stopped indexer's tables, paid in `mode` (deferred: 0.05 unsettled per
- * payer, 5.00 in all), with its settlement worker running: what the payment benchmarks measure.
+ * payer, 5.00 in all), with its settlement worker running and the payer's sanctions check wired as
+ * src/api/index.ts wires it: what the payment benchmarks measure.
  */
 export function paidService(
   mode: SettlementTiming["mode"],
@@ -36,13 +39,18 @@ export function paidService(
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,
     onQueued: () => worker?.kick(),
+    sanctions: verdictPerCheckpoint(
+      (payer) => isListed(deps.db, deps.target.schema, payer),
+      () => index.checkpoint(),
+    ),
   });
+  const index = stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain });
   worker = new SettlementWorker(payments).start();
   const app = createApp({
     db: deps.db,
     target: deps.target,
     payments,
-    index: stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain }),
+    index,
     ipfs: undefined as never,
     logger: deps.logger,
   });

@@ -19,6 +19,7 @@ import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { verdictPerCheckpoint } from "../../api/sanctions/payers.ts";
 import { isListed } from "../../api/sanctions/queries.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { readEnv } from "../../config/env.ts";
@@ -47,7 +48,11 @@ const payments = createPayments(
     onOutcome: revokeUnpaidReports(reporter),
     payerState: indexedPayerState(db, target),
     onQueued: () => worker?.kick(),
-    sanctions: { isListed: (payer) => isListed(db, target.schema, payer) },
+    // Once per payer at each indexed checkpoint (the gate's read before the payment names it).
+    sanctions: verdictPerCheckpoint(
+      (payer) => isListed(db, target.schema, payer),
+      () => index.checkpoint(),
+    ),
   },
 );
 worker = new SettlementWorker(payments).start();
