@@ -59,10 +59,21 @@ export type HealthDeps = {
 
 /** Below this the relayer can still settle, but not for long: the operator should top it up. */
 
-async function check(run: () => Promise<{ status: Status } & Record<string, unknown>>): Promise<Check> {
+/** How long an integration may take to answer before it is reported down. */
+const CHECK_TIMEOUT_MS = 3_000;
+/** The IPFS node opens on its first use (api/ipfs/open.ts: Helia and its stores, a second or more under load): a check that opens it may take this long. */
+const IPFS_OPEN_TIMEOUT_MS = 15_000;
+
+async function check(
+  run: () => Promise<{ status: Status } & Record<string, unknown>>,
+  timeoutMs = CHECK_TIMEOUT_MS,
+): Promise<Check> {
   const t0 = performance.now();
   try {
-    const result = await withTimeout(run, { timeout: 3_000, errorInstance: new Error("timeout after 3000 ms") });
+    const result = await withTimeout(run, {
+      timeout: timeoutMs,
+      errorInstance: new Error(`timeout after ${timeoutMs} ms`),
+    });
     return { ...result, status: result.status, latencyMs: Math.round(performance.now() - t0) };
   } catch (error) {
     return { status: "down", latencyMs: Math.round(performance.now() - t0), error: firstLine(error) };
@@ -76,6 +87,8 @@ export function healthHandler({
   ipfs,
   reporter,
 }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
+  // Until the node has answered once, a check may be the one that opens it.
+  let ipfsAnswered = false;
   return async (c) => {
     const [rpc, store, settlement, unsettled, ipfsCheck, reporterCheck] = await Promise.all([
       check(async () => {
@@ -110,12 +123,16 @@ export function healthHandler({
           oldestPendingSince: stale.oldest?.toISOString() ?? null,
         };
       }),
-      check(async () => {
-        if (!ipfs) throw new Error("no IPFS node configured");
-        const node = await ipfs;
-        const probe = await node.add(new TextEncoder().encode("celo-wallet-reputation health probe\n"));
-        return { status: "ok", writable: true, probe, pinnedCount: await node.pinnedCount() };
-      }),
+      check(
+        async () => {
+          if (!ipfs) throw new Error("no IPFS node configured");
+          const node = await ipfs;
+          const probe = await node.add(new TextEncoder().encode("celo-wallet-reputation health probe\n"));
+          ipfsAnswered = true;
+          return { status: "ok", writable: true, probe, pinnedCount: await node.pinnedCount() };
+        },
+        ipfsAnswered ? CHECK_TIMEOUT_MS : IPFS_OPEN_TIMEOUT_MS,
+      ),
       check(async () => {
         if (!reporter) return { status: "degraded", configured: false, note: "no reporter configured" };
         return reporter.health();
