@@ -178,6 +178,23 @@ export async function waitFor<T>(
   );
 }
 
+/**
+ * GET /api/health/integrations (with `init`) once every integration is ok: the service's IPFS node
+ * opens on its first check, and says `opening` (degraded) until it answers.
+ */
+export async function healthyIntegrations(indexer: Indexer, init?: RequestInit) {
+  return waitFor(
+    "every integration ok",
+    async () => {
+      const res = await fetch(`${indexer.url}/api/health/integrations`, init);
+      const body = (await res.json()) as { status: string; integrations: Record<string, Record<string, unknown>> };
+      return res.status === 200 && body.status === "ok" ? { res, body } : undefined;
+    },
+    indexer,
+    60_000,
+  );
+}
+
 type StatsLike = { latestIndexedBlock: { number: number } | null; transfers: number };
 
 export async function stats(indexer: Indexer): Promise<StatsLike> {

@@ -57,25 +57,27 @@ export type HealthDeps = {
   reporter?: ReporterClient;
 };
 
-/** Below this the relayer can still settle, but not for long: the operator should top it up. */
-
 /** How long an integration may take to answer before it is reported down. */
 const CHECK_TIMEOUT_MS = 3_000;
-/** The IPFS node opens on its first use (api/ipfs/open.ts: Helia and its stores, a second or more under load): a check that opens it may take this long. */
-const IPFS_OPEN_TIMEOUT_MS = 15_000;
+/**
+ * The IPFS node opens on its first use (api/ipfs/open.ts: Helia and its stores, a second, several
+ * under load): until it has answered once, and for at most this long, a check it is too slow for
+ * says it is opening (degraded) rather than down.
+ */
+const IPFS_OPENING_GRACE_MS = 60_000;
 
-async function check(
-  run: () => Promise<{ status: Status } & Record<string, unknown>>,
-  timeoutMs = CHECK_TIMEOUT_MS,
-): Promise<Check> {
+type Result = { status: Status } & Record<string, unknown>;
+
+/** `slow`: what a check that timed out reports instead of down (nothing: down). */
+async function check(run: () => Promise<Result>, slow?: () => Result | undefined): Promise<Check> {
   const t0 = performance.now();
+  const timedOut = new Error(`timeout after ${CHECK_TIMEOUT_MS} ms`);
   try {
-    const result = await withTimeout(run, {
-      timeout: timeoutMs,
-      errorInstance: new Error(`timeout after ${timeoutMs} ms`),
-    });
+    const result = await withTimeout(run, { timeout: CHECK_TIMEOUT_MS, errorInstance: timedOut });
     return { ...result, status: result.status, latencyMs: Math.round(performance.now() - t0) };
   } catch (error) {
+    const instead = error === timedOut ? slow?.() : undefined;
+    if (instead) return { ...instead, latencyMs: Math.round(performance.now() - t0) };
     return { status: "down", latencyMs: Math.round(performance.now() - t0), error: firstLine(error) };
   }
 }
@@ -87,8 +89,9 @@ export function healthHandler({
   ipfs,
   reporter,
 }: HealthDeps): RouteHandler<typeof healthRoute, AppEnv> {
-  // Until the node has answered once, a check may be the one that opens it.
+  // Until the node has answered once, the checks may be waiting for it to open.
   let ipfsAnswered = false;
+  let ipfsAskedSince: number | undefined;
   return async (c) => {
     const [rpc, store, settlement, unsettled, ipfsCheck, reporterCheck] = await Promise.all([
       check(async () => {
@@ -126,12 +129,16 @@ export function healthHandler({
       check(
         async () => {
           if (!ipfs) throw new Error("no IPFS node configured");
+          ipfsAskedSince ??= Date.now();
           const node = await ipfs;
           const probe = await node.add(new TextEncoder().encode("celo-wallet-reputation health probe\n"));
           ipfsAnswered = true;
           return { status: "ok", writable: true, probe, pinnedCount: await node.pinnedCount() };
         },
-        ipfsAnswered ? CHECK_TIMEOUT_MS : IPFS_OPEN_TIMEOUT_MS,
+        () =>
+          !ipfsAnswered && Date.now() - ipfsAskedSince! < IPFS_OPENING_GRACE_MS
+            ? { status: "degraded", opening: true, note: "the node opens on its first use, and is opening" }
+            : undefined,
       ),
       check(async () => {
         if (!reporter) return { status: "degraded", configured: false, note: "no reporter configured" };

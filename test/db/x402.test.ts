@@ -11,7 +11,7 @@ import { lenderScreenResultSchema } from "../../api/screen/schema.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { markedBlock, runExample } from "../support/examples.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { healthyIntegrations, type Indexer, testDatabase, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance, treasuryHolds, x402Fetch } from "../support/payments.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -92,9 +92,8 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
   });
 
   it("reports the health of its integrations for free: chain, index, service store, settlement", async () => {
-    const res = await fetch(`${indexer.url}/api/health/integrations`, { headers: { "x-payment": "{}" } });
+    const { res, body: health } = await healthyIntegrations(indexer, { headers: { "x-payment": "{}" } });
     expect(res.status).toBe(200);
-    const health = (await res.json()) as Record<string, any>;
     expect(health.status).toBe("ok");
     expect(health.integrations).toMatchObject({
       rpc: { status: "ok", headBlock: expect.any(Number) },
@@ -102,7 +101,7 @@ describe(`x402 clients against the service (${testDatabase})`, () => {
       serviceStore: { status: "ok" },
       settlement: { status: "ok", mode: "self", relayer: devnet.manifest.service.relayer.address },
     });
-    expect(Number(health.integrations.settlement.relayerGasCelo)).toBeGreaterThan(0);
+    expect(Number(health.integrations.settlement?.relayerGasCelo)).toBeGreaterThan(0);
   });
 
   it("answers an unpaid call with 402: the v1 body and the v2 PAYMENT-REQUIRED header", async () => {
