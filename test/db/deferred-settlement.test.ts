@@ -266,7 +266,9 @@ describe(`deferred settlement (${testDatabase})`, () => {
     const res = await screen(payer, wallets()[0]!, specHeader(signed, usdt().address));
     expect(res.status).toBe(200);
     expect(receipt(res).transaction).toBe("");
-    // The payer cancels that very authorization, paying more gas than the relayer: mined first.
+    // The payer cancels that very authorization, paying more gas than the relayer: mined first. Its
+    // gas is given, not estimated: the relayer's settlement may already be pending, and an estimate
+    // against the pending block would see the authorization used.
     const cancel = await account.signTypedData({
       domain: { name: usdt().name, version: usdt().version, chainId: 42220, verifyingContract: usdt().address },
       types: {
@@ -284,6 +286,7 @@ describe(`deferred settlement (${testDatabase})`, () => {
       abi: devStablecoinAbi,
       functionName: "cancelAuthorization",
       args: [account.address, signed.authorization.nonce, cancel],
+      gas: 200_000n,
       maxPriorityFeePerGas: parseGwei("50"),
       maxFeePerGas: parseGwei("500"),
     });

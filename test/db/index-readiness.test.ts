@@ -182,7 +182,9 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
   let indexer: Indexer;
 
   it("refuses every paid route during the backfill, charging nothing, and says where indexing stands", async () => {
-    proxy.delayMs = 25;
+    // Slow enough that the backfill is seen part done even under a full suite's load (at 25 ms a
+    // request, its first rows once appeared with every block indexed); back to 0 once it has been seen.
+    proxy.delayMs = 60;
     indexer = await start();
     const midway = await waitFor(
       "a partial backfill",
