@@ -53,21 +53,39 @@ function app(core: PaymentCore, events: string[], handlerStarts: () => void, fai
   });
 }
 
-const screen = (target: { request: (p: string, i: RequestInit) => Response | Promise<Response> }, token: string) =>
-  target.request("/api/lender/screen", {
+type Served = { request: (p: string, i: RequestInit) => Response | Promise<Response> };
+
+/** A credit-paid call of `path` about SUBJECT, by `token`. */
+const call = (target: Served, token: string, path = "/api/lender/screen") =>
+  target.request(path, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
     body: JSON.stringify({ walletAddress: SUBJECT }),
   });
+const screen = (target: Served, token: string) => call(target, token);
+
+/**
+ * `amount` of credit bought by the first payer, and the app over a core whose holds wait for the
+ * handler (up to `waitMs`); `crashing` is the same with handlers that fail after their reads.
+ */
+async function credited(amount: bigint, waitMs?: number) {
+  const world = new World("before-self");
+  const events: string[] = [];
+  const { ledger, handlerStarts } = slowHolds(world, events, waitMs);
+  const core = world.core(ledger);
+  const { token } = await buyCredit(world, core, amount);
+  return {
+    world,
+    events,
+    token,
+    served: app(core, events, handlerStarts),
+    crashing: app(core, events, handlerStarts, true),
+  };
+}
 
 describe("a read-only route's handler runs while a credit payer's price is held", () => {
   it("starts a seen token's handler before its hold ends, and takes the price once, exactly", async () => {
-    const world = new World("before-self");
-    const events: string[] = [];
-    const { ledger, handlerStarts } = slowHolds(world, events);
-    const core = world.core(ledger);
-    const { token } = await buyCredit(world, core, 100_000n);
-    const served = app(core, events, handlerStarts);
+    const { world, events, token, served } = await credited(100_000n);
 
     // First use of the token in this process: the price is held before the handler starts.
     const first = await screen(served, token);
@@ -85,12 +103,7 @@ describe("a read-only route's handler runs while a credit payer's price is held"
   });
 
   it("answers a price refused after the handler started (short, revoked) with the refusal, nothing taken", async () => {
-    const world = new World("before-self");
-    const events: string[] = [];
-    const { ledger, handlerStarts } = slowHolds(world, events);
-    const core = world.core(ledger);
-    const { token } = await buyCredit(world, core, 15_000n);
-    const served = app(core, events, handlerStarts);
+    const { world, events, token, served } = await credited(15_000n);
     expect((await screen(served, token)).status).toBe(200);
     events.splice(0);
 
@@ -116,37 +129,24 @@ describe("a read-only route's handler runs while a credit payer's price is held"
   });
 
   it("gives the price back when a handler started early fails", async () => {
-    const world = new World("before-self");
-    const events: string[] = [];
-    const { ledger, handlerStarts } = slowHolds(world, events);
-    const core = world.core(ledger);
-    const { token } = await buyCredit(world, core, 100_000n);
-    expect((await screen(app(core, events, handlerStarts), token)).status).toBe(200);
+    const { world, events, token, served, crashing } = await credited(100_000n);
+    expect((await screen(served, token)).status).toBe(200);
     events.splice(0);
-    const crashed = await screen(app(core, events, handlerStarts, true), token);
+    const crashed = await screen(crashing, token);
     expect(crashed.status).toBe(500);
     expect(events).toEqual(["handler", "hold"]);
     expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
   });
 
   it("never starts the handler first for an unknown token, nor on a route that is not read-only", async () => {
-    const world = new World("before-self");
-    const events: string[] = [];
-    const { ledger, handlerStarts } = slowHolds(world, events, 30);
-    const core = world.core(ledger);
-    const { token } = await buyCredit(world, core, 100_000n);
-    const served = app(core, events, handlerStarts);
+    const { events, token, served } = await credited(100_000n, 30);
     const unknown = await screen(served, mintCreditToken());
     expect(unknown.status).toBe(401);
     expect(events.splice(0)).toEqual(["hold"]);
 
     expect((await screen(served, token)).status).toBe(200);
     events.splice(0);
-    const statement = await served.request("/api/agent/statement", {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-      body: JSON.stringify({ walletAddress: SUBJECT }),
-    });
+    const statement = await call(served, token, "/api/agent/statement");
     expect(statement.status).toBe(200);
     expect(events).toEqual(["hold", "handler"]);
   });
