@@ -18,7 +18,10 @@ function openingNode(): { node: IpfsNode; open: () => void } {
   let open: () => void = () => {};
   const opened = new Promise<void>((resolve) => (open = resolve));
   const node: IpfsNode = {
-    add: async () => (await opened, "bafkreiprobe"),
+    add: async () => {
+      await opened;
+      return "bafkreiprobe";
+    },
     get: async () => undefined as never,
     pinnedCount: async () => 1,
     close: async () => {},
