@@ -57,6 +57,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = PO
       drop: async () => {
         rmSync(dir, { recursive: true, force: true });
         rmSync(`${dir}-service`, { recursive: true, force: true });
+        rmSync(`${dir}-ipfs`, { recursive: true, force: true });
       },
       store: serviceStoreLocation({ kind: "pglite", directory: dir }),
     };
