@@ -1,4 +1,6 @@
 import type { Address } from "../../config/addresses.ts";
+import type { IndexDb } from "../db.ts";
+import { isListed } from "./queries.ts";
 
 /** Payers' verdicts kept for one checkpoint: more than a block's payers; past it they are forgotten at once. */
 const MAX_PAYERS = 10_000;
@@ -35,3 +37,7 @@ export function verdictPerCheckpoint(
     },
   };
 }
+
+/** The service's payer check: the sanctions_listing table's verdict, once per payer at each indexed checkpoint. */
+export const payerSanctions = (db: IndexDb, schema: string, checkpoint: () => string | undefined) =>
+  verdictPerCheckpoint((payer) => isListed(db, schema, payer), checkpoint);

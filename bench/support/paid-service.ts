@@ -5,8 +5,7 @@ import type { IndexDb } from "../../api/db.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
-import { verdictPerCheckpoint } from "../../api/sanctions/payers.ts";
-import { isListed } from "../../api/sanctions/queries.ts";
+import { payerSanctions } from "../../api/sanctions/payers.ts";
 import type { ServiceDb } from "../../api/store/store.ts";
 import type { Address } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
@@ -39,10 +38,7 @@ export function paidService(
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,
     onQueued: () => worker?.kick(),
-    sanctions: verdictPerCheckpoint(
-      (payer) => isListed(deps.db, deps.target.schema, payer),
-      () => index.checkpoint(),
-    ),
+    sanctions: payerSanctions(deps.db, deps.target.schema, () => index.checkpoint()),
   });
   const index = stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain });
   worker = new SettlementWorker(payments).start();

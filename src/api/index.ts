@@ -19,8 +19,7 @@ import { createPayments } from "../../api/payments/payments.ts";
 import { startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
-import { verdictPerCheckpoint } from "../../api/sanctions/payers.ts";
-import { isListed } from "../../api/sanctions/queries.ts";
+import { payerSanctions } from "../../api/sanctions/payers.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { readEnv } from "../../config/env.ts";
 import { resolvePaymentSettings } from "../../config/payments.ts";
@@ -49,10 +48,7 @@ const payments = createPayments(
     payerState: indexedPayerState(db, target),
     onQueued: () => worker?.kick(),
     // Once per payer at each indexed checkpoint (the gate's read before the payment names it).
-    sanctions: verdictPerCheckpoint(
-      (payer) => isListed(db, target.schema, payer),
-      () => index.checkpoint(),
-    ),
+    sanctions: payerSanctions(db, target.schema, () => index.checkpoint()),
   },
 );
 worker = new SettlementWorker(payments).start();
