@@ -28,3 +28,6 @@ export const formatWholeUsd = (units: bigint): string => `$${Math.round(unitsToU
 
 /** ISO 8601 time of a unix timestamp in seconds. */
 export const isoFromSeconds = (seconds: number | bigint): string => new Date(Number(seconds) * 1000).toISOString();
+
+/** The smaller of two amounts in smallest units. */
+export const minUnits = (a: bigint, b: bigint): bigint => (a < b ? a : b);

@@ -6,6 +6,7 @@ import { admitPayment } from "./core/admit.ts";
 import type { CoreContext } from "./core/context.ts";
 import { reconcileDeps } from "./core/context.ts";
 import { admitCredit, type CreditPayer } from "./core/credit.ts";
+import { CreditLeases } from "./core/credit-leases.ts";
 import { ledgerDown } from "./core/refusals.ts";
 import { refusalReply } from "./core/replies.ts";
 import { concludeClaim } from "./core/settle.ts";
@@ -66,6 +67,7 @@ export class PaymentCore {
       ledger: this.ledger,
       inflight: this.inflight,
       tokenOwners: new Map(),
+      leases: new CreditLeases(this.ledger.credit),
       draining: () => this.draining,
     };
   }
@@ -147,7 +149,8 @@ export class PaymentCore {
   /**
    * Settles from the chain every row whose outcome is unknown: `settling` rows idle for
    * `settlingIdleMs` (0 at start: rows left by a crash) and abandoned claims. Rows this process is
-   * settling right now are left to their request. Abandoned credit holds are released.
+   * settling right now are left to their request. Abandoned credit holds are released, and
+   * abandoned credit leases closed.
    */
   async reconcileUnresolved(
     settlingIdleMs: number,
@@ -158,6 +161,8 @@ export class PaymentCore {
     // Credit held by requests that died goes back to its owners (nothing was answered).
     const released = await this.ledger.credit.releaseAbandoned();
     if (released > 0) log.info(`[payments] ${released} credit holds of requests that died were released`);
+    const closed = await this.ledger.credit.closeAbandonedLeases();
+    if (closed > 0) log.info(`[payments] ${closed} credit leases of replicas that died were closed`);
     return { checked: rows.length, resolved: outcomes.filter((o) => o !== "pending").length, outcomes };
   }
 
@@ -171,6 +176,8 @@ export class PaymentCore {
     const deadline = Date.now() + timeoutMs;
     const busy = () => this.claims + this.admitting;
     while (busy() > 0 && Date.now() < deadline) await sleep(20);
+    // What this replica's leases did not spend goes back now, not at the sweep.
+    if (busy() === 0) await this.context.leases.closeAll();
     return { drained: busy() === 0, inFlight: busy() };
   }
 }

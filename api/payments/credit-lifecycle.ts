@@ -4,8 +4,10 @@ import { ABANDONED_AFTER_MS, ABSENT } from "./lifecycle.ts";
 /**
  * A call paid from prepaid credit, in one place (pure, like lifecycle.ts for payments): its price
  * is taken from the balance when the call is claimed (`held`), and either stays taken once its
- * answer is stored (`spent`) or goes back to the lots it came from (the row is deleted). No chain
- * step: the money moved when the credit was bought. The memory ledger checks its writes against
+ * answer is stored (`spent`) or goes back to the lots it came from (the row is deleted). A call
+ * without a Payment-Identifier is paid from a lease instead (core/credit-leases.ts): its price is
+ * taken in memory and its row written once, `spent`, when answered (`recorded`). No chain step:
+ * the money moved when the credit was bought. The memory ledger checks its writes against
  * SPEND_TRANSITIONS; the SQL ledger's guards are generated from it (ledger/sql/credit.ts).
  */
 
@@ -22,6 +24,11 @@ type SpendTransition = {
 const SPEND_TRANSITIONS = {
   held: { from: [ABSENT], to: "held", means: "the call's price is taken from the balance as the call is claimed" },
   spent: { from: ["held"], to: "spent", means: "its answer is stored: the price stays taken" },
+  recorded: {
+    from: [ABSENT],
+    to: "spent",
+    means: "a call paid from a lease (no Payment-Identifier) is recorded once answered, before its answer leaves",
+  },
   released: {
     from: ["held"],
     to: ABSENT,

@@ -449,8 +449,10 @@ export const creditSpend = service.table(
     /** The Payment-Identifier the client sent: the same id on the same request is answered again, charged once. */
     paymentId: text("payment_id"),
     amount: numeric("amount", { precision: 78, scale: 0 }).notNull(),
-    /** The lots it was drawn from ("token:payer:nonce" -> micro-USD): what a release gives back. */
-    draws: jsonb("draws").$type<Record<string, string>>().notNull(),
+    /** The lots it was drawn from ("token:payer:nonce" -> micro-USD): what a release gives back. Null when a lease paid it. */
+    draws: jsonb("draws").$type<Record<string, string>>(),
+    /** The lease (credit_lease) it was paid from: a call without a Payment-Identifier, recorded once answered. */
+    lease: text("lease"),
     status: text("status").$type<CreditSpendStatus>().notNull(),
     responseStatus: integer("response_status"),
     responseType: text("response_type"),
@@ -469,4 +471,33 @@ export const creditSpend = service.table(
   ],
 );
 export type CreditSpendRow = typeof creditSpend.$inferSelect;
+
+/**
+ * A slice of an owner's credit taken by one replica (api/payments/core/credit-leases.ts): drawn
+ * from the lots in one write, then spent call by call in memory, each spend recorded (`spent`
+ * grows) before its answer leaves. Closing it gives `amount - spent` back to the lots, latest to
+ * expire first; a replica that died holding one has it closed by the sweep after ABANDONED_AFTER_MS.
+ */
+export const creditLease = service.table(
+  "credit_lease",
+  {
+    id: text("id").primaryKey(),
+    owner: text("owner").notNull(),
+    amount: numeric("amount", { precision: 78, scale: 0 }).notNull(),
+    spent: numeric("spent", { precision: 78, scale: 0 }).notNull().default("0"),
+    /** The lots it was drawn from ("token:payer:nonce" -> micro-USD). */
+    draws: jsonb("draws").$type<Record<string, string>>().notNull(),
+    /** Another replica found the lots short while this lease was open: its holder gives it back when its calls end. */
+    wanted: boolean("wanted").notNull().default(false),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /** Last spend recorded (or its opening): a lease not renewed for ABANDONED_AFTER_MS belongs to a dead replica. */
+    renewedAt: timestamp("renewed_at", { withTimezone: true }).notNull().defaultNow(),
+    closedAt: timestamp("closed_at", { withTimezone: true }),
+  },
+  (t) => [
+    index("credit_lease_open").on(t.owner).where(sql.raw("closed_at is null")),
+    check("credit_lease_spent_check", sql.raw(`${t.spent.name} >= 0 and ${t.spent.name} <= ${t.amount.name}`)),
+  ],
+);
+export type CreditLeaseRow = typeof creditLease.$inferSelect;
 export type CreditLotRow = typeof creditLot.$inferSelect;

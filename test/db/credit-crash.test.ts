@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import type { PaymentKey } from "../../api/payments/ledger/ledger.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { creditLot, creditSpend } from "../../api/store/schema.ts";
+import { creditLease, creditLot, creditSpend } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import type { Address } from "../../config/addresses.ts";
 import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
@@ -10,8 +10,9 @@ import { sleep } from "../../shared/async.ts";
 import { testDatabase } from "../support/indexer.ts";
 
 // A credit hold commits without waiting for the disk (api/payments/ledger/sql/credit.ts); the spent
-// write before its answer leaves waits. This kills the database server mid-traffic, as a crash does,
-// and checks what that buys: every answer that left is still paid for, and no unit is lost or made.
+// write before its answer leaves waits. A lease's calls are recorded by durable writes before their
+// answers leave. This kills the database server mid-traffic, as a crash does, and checks what that
+// buys: every answer that left is still paid for, and no unit is lost or made.
 // Postgres only: PGlite is the process itself, so it cannot die without the calls dying with it.
 
 const OWNER = "0x00000000000000000000000000000000000000aa" as Address;
@@ -28,7 +29,8 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     postgres?.stop();
   });
 
-  it("keeps every spend whose answer was stored, and every unit: holds taken before a stored answer survive with it", async () => {
+  /** A private server that flushes its log lazily, and BOUGHT of settled credit on it. */
+  const bought = async () => {
     // The log writer waits 10 s between flushes: what holds alone wrote is lost in the crash unless a spent write flushed it.
     postgres = await startPrivatePostgres(["wal_writer_delay=10000ms"]);
     const open = async () => {
@@ -53,6 +55,11 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     expect(await ledger.settling(purchase, ANSWER)).toBe(true);
     await ledger.settled(purchase, "0xt1");
     await ledger.credit.addLot(purchase, BOUGHT, new Date(Date.now() + 86_400_000));
+    return { ledger, open };
+  };
+
+  it("keeps every spend whose answer was stored, and every unit: holds taken before a stored answer survive with it", async () => {
+    const { ledger, open } = await bought();
     const hold = async () => {
       const held = await ledger.credit.hold({
         id: randomUUID(),
@@ -85,7 +92,7 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
       }
     });
     await sleep(300);
-    await postgres.crash();
+    await postgres!.crash();
     await Promise.all(calls);
     expect(answered.length).toBeGreaterThan(1);
 
@@ -108,5 +115,57 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     const spent = spends.filter((s) => s.status === "spent").length;
     expect(spent).toBeGreaterThanOrEqual(answered.length);
     expect(await after.ledger.credit.balance(OWNER)).toBe(BOUGHT - BigInt(spent) * PRICE);
+  });
+
+  it("keeps every leased call whose answer left: the lease's spent is its recorded calls, and its rest goes back on the sweep", async () => {
+    postgres?.stop();
+    const { ledger, open } = await bought();
+    const lease = "L-crash";
+    expect(await ledger.credit.openLease({ id: lease, owner: OWNER, want: BOUGHT / 2n, least: PRICE })).toMatchObject({
+      leased: { amount: BOUGHT / 2n },
+    });
+    const answered: string[] = [];
+    const calls = Array.from({ length: 8 }, async () => {
+      for (;;) {
+        const id = randomUUID();
+        try {
+          const { outcome } = await ledger.credit.recordSpend({
+            id,
+            lease,
+            owner: OWNER,
+            tokenHash: null,
+            route: "POST /api/lender/screen",
+            subject: null,
+            fingerprint: "f",
+            amount: PRICE,
+            answer: ANSWER,
+          });
+          if (outcome === "recorded") answered.push(id);
+        } catch {
+          return;
+        }
+      }
+    });
+    await sleep(300);
+    await postgres!.crash();
+    await Promise.all(calls);
+    expect(answered.length).toBeGreaterThan(1);
+
+    const after = await open();
+    const spends = await after.store.db.select().from(creditSpend);
+    const recorded = new Set(spends.map((s) => s.id));
+    for (const id of answered) expect(recorded.has(id), `answered call ${id}`).toBe(true);
+    const [row] = await after.store.db.select().from(creditLease);
+    expect(BigInt(row!.spent)).toBe(BigInt(spends.length) * PRICE);
+    const [lot] = await after.store.db.select().from(creditLot);
+    expect(BigInt(lot!.remaining) + BigInt(row!.amount)).toBe(BOUGHT);
+    console.log(`[credit crash] ${answered.length} leased calls answered; after the crash ${spends.length} recorded`);
+
+    // The replica died with the lease: the sweep gives back what it did not spend.
+    await after.store.db.update(creditLease).set({ renewedAt: new Date(0) });
+    expect(await after.ledger.credit.closeAbandonedLeases()).toBe(1);
+    expect(await after.ledger.credit.balance(OWNER)).toBe(BOUGHT - BigInt(spends.length) * PRICE);
+    const [back] = await after.store.db.select().from(creditLot);
+    expect(back!.remaining).toBe((BOUGHT - BigInt(spends.length) * PRICE).toString());
   });
 });

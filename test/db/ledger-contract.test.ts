@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll } from "vitest";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { creditLot, creditSpend, creditToken, payment, signInNonce } from "../../api/store/schema.ts";
+import { creditLease, creditLot, creditSpend, creditToken, payment, signInNonce } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { ledgerContract } from "../ledger/contract.ts";
 import { databaseSlot, testDatabase } from "../support/indexer.ts";
@@ -25,6 +25,7 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
   await db.delete(creditLot);
   await db.delete(creditSpend);
   await db.delete(creditToken);
+  await db.delete(creditLease);
   const back = (ms: number) => sql.raw(`interval '${ms} milliseconds'`);
   return {
     ledger: createSqlLedger(db),
@@ -42,6 +43,10 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
       await db.update(creditSpend).set({
         createdAt: sql`${creditSpend.createdAt} - ${back(ms)}`,
         updatedAt: sql`${creditSpend.updatedAt} - ${back(ms)}`,
+      });
+      await db.update(creditLease).set({
+        createdAt: sql`${creditLease.createdAt} - ${back(ms)}`,
+        renewedAt: sql`${creditLease.renewedAt} - ${back(ms)}`,
       });
     },
   };

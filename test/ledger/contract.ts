@@ -607,6 +607,103 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.paidFor(b, subject, routes, hourAgo)).toBe(false);
       });
 
+      /** An answered call paid from `lease`. */
+      const leaseSpend = (id: string, lease: string, amount: bigint, tokenHash: string | null = null) => ({
+        id,
+        lease,
+        owner,
+        tokenHash,
+        route: "POST /api/lender/screen",
+        subject: null,
+        fingerprint: "f",
+        amount,
+        answer,
+      });
+      /** The owner's lots' remaining credit, soonest to expire first. */
+      const lots = async () =>
+        (await ledger.credit.lots(owner))
+          .sort((x, y) => x.expiresAt.getTime() - y.expiresAt.getTime())
+          .map((l) => l.remaining);
+
+      it("leases a slice of the balance (soonest to expire first), records its calls, and gives back the rest latest-expiring first", async () => {
+        await purchase(30_000n, "settled", 30);
+        await purchase(50_000n, "settled", 365);
+        expect(await ledger.credit.openLease({ id: "L1", owner, want: 60_000n, least: 10_000n })).toEqual({
+          leased: { id: "L1", amount: 60_000n, balance: 80_000n, token: expect.any(String) },
+        });
+        // All of the sooner lot, 30,000 of the later one.
+        expect(await lots()).toEqual(["0", "20000"]);
+        expect(await ledger.credit.balance(owner), "a lease's unspent credit is still the owner's").toBe(80_000n);
+        for (const id of ["c1", "c2", "c3", "c4"])
+          expect(await ledger.credit.recordSpend(leaseSpend(id, "L1", 10_000n))).toEqual({
+            outcome: "recorded",
+            wanted: false,
+          });
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        expect(
+          (await ledger.credit.recent(owner, 10)).map((s) => [s.id, s.status, s.lease, s.responseBody]),
+        ).toContainEqual(["c1", "spent", "L1", null]);
+        // 20,000 unspent: back to the later lot first (the sooner one paid the calls).
+        expect(await ledger.credit.closeLease("L1")).toBe(20_000n);
+        expect(await ledger.credit.closeLease("L1"), "closed once").toBe(0n);
+        expect(await lots()).toEqual(["0", "40000"]);
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        // A closed lease records nothing more.
+        expect(await ledger.credit.recordSpend(leaseSpend("late", "L1", 10_000n))).toEqual({
+          outcome: "closed",
+          wanted: false,
+        });
+        expect((await ledger.credit.spending(owner))[0]).toMatchObject({ calls: 4, amount: 40_000n });
+      });
+
+      it("leases nothing below `least`, asks other open leases back, and never records past a lease's amount", async () => {
+        await purchase(25_000n);
+        expect(await ledger.credit.openLease({ id: "A", owner, want: 20_000n, least: 10_000n })).toMatchObject({
+          leased: { amount: 20_000n, balance: 25_000n },
+        });
+        expect(await ledger.credit.openLease({ id: "B", owner, want: 20_000n, least: 10_000n })).toEqual({
+          short: { balance: 5_000n, leased: 20_000n },
+        });
+        expect(await lots(), "nothing taken by a short opening").toEqual(["5000"]);
+        // The holder learns it at its next recording.
+        expect(await ledger.credit.recordSpend(leaseSpend("a1", "A", 10_000n))).toEqual({
+          outcome: "recorded",
+          wanted: true,
+        });
+        expect((await ledger.credit.recordSpend(leaseSpend("a2", "A", 20_000n))).outcome).toBe("closed");
+        expect(await ledger.credit.closeLease("A")).toBe(10_000n);
+        expect(await ledger.credit.openLease({ id: "B", owner, want: 20_000n, least: 10_000n })).toMatchObject({
+          leased: { amount: 15_000n, balance: 15_000n },
+        });
+      });
+
+      it("refuses the recording of a call whose token was revoked, and closes the leases of a dead replica after ABANDONED_AFTER_MS", async () => {
+        await purchase(30_000n);
+        await ledger.credit.issueToken(owner, "h1");
+        await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+        expect((await ledger.credit.recordSpend(leaseSpend("by-token", "L", 10_000n, "h1"))).outcome).toBe("recorded");
+        await ledger.credit.revokeTokens(owner);
+        expect((await ledger.credit.recordSpend(leaseSpend("revoked", "L", 10_000n, "h1"))).outcome).toBe("revoked");
+        expect((await ledger.credit.recordSpend(leaseSpend("signed-in", "L", 10_000n))).outcome).toBe("recorded");
+        expect(await ledger.credit.closeAbandonedLeases()).toBe(0);
+        await elapse(ABANDONED_AFTER_MS + 1_000);
+        expect(await ledger.credit.closeAbandonedLeases()).toBe(1);
+        expect(await lots()).toEqual(["10000"]);
+        expect(await ledger.credit.balance(owner)).toBe(10_000n);
+      });
+
+      it("never lets two concurrent openings lease the same unit", async () => {
+        await purchase(50_000n);
+        const opened = await Promise.all(
+          Array.from({ length: 8 }, (_, i) =>
+            ledger.credit.openLease({ id: `P${i}`, owner, want: 10_000n, least: 10_000n }),
+          ),
+        );
+        expect(opened.filter((o) => "leased" in o)).toHaveLength(5);
+        expect(await lots()).toEqual(["0"]);
+        expect(await ledger.credit.balance(owner)).toBe(50_000n);
+      });
+
       it("knows a token's owner until the owner revokes its tokens", async () => {
         await ledger.credit.issueToken(owner, "h1");
         await ledger.credit.issueToken(owner, "h2");

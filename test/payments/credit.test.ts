@@ -16,8 +16,9 @@ import {
 } from "./fakes.ts";
 
 // Prepaid credit through the payment core, its collaborators faked (fakes.ts): bought with one
-// payment settled first, spent by token or signed-in wallet, each call held from the balance with
-// its claim and kept or given back with its outcome. No process, no database, no chain.
+// payment settled first, spent by token or signed-in wallet, each call's price taken (from a lease,
+// or held with its claim when it has a Payment-Identifier) and kept or given back with its outcome.
+// No process, no database, no chain.
 
 const [alice, bob] = PAYER_KEYS;
 const owner = payerOf(alice);
@@ -109,8 +110,17 @@ describe("prepaid credit", () => {
     const byToken = await core.admitCredit(SCREEN, { ...screenWith({}), caller: payerOf(bob) }, { token });
     expect("reply" in byToken && codeOf(byToken.reply)).toBe("caller_mismatch");
     expect(await world.ledger.credit.revokeTokens(owner)).toBe(1);
-    for (const t of [token, mintCreditToken()]) {
-      const refused = await core.admitCredit(SCREEN, screenWith({}), { token: t });
+    // Seen by this replica: the price comes from its lease, and the spend's recording is refused
+    // before the answer leaves (401, nothing taken).
+    const seen = claimOf(await core.admitCredit(SCREEN, screenWith({}), { token }));
+    const dropped = await core.conclude(SCREEN, screenWith({}), seen, { answer: ANSWER });
+    expect("reply" in dropped && [dropped.reply.status, codeOf(dropped.reply)]).toEqual([401, "credit_token_invalid"]);
+    // Not seen (another replica, or a token never issued): refused before the handler.
+    for (const [replica, t] of [
+      [world.core(), token],
+      [core, mintCreditToken()],
+    ] as const) {
+      const refused = await replica.admitCredit(SCREEN, screenWith({}), { token: t });
       expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
         401,
         "credit_token_invalid",
@@ -163,16 +173,54 @@ describe("prepaid credit", () => {
     expect("reply" in refused && codeOf(refused.reply)).toBe("credit_insufficient");
   });
 
-  it("gives back the credit a request held when it died, on the reconciler's sweep after ABANDONED_AFTER_MS", async () => {
+  it("gives back the credit a request held when it died, and a dead replica's lease, on the reconciler's sweep after ABANDONED_AFTER_MS", async () => {
     const world = new World("before-remote");
     const core = world.core();
     await buyCredit(world, core, 100_000n);
+    // Held (a Payment-Identifier), and leased: both requests die with their replica.
+    claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId: "pid_dies_0123456789" }), { wallet: owner }));
     claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    const remaining = () => world.ledger.credit.snapshot().lots.map((l) => l.remaining);
     await core.reconcileUnresolved(0);
+    // The hold is taken; the leased call was never recorded, so its price is not (the lease holds the rest).
     expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    expect(remaining()).toEqual(["0"]);
     world.ledger.age(ABANDONED_AFTER_MS + 1_000);
-    await core.reconcileUnresolved(0);
+    await world.core().reconcileUnresolved(0);
     expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+    expect(remaining()).toEqual(["100000"]);
+    expect(world.ledger.credit.snapshot().leases.map((l) => [l.spent, l.closedAt !== null])).toEqual([["0", true]]);
+  });
+
+  it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {
+    const world = new World("before-remote");
+    const [a, b] = [world.core(), world.core()];
+    const { token } = await buyCredit(world, a, 30_000n);
+    // Replica a leases the whole balance (a lease is sized for many calls), and spends one call of it.
+    const first = claimOf(await a.admitCredit(SCREEN, screenWith({}), { token }));
+    await a.conclude(SCREEN, screenWith({}), first, { answer: ANSWER });
+    const running = claimOf(await a.admitCredit(SCREEN, screenWith({}), { token }));
+    // Replica b finds the lots empty: it asks a's lease back, and waits for it.
+    const fromB = b.admitCredit(SCREEN, screenWith({}), { token });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // a's running call ends: its recording learns that b wants the lease, which goes back once idle.
+    await a.conclude(SCREEN, screenWith({}), running, { answer: ANSWER });
+    const second = claimOf(await fromB);
+    expect(second.credit?.balance).toBe(0n);
+    await b.conclude(SCREEN, screenWith({}), second, { answer: ANSWER });
+    expect(await world.ledger.credit.balance(owner)).toBe(0n);
+    // Nothing left anywhere: refused at once, with the balance.
+    const short = await b.admitCredit(SCREEN, screenWith({}), { token });
+    expect("reply" in short && codeOf(short.reply)).toBe("credit_insufficient");
+    // More credit; a drain gives back what b's lease did not spend.
+    await buyCredit(world, a, 100_000n);
+    const third = claimOf(await b.admitCredit(SCREEN, screenWith({}), { token }));
+    await b.conclude(SCREEN, screenWith({}), third, { answer: ANSWER });
+    expect(world.ledger.credit.snapshot().lots.reduce((sum, l) => sum + BigInt(l.remaining), 0n)).toBe(0n);
+    await b.drain(1_000);
+    expect(world.ledger.credit.snapshot().lots.reduce((sum, l) => sum + BigInt(l.remaining), 0n)).toBe(90_000n);
+    expect(world.ledger.credit.snapshot().leases.every((l) => l.closedAt !== null)).toBe(true);
+    expect((await world.ledger.credit.recent(owner, 10)).length).toBe(4);
   });
 
   it("makes a free read free to the credit payer who screened that wallet, by token or signed in; charged otherwise", async () => {

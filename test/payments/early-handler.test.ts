@@ -11,27 +11,37 @@ import { buyCredit, PAYER_KEYS, payerOf, SUBJECT, World } from "./fakes.ts";
 
 // The payment adapter (api/http/payment.ts) over a real payment core and the in-memory ledger: on a
 // read-only route, a credit payer this process has seen pay gets the handler started while the price
-// is being held, so that the hold's round trip overlaps the handler's reads. What must not change:
-// the price taken once and exactly, a refused price answered instead of the handler's answer and
-// nothing taken, a failed handler's price given back, and an unknown token never given a handler.
+// is being taken (a lease opened, when this replica's has run out), so that the round trip overlaps
+// the handler's reads. What must not change: the price taken once and exactly, a refused price
+// answered instead of the handler's answer and nothing taken, a failed handler's price given back,
+// and an unknown token never given a handler.
 
 const owner = payerOf(PAYER_KEYS[0]!);
 
-/** The in-memory ledger with each credit hold waiting (up to `waitMs`) for the handler to start, and logging when it ends. */
-function slowHolds(world: World, events: string[], waitMs = 150) {
+/**
+ * The in-memory ledger with each lease opening and token lookup waiting (up to `waitMs`) for the
+ * handler to start, and logging when it ends ("lease", "owner").
+ */
+function slowLedger(world: World, events: string[], waitMs = 150) {
   let handlerStarted: () => void = () => {};
   const credit = world.ledger.credit;
-  const hold: CreditLedger["hold"] = async (spend) => {
-    const started = new Promise<void>((resolve) => (handlerStarted = resolve));
-    await Promise.race([started, new Promise((resolve) => setTimeout(resolve, waitMs))]);
-    const held = await credit.hold(spend);
-    events.push("hold");
-    return held;
+  const slow =
+    <A extends unknown[], R>(event: string, call: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      const started = new Promise<void>((resolve) => (handlerStarted = resolve));
+      await Promise.race([started, new Promise((resolve) => setTimeout(resolve, waitMs))]);
+      const result = await call(...args);
+      events.push(event);
+      return result;
+    };
+  const wrapped: Partial<CreditLedger> = {
+    openLease: slow("lease", (lease) => credit.openLease(lease)),
+    tokenOwner: slow("owner", (hash) => credit.tokenOwner(hash)),
   };
   const ledger = new Proxy(world.ledger, {
     get: (target, key) =>
       key === "credit"
-        ? new Proxy(credit, { get: (c, k) => (k === "hold" ? hold : Reflect.get(c, k, c)) })
+        ? new Proxy(credit, { get: (c, k) => (k in wrapped ? wrapped[k as keyof CreditLedger] : Reflect.get(c, k, c)) })
         : Reflect.get(target, key, target),
   });
   return { ledger, handlerStarts: () => handlerStarted() };
@@ -65,17 +75,19 @@ const call = (target: Served, token: string, path = "/api/lender/screen") =>
 const screen = (target: Served, token: string) => call(target, token);
 
 /**
- * `amount` of credit bought by the first payer, and the app over a core whose holds wait for the
- * handler (up to `waitMs`); `crashing` is the same with handlers that fail after their reads.
+ * `amount` of credit bought by the first payer, and the app over a core whose lease openings and
+ * token lookups wait for the handler (up to `waitMs`); `crashing` is the same with handlers that
+ * fail after their reads.
  */
 async function credited(amount: bigint, waitMs?: number) {
   const world = new World("before-self");
   const events: string[] = [];
-  const { ledger, handlerStarts } = slowHolds(world, events, waitMs);
+  const { ledger, handlerStarts } = slowLedger(world, events, waitMs);
   const core = world.core(ledger);
   const { token } = await buyCredit(world, core, amount);
   return {
     world,
+    core,
     events,
     token,
     served: app(core, events, handlerStarts),
@@ -83,23 +95,27 @@ async function credited(amount: bigint, waitMs?: number) {
   };
 }
 
-describe("a read-only route's handler runs while a credit payer's price is held", () => {
-  it("starts a seen token's handler before its hold ends, and takes the price once, exactly", async () => {
-    const { world, events, token, served } = await credited(100_000n);
+describe("a read-only route's handler runs while a credit payer's price is taken", () => {
+  it("starts a seen token's handler before its lease opens, and takes the price once, exactly", async () => {
+    const { world, core, events, token, served } = await credited(10_000n);
 
-    // First use of the token in this process: the price is held before the handler starts.
+    // First use of the token in this process: its owner is looked up and the price taken before the handler starts.
     const first = await screen(served, token);
     expect(first.status).toBe(200);
-    expect(events.splice(0)).toEqual(["hold", "handler"]);
+    expect(events.splice(0)).toEqual(["owner", "lease", "handler"]);
 
-    // Seen: the handler starts first, and renders once the hold tells it the balance left.
+    // Seen, its lease spent: the handler starts first, and renders once the new lease tells it the balance left.
+    await buyCredit(world, core, 100_000n);
     const second = await screen(served, token);
     expect(second.status).toBe(200);
-    expect(events.splice(0)).toEqual(["handler", "hold"]);
-    expect(await second.json()).toMatchObject({ x402Billing: { chargedUsdt: "0.01", creditLeft: "0.08" } });
-    expect(second.headers.get("Credit-Balance")).toBe("80000");
+    expect(events.splice(0)).toEqual(["handler", "lease"]);
+    expect(await second.json()).toMatchObject({ x402Billing: { chargedUsdt: "0.01", creditLeft: "0.09" } });
+    expect(second.headers.get("Credit-Balance")).toBe("90000");
+    // From the lease: no ledger round trip before the handler at all.
+    expect((await screen(served, token)).status).toBe(200);
+    expect(events.splice(0)).toEqual(["handler"]);
     expect(await world.ledger.credit.balance(owner)).toBe(80_000n);
-    expect((await world.ledger.credit.recent(owner, 10)).map((s) => s.status)).toEqual(["spent", "spent"]);
+    expect((await world.ledger.credit.recent(owner, 10)).map((s) => s.status)).toEqual(["spent", "spent", "spent"]);
   });
 
   it("answers a price refused after the handler started (short, revoked) with the refusal, nothing taken", async () => {
@@ -107,9 +123,9 @@ describe("a read-only route's handler runs while a credit payer's price is held"
     expect((await screen(served, token)).status).toBe(200);
     events.splice(0);
 
-    // 0.005 left: the handler started, then the hold found the balance short.
+    // 0.005 left: the handler started, then the lease's opening found the balance short (and the token live).
     const short = await screen(served, token);
-    expect(events.splice(0)).toEqual(["handler", "hold"]);
+    expect(events.splice(0)).toEqual(["handler", "lease", "owner"]);
     expect(short.status).toBe(402);
     const body = (await short.json()) as { code: string; accepts: unknown[]; data?: unknown };
     expect(body.code).toBe("credit_insufficient");
@@ -134,20 +150,23 @@ describe("a read-only route's handler runs while a credit payer's price is held"
     events.splice(0);
     const crashed = await screen(crashing, token);
     expect(crashed.status).toBe(500);
-    expect(events).toEqual(["handler", "hold"]);
+    expect(events).toEqual(["handler"]);
     expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    expect((await world.ledger.credit.recent(owner, 10)).length).toBe(1);
   });
 
   it("never starts the handler first for an unknown token, nor on a route that is not read-only", async () => {
-    const { events, token, served } = await credited(100_000n, 30);
+    const { world, core, events, token, served } = await credited(10_000n, 30);
     const unknown = await screen(served, mintCreditToken());
     expect(unknown.status).toBe(401);
-    expect(events.splice(0)).toEqual(["hold"]);
+    expect(events.splice(0)).toEqual(["owner"]);
 
     expect((await screen(served, token)).status).toBe(200);
     events.splice(0);
+    // The lease is spent: the statement's price is taken (a new lease) before its handler starts.
+    await buyCredit(world, core, 100_000n);
     const statement = await call(served, token, "/api/agent/statement");
     expect(statement.status).toBe(200);
-    expect(events).toEqual(["hold", "handler"]);
+    expect(events).toEqual(["lease", "handler"]);
   });
 });

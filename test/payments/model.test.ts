@@ -510,11 +510,12 @@ class Model {
   }
 
   /**
-   * Credit: what was spent (held or kept) came from lots whose purchase settled, unit for unit; a
-   * purchase not settled grants nothing; every answer a spend gave is kept with its price.
+   * Credit: what was spent (held or kept) or is leased came from lots whose purchase settled, unit
+   * for unit (a closed lease keeps only what it spent); a lease spent exactly what its recorded calls
+   * cost; a purchase not settled grants nothing; every answer a spend gave is kept with its price.
    */
   private checkCredit(rows: PaymentRow[]): void {
-    const { lots, spends } = this.world.ledger.credit.snapshot();
+    const { lots, spends, leases } = this.world.ledger.credit.snapshot();
     const settled = (lot: { token: string; payer: string; nonce: string }) =>
       rows.find((r) => sameKey(r, lot))?.status === "settled";
     for (const lot of lots)
@@ -523,8 +524,17 @@ class Model {
       const drawn = lots
         .filter((l) => l.payer === payer && settled(l))
         .reduce((sum, l) => sum + BigInt(l.amount) - BigInt(l.remaining), 0n);
-      const taken = spends.filter((s) => s.owner === payer).reduce((sum, s) => sum + BigInt(s.amount), 0n);
-      expect(drawn, `credit of ${payer}: drawn from lots = held and spent`).toBe(taken);
+      const held = spends
+        .filter((s) => s.owner === payer && s.lease === null)
+        .reduce((sum, s) => sum + BigInt(s.amount), 0n);
+      const leased = leases
+        .filter((l) => l.owner === payer)
+        .reduce((sum, l) => sum + BigInt(l.closedAt === null ? l.amount : l.spent), 0n);
+      expect(drawn, `credit of ${payer}: drawn from lots = held, spent and leased`).toBe(held + leased);
+    }
+    for (const lease of leases) {
+      const recorded = spends.filter((s) => s.lease === lease.id).reduce((sum, s) => sum + BigInt(s.amount), 0n);
+      expect(BigInt(lease.spent), `lease ${lease.id}: spent = its recorded calls`).toBe(recorded);
     }
     for (const spend of this.spends.filter((s) => s.answered)) {
       const row = spends.find((s) => s.fingerprint === fingerprintOf(SCREEN, this.spendRequest(spend)));

@@ -2,6 +2,7 @@ import type { Address } from "../../../config/addresses.ts";
 import type { PaymentSettings } from "../../../config/payments.ts";
 import type { Facilitator } from "../facilitator.ts";
 import type { ReconcileDeps } from "../reconcile.ts";
+import type { CreditLeases } from "./credit-leases.ts";
 import type { Ledger, PaymentDeps } from "./types.ts";
 
 /** What the core's steps share: its collaborators, and this process's view of payments under way. */
@@ -17,6 +18,8 @@ export type CoreContext = {
    * that it is not revoked): lets the owner's sanctions check run beside the hold.
    */
   tokenOwners: Map<string, Address>;
+  /** This replica's leases on owners' credit: calls without a Payment-Identifier are paid from them. */
+  leases: CreditLeases;
   /** A shutdown began: no new payment is claimed. */
   draining: () => boolean;
 };

@@ -21,12 +21,14 @@ import {
   settlementPending,
   shuttingDown,
 } from "./refusals.ts";
-import type { CreditAdmission, PaymentRequest, PricedRoute, Reply } from "./types.ts";
+import type { Claim, CreditAdmission, LeasedCall, PaymentRequest, PricedRoute, Reply } from "./types.ts";
 
 // A call paid from prepaid credit: who pays (a credit token's owner, or a signed-in wallet) ->
 // a free read (it paid for this wallet's screen recently) runs free ->
-// a retry under its Payment-Identifier is answered again -> else the price is held from the
-// balance in the write that claims the call -> the handler -> spent (answer stored) or released.
+// without a Payment-Identifier: the price taken from this replica's lease (core/credit-leases.ts)
+// -> the handler -> the spend recorded before the answer leaves, or the price back in the lease;
+// with one: a retry is answered again -> else the price is held from the balance in the write that
+// claims the call -> the handler -> spent (answer stored) or released.
 
 /** Who pays from credit: the bearer of a credit token, or a wallet signed in with SIGN-IN-WITH-X. */
 export type CreditPayer = { token: string } | { wallet: Address };
@@ -77,6 +79,7 @@ export async function admitCredit(
     if (refusal) throw refusal;
     return { free: freeBilling(ctx.settings.tokens, who.owner) };
   }
+  if (!paymentId) return admitLeased(ctx, route, request, who, known, checked, fingerprint);
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {
       const earlier = await ctx.ledger.credit.find(who.owner, paymentId);
@@ -132,6 +135,66 @@ export async function admitCredit(
 }
 
 /**
+ * A call without a Payment-Identifier: its owner known (a token this replica has not seen is
+ * looked up), checked, then its price taken from this replica's lease on the owner's credit, in
+ * memory. Its spend is recorded once answered (concludeCredit).
+ */
+async function admitLeased(
+  ctx: CoreContext,
+  route: PricedRoute,
+  request: PaymentRequest,
+  who: { owner: Address } | { tokenHash: string },
+  known: Address | undefined,
+  checked: Promise<Error | undefined> | undefined,
+  fingerprint: string,
+): Promise<CreditAdmission> {
+  const tokenHash = "tokenHash" in who ? who.tokenHash : null;
+  let owner = known;
+  if (!owner) {
+    owner = await ctx.ledger.credit.tokenOwner(tokenHash!);
+    if (!owner) throw creditTokenInvalid();
+    rememberOwner(ctx, tokenHash!, owner);
+    checkCaller(request.caller, owner);
+  }
+  const refusal = await (checked ?? sanctionsRefusal(ctx, owner));
+  if (refusal) throw refusal;
+  const taken = await ctx.leases.take(owner, route.microUsd);
+  if ("short" in taken) {
+    // A revoked token is told so, not that its credit is short.
+    if (tokenHash && !(await ctx.ledger.credit.tokenOwner(tokenHash))) throw creditTokenInvalid();
+    throw creditInsufficient(route, taken.short);
+  }
+  const { lease, balance } = taken;
+  const id = randomUUID();
+  const token = ctx.settings.tokens.find((t) => t.address === lease.token) ?? ctx.settings.tokens[0]!;
+  return {
+    claim: {
+      key: { token: token.address, payer: owner, nonce: `${CREDIT_NONCE_PREFIX}${id}` },
+      verified: null,
+      waived: false,
+      billing: { chargedUnits: route.microUsd, token, payer: owner, waived: false, creditLeft: balance },
+      credit: {
+        spend: id,
+        balance,
+        leased: {
+          lease,
+          spend: {
+            id,
+            lease: lease.id,
+            owner,
+            tokenHash,
+            route: route.name,
+            subject: request.subject ?? null,
+            fingerprint,
+            amount: route.microUsd,
+          },
+        },
+      },
+    },
+  };
+}
+
+/**
  * The refusal of a sanctioned payer, or none: started early so that it runs beside the ledger's
  * reads, it settles (with the lookup's own error, if it failed) and never rejects unobserved.
  */
@@ -150,13 +213,18 @@ function rememberOwner(ctx: CoreContext, tokenHash: string, owner: Address): voi
   ctx.tokenOwners.set(tokenHash, owner);
 }
 
-/** After the handler of a credit claim: its answer stored (the price stays taken), or the price given back. */
+/**
+ * After the handler of a credit claim: its answer stored (the price stays taken), or the price
+ * given back. A leased call's spend is recorded before its answer leaves; a token revoked
+ * meanwhile, or a lease closed under it (its replica stalled past ABANDONED_AFTER_MS), refuses it.
+ */
 export async function concludeCredit(
   ctx: CoreContext,
-  spend: string,
-  balance: bigint,
+  credit: NonNullable<Claim["credit"]>,
   answer: StoredAnswer | undefined,
-): Promise<{ headers: Record<string, string> }> {
+): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
+  const { spend, balance, leased } = credit;
+  if (leased) return concludeLeased(ctx, leased, balance, answer);
   if (!answer) {
     // A release the store refuses now is made by the sweeper once the hold is abandoned.
     await ctx.ledger.credit.release(spend).catch(() => undefined);
@@ -164,6 +232,32 @@ export async function concludeCredit(
   }
   await ctx.ledger.credit.spent(spend, answer);
   return { headers: creditHeaders(spend, balance) };
+}
+
+async function concludeLeased(
+  ctx: CoreContext,
+  { lease, spend }: LeasedCall,
+  balance: bigint,
+  answer: StoredAnswer | undefined,
+): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
+  if (!answer) {
+    ctx.leases.finish(lease, spend.amount, false);
+    return { headers: {} };
+  }
+  let recorded: Awaited<ReturnType<CoreContext["ledger"]["credit"]["recordSpend"]>>;
+  try {
+    recorded = await ctx.ledger.credit.recordSpend({ ...spend, answer });
+  } catch (error) {
+    // Not known to be recorded: the answer does not leave. Had the write landed, the lease's
+    // own bound (spent <= amount) still keeps this replica from spending the unit twice.
+    ctx.leases.finish(lease, spend.amount, false);
+    throw error;
+  }
+  ctx.leases.finish(lease, spend.amount, recorded.outcome === "recorded");
+  if (recorded.wanted) ctx.leases.retire(lease);
+  if (recorded.outcome === "revoked") return { refused: creditTokenInvalid() };
+  if (recorded.outcome === "closed") return { refused: settlementPending() };
+  return { headers: creditHeaders(spend.id, balance) };
 }
 
 /** What a credit-paid answer says of its payment: the spend's ledger reference and the balance left (micro-USD). */

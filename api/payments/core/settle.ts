@@ -30,13 +30,7 @@ export async function concludeClaim(
 ): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
   const { ledger, settings } = ctx;
   const { key } = claim;
-  if (claim.credit)
-    return concludeCredit(
-      ctx,
-      claim.credit.spend,
-      claim.credit.balance,
-      "answer" in outcome ? outcome.answer : undefined,
-    );
+  if (claim.credit) return concludeCredit(ctx, claim.credit, "answer" in outcome ? outcome.answer : undefined);
   if (claim.paid) {
     // Already charged on chain: the answer is the payer's, produced again; nothing is settled.
     if ("failed" in outcome) {

@@ -5,10 +5,11 @@ import type { PaymentRow } from "../../store/schema.ts";
 import type { Billing } from "../billing.ts";
 import type { Facilitator } from "../facilitator.ts";
 import type { PaymentHeaders } from "../header.ts";
-import type { Ledger, PaymentKey, Resolution, StoredAnswer } from "../ledger/ledger.ts";
+import type { LeaseSpend, Ledger, PaymentKey, Resolution, StoredAnswer } from "../ledger/ledger.ts";
 import type { PayerState } from "../local-verify.ts";
 import type { ReconcileChain } from "../reconcile.ts";
 import type { VerifiedPayment } from "../verify.ts";
+import type { Lease } from "./credit-leases.ts";
 
 // Defined beside the modules below the core that need them (requirements, free reads), which must not import the core.
 export type { PricedRoute, Reply } from "../priced-route.ts";
@@ -44,9 +45,15 @@ export type Claim = {
   deferred?: boolean;
   /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
   repays?: boolean;
-  /** Paid from prepaid credit (core/credit.ts): the spend holding the price, and the balance left after it (micro-USD). */
-  credit?: { spend: string; balance: bigint };
+  /**
+   * Paid from prepaid credit (core/credit.ts): the spend holding the price, and the balance left
+   * after it (micro-USD); `leased` when the price was taken from a lease (the spend is recorded once answered).
+   */
+  credit?: { spend: string; balance: bigint; leased?: LeasedCall };
 };
+
+/** A call paid from a lease: the lease, and the spend to record once answered. */
+export type LeasedCall = { lease: Lease; spend: Omit<LeaseSpend, "answer"> };
 
 /** Before the handler: a claimed payment to run on, or the reply to send instead. */
 export type Admission = { claim: Claim } | { reply: Reply };

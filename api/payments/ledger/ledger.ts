@@ -168,6 +168,35 @@ export type CreditHold =
   | { short: bigint }
   | { unknownToken: true };
 
+/** A lease to open: up to `want` of the owner's credit, and at least `least` (else nothing is taken). */
+export type NewLease = { id: string; owner: Address; want: bigint; least: bigint };
+
+/**
+ * A lease's opening: `leased` (`amount` taken; `balance` is the owner's whole balance, this lease
+ * included), or `short` (nothing taken): the lots' `balance`, and what other open leases still hold
+ * (`leased`, now asked back).
+ */
+export type LeaseOpening =
+  | { leased: { id: string; amount: bigint; balance: bigint; token: Address } }
+  | { short: { balance: bigint; leased: bigint } };
+
+/** A call paid from a lease, answered: recorded `spent` if its lease is open and its token (if any) still live. */
+export type LeaseSpend = {
+  id: string;
+  lease: string;
+  owner: Address;
+  /** The sha256 of the credit token it was paid by; null for a signed-in wallet. */
+  tokenHash: string | null;
+  route: string;
+  subject: string | null;
+  fingerprint: string;
+  amount: bigint;
+  answer: StoredAnswer;
+};
+
+/** A spend's recording: done, refused (its token was revoked), or too late (its lease was closed). */
+export type LeaseSpendOutcome = "recorded" | "revoked" | "closed";
+
 /** A purchase of credit, with its payment's status (spendable only once `settled`). */
 export type CreditLot = CreditLotRow & { status: PaymentStatus | null; transaction: string | null };
 
@@ -182,7 +211,7 @@ export type CreditSpending = { day: string; route: string; calls: number; amount
 export interface CreditLedger {
   /** The lot a purchase buys, written before its payment settles (spendable once it has). Idempotent per payment. */
   addLot(purchase: PaymentKey, amount: bigint, expiresAt: Date): Promise<void>;
-  /** What `owner` can spend now: its unexpired lots whose payment settled. */
+  /** What `owner` can spend now: its unexpired lots whose payment settled, and what its open leases have not spent. */
   balance(owner: Address): Promise<bigint>;
   hold(spend: NewSpend): Promise<CreditHold>;
   find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined>;
@@ -192,6 +221,14 @@ export interface CreditLedger {
   release(id: string): Promise<void>;
   /** Holds older than ABANDONED_AFTER_MS (their request died) are released; how many. */
   releaseAbandoned(): Promise<number>;
+  /** Takes a slice of the owner's balance in one write (soonest to expire first), or asks other open leases back. */
+  openLease(lease: NewLease): Promise<LeaseOpening>;
+  /** Records an answered call (the calls of a moment in one write): its outcome, and whether another replica wants its lease back. */
+  recordSpend(spend: LeaseSpend): Promise<{ outcome: LeaseSpendOutcome; wanted: boolean }>;
+  /** Closes the lease: what it did not spend goes back to its lots (latest to expire first). What went back. */
+  closeLease(id: string): Promise<bigint>;
+  /** Leases not renewed for ABANDONED_AFTER_MS (their replica died) are closed; how many. */
+  closeAbandonedLeases(): Promise<number>;
   lots(owner: Address): Promise<CreditLot[]>;
   spending(owner: Address): Promise<CreditSpending[]>;
   /** The latest spends, newest first (each its ledger reference). */

@@ -1,12 +1,17 @@
 import type { Address } from "../../../config/addresses.ts";
-import type { CreditLotRow, CreditSpendRow, PaymentRow } from "../../store/schema.ts";
+import { minUnits } from "../../money.ts";
+import type { CreditLeaseRow, CreditLotRow, CreditSpendRow, PaymentRow } from "../../store/schema.ts";
 import { type SpendEvent, spendAllows } from "../credit-lifecycle.ts";
-import { ABSENT } from "../lifecycle.ts";
+import { ABANDONED_AFTER_MS, ABSENT } from "../lifecycle.ts";
 import {
   type CreditHold,
   type CreditLedger,
   type CreditSpending,
   keyId,
+  type LeaseOpening,
+  type LeaseSpend,
+  type LeaseSpendOutcome,
+  type NewLease,
   type NewSpend,
   type PaymentKey,
 } from "./ledger.ts";
@@ -19,6 +24,7 @@ import {
 export class MemoryCredit implements CreditLedger {
   private readonly lotsByKey = new Map<string, CreditLotRow>();
   private readonly spends = new Map<string, CreditSpendRow>();
+  private readonly leases = new Map<string, CreditLeaseRow>();
   /** Live tokens: hash -> owner. */
   private readonly tokens = new Map<string, Address>();
 
@@ -28,10 +34,11 @@ export class MemoryCredit implements CreditLedger {
   ) {}
 
   /** Copies of every spend (a model test checks them). */
-  snapshot(): { lots: CreditLotRow[]; spends: CreditSpendRow[] } {
+  snapshot(): { lots: CreditLotRow[]; spends: CreditSpendRow[]; leases: CreditLeaseRow[] } {
     return {
       lots: [...this.lotsByKey.values()].map((l) => ({ ...l })),
       spends: [...this.spends.values()].map((s) => ({ ...s })),
+      leases: [...this.leases.values()].map((l) => ({ ...l })),
     };
   }
 
@@ -42,6 +49,32 @@ export class MemoryCredit implements CreditLedger {
       Object.assign(lot, { createdAt: back(lot.createdAt), expiresAt: back(lot.expiresAt) });
     for (const s of this.spends.values())
       Object.assign(s, { createdAt: back(s.createdAt), updatedAt: back(s.updatedAt) });
+    for (const l of this.leases.values())
+      Object.assign(l, { createdAt: back(l.createdAt), renewedAt: back(l.renewedAt) });
+  }
+
+  /** What the owner's open leases have not spent. */
+  private leasedOpen(owner: Address): bigint {
+    return [...this.leases.values()]
+      .filter((l) => l.owner === owner && l.closedAt === null)
+      .reduce((sum, l) => sum + BigInt(l.amount) - BigInt(l.spent), 0n);
+  }
+
+  /** Takes `amount` from the owner's spendable lots, soonest to expire first: the draws, and the token that gave most. */
+  private draw(lots: CreditLotRow[], amount: bigint): { draws: Record<string, string>; token: Address } {
+    const draws: Record<string, string> = {};
+    let left = amount;
+    let token: Address | undefined;
+    let largest = -1n;
+    for (const lot of lots) {
+      if (left === 0n) break;
+      const take = minUnits(BigInt(lot.remaining), left);
+      draws[keyId(lot as PaymentKey)] = take.toString();
+      lot.remaining = (BigInt(lot.remaining) - take).toString();
+      left -= take;
+      if (take > largest) [largest, token] = [take, lot.token as Address];
+    }
+    return { draws, token: token! };
   }
 
   private spendable(owner: Address): CreditLotRow[] {
@@ -75,7 +108,7 @@ export class MemoryCredit implements CreditLedger {
   }
 
   async balance(owner: Address): Promise<bigint> {
-    return this.spendable(owner).reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
+    return this.spendable(owner).reduce((sum, lot) => sum + BigInt(lot.remaining), 0n) + this.leasedOpen(owner);
   }
 
   async hold(spend: NewSpend): Promise<CreditHold> {
@@ -86,18 +119,7 @@ export class MemoryCredit implements CreditLedger {
     const lots = this.spendable(owner);
     const before = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
     if (before < spend.amount) return { short: before };
-    const draws: Record<string, string> = {};
-    let left = spend.amount;
-    let token: Address | undefined;
-    let largest = -1n;
-    for (const lot of lots) {
-      if (left === 0n) break;
-      const take = BigInt(lot.remaining) < left ? BigInt(lot.remaining) : left;
-      draws[keyId(lot as PaymentKey)] = take.toString();
-      lot.remaining = (BigInt(lot.remaining) - take).toString();
-      left -= take;
-      if (take > largest) [largest, token] = [take, lot.token as Address];
-    }
+    const { draws, token } = this.draw(lots, spend.amount);
     const at = new Date(this.now());
     const { payer: _, ...columns } = spend;
     const row: CreditSpendRow = {
@@ -105,6 +127,7 @@ export class MemoryCredit implements CreditLedger {
       owner,
       amount: spend.amount.toString(),
       draws,
+      lease: null,
       status: "held",
       responseStatus: null,
       responseType: null,
@@ -113,7 +136,7 @@ export class MemoryCredit implements CreditLedger {
       updatedAt: at,
     };
     this.spends.set(spend.id, row);
-    return { held: { ...row }, balance: before - spend.amount, token: token! };
+    return { held: { ...row }, balance: before - spend.amount, token };
   }
 
   async find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined> {
@@ -137,7 +160,7 @@ export class MemoryCredit implements CreditLedger {
     const row = this.spends.get(id);
     if (!this.allowed(row, event)) return false;
     this.spends.delete(id);
-    for (const [lot, amount] of Object.entries(row!.draws)) {
+    for (const [lot, amount] of Object.entries(row!.draws ?? {})) {
       const stored = this.lotsByKey.get(lot);
       if (stored) stored.remaining = (BigInt(stored.remaining) + BigInt(amount)).toString();
     }
@@ -150,6 +173,92 @@ export class MemoryCredit implements CreditLedger {
 
   async releaseAbandoned(): Promise<number> {
     return [...this.spends.keys()].filter((id) => this.giveBack(id, "abandoned")).length;
+  }
+
+  async openLease(lease: NewLease): Promise<LeaseOpening> {
+    const lots = this.spendable(lease.owner);
+    const balance = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
+    const others = this.leasedOpen(lease.owner);
+    if (balance < lease.least) {
+      for (const l of this.leases.values()) if (l.owner === lease.owner && l.closedAt === null) l.wanted = true;
+      return { short: { balance, leased: others } };
+    }
+    const amount = minUnits(balance, lease.want);
+    const { draws, token } = this.draw(lots, amount);
+    const at = new Date(this.now());
+    this.leases.set(lease.id, {
+      id: lease.id,
+      owner: lease.owner,
+      amount: amount.toString(),
+      spent: "0",
+      draws,
+      wanted: false,
+      createdAt: at,
+      renewedAt: at,
+      closedAt: null,
+    });
+    return { leased: { id: lease.id, amount, balance: balance + others, token } };
+  }
+
+  async recordSpend(spend: LeaseSpend): Promise<{ outcome: LeaseSpendOutcome; wanted: boolean }> {
+    if (spend.tokenHash !== null && this.tokens.get(spend.tokenHash) !== spend.owner)
+      return { outcome: "revoked", wanted: false };
+    const lease = this.leases.get(spend.lease);
+    if (
+      !lease ||
+      lease.closedAt !== null ||
+      BigInt(lease.spent) + spend.amount > BigInt(lease.amount) ||
+      !this.allowed(this.spends.get(spend.id), "recorded")
+    )
+      return { outcome: "closed", wanted: false };
+    const at = new Date(this.now());
+    Object.assign(lease, { spent: (BigInt(lease.spent) + spend.amount).toString(), renewedAt: at });
+    this.spends.set(spend.id, {
+      id: spend.id,
+      owner: spend.owner,
+      route: spend.route,
+      subject: spend.subject,
+      fingerprint: spend.fingerprint,
+      paymentId: null,
+      amount: spend.amount.toString(),
+      draws: null,
+      lease: spend.lease,
+      status: "spent",
+      responseStatus: spend.answer.status,
+      responseType: spend.answer.type,
+      responseBody: null,
+      createdAt: at,
+      updatedAt: at,
+    });
+    return { outcome: "recorded", wanted: lease.wanted };
+  }
+
+  /** Closes an open lease: what it did not spend goes back to its lots, latest to expire first. Null if not open. */
+  private close(id: string, abandonedOnly: boolean): bigint | null {
+    const lease = this.leases.get(id);
+    if (!lease || lease.closedAt !== null) return null;
+    if (abandonedOnly && this.now() - lease.renewedAt.getTime() <= ABANDONED_AFTER_MS) return null;
+    lease.closedAt = new Date(this.now());
+    const back = BigInt(lease.amount) - BigInt(lease.spent);
+    let left = back;
+    const drawn = [...this.lotsByKey.values()]
+      .filter((lot) => keyId(lot as PaymentKey) in lease.draws)
+      .sort((a, b) => b.expiresAt.getTime() - a.expiresAt.getTime() || b.nonce.localeCompare(a.nonce));
+    for (const lot of drawn) {
+      const d = BigInt(lease.draws[keyId(lot as PaymentKey)]!);
+      const give = minUnits(d, left);
+      lot.remaining = (BigInt(lot.remaining) + give).toString();
+      left -= give;
+    }
+    return back;
+  }
+
+  async closeLease(id: string): Promise<bigint> {
+    return this.close(id, false) ?? 0n;
+  }
+
+  async closeAbandonedLeases(): Promise<number> {
+    return [...this.leases.keys()].filter((id) => this.close(id, true) !== null).length;
   }
 
   async lots(owner: Address) {

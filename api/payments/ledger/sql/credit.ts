@@ -1,11 +1,12 @@
-import { and, desc, eq, getTableName, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, getTableName, gt, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
+import { minUnits } from "../../../money.ts";
 import { coalesced } from "../../../store/coalesce.ts";
-import { creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
+import { creditLease, creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
 import { type SpendEvent, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
 import { ABANDONED_AFTER_MS } from "../../lifecycle.ts";
-import type { CreditLedger, StoredAnswer } from "../ledger.ts";
+import type { CreditLedger, LeaseSpend, LeaseSpendOutcome, StoredAnswer } from "../ledger.ts";
 import { batch, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
 
 const spendRowOf = rowMapper(creditSpend);
@@ -92,12 +93,143 @@ const SPENT = statement(sql`
     response_body = case when ${creditSpend.paymentId} is null then null else v.response_body end, updated_at = now()
   from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}`);
 
+/** What the owner's open leases have not spent (counted in its balance). */
+const leasedOpen = (owner: Address | SQL) => sql`
+  (select coalesce(sum(${creditLease.amount} - ${creditLease.spent}), 0) from ${creditLease}
+    where ${creditLease.owner} = ${owner} and ${creditLease.closedAt} is null)`;
+
+/**
+ * A lease's opening, $1..$4: want, least, owner, id. The owner's spendable lots are locked in the
+ * order every hold takes them, up to `want` is drawn (soonest to expire first) if they hold at
+ * least `least`, and the lease is inserted; else the owner's other open leases are asked back.
+ */
+const LEASE = statement(sql`
+  with locked as (
+    select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
+    from ${creditLot} where ${spendable(sql.raw("$3::text"))} and ${creditLot.remaining} > 0
+    order by ${creditLot.expiresAt}, ${creditLot.nonce} for update of ${sql.identifier(getTableName(creditLot))}),
+  ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
+  total as (select coalesce(sum(remaining), 0) as balance from locked),
+  take as (select least(balance, $1::numeric) as amount from total where balance >= $2::numeric),
+  draw as (
+    select token, payer, nonce, least(remaining, take.amount - (upto - remaining)) as amount
+    from ranked, take where upto - remaining < take.amount),
+  ins as (
+    insert into ${creditLease} (id, owner, amount, draws)
+    select $4::text, $3::text, take.amount,
+      (select jsonb_object_agg(token || ':' || payer || ':' || nonce, amount::text) from draw)
+    from take returning id),
+  debit as (
+    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
+    where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins)
+    returning 1),
+  asked as (
+    update ${creditLease} l set wanted = true
+    where l.owner = $3::text and l.closed_at is null and not exists (select 1 from ins)
+    returning l.amount - l.spent as open)
+  select total.balance::text as balance, (select amount from take)::text as leased,
+    (select token from draw order by amount desc limit 1) as first_token,
+    ${leasedOpen(sql.raw("$3::text"))}::text as others, (select count(*) from debit)::int as debited
+  from total`);
+
+type Recorded = LeaseSpend;
+const RECORDS = batch<Recorded>(
+  [
+    { name: "id", type: "text", of: (s) => s.id },
+    { name: "lease", type: "text", of: (s) => s.lease },
+    { name: "owner", type: "text", of: (s) => s.owner },
+    { name: "token_hash", type: "text", of: (s) => s.tokenHash },
+    { name: "route", type: "text", of: (s) => s.route },
+    { name: "subject", type: "text", of: (s) => s.subject },
+    { name: "fingerprint", type: "text", of: (s) => s.fingerprint },
+    { name: "amount", type: "numeric", of: (s) => s.amount.toString() },
+    { name: "response_status", type: "integer", of: (s) => s.answer.status },
+    { name: "response_type", type: "text", of: (s) => s.answer.type },
+  ],
+  true,
+);
+/**
+ * Answered calls paid from leases, in one statement: a call whose token was revoked is not
+ * recorded; the others' leases are bumped (renewed) if still open and not overspent, and only the
+ * calls of a bumped lease are inserted `spent`. A close waits for this row lock, then gives back
+ * what the lease did not spend, these calls counted.
+ */
+const RECORD = statement(sql`
+  with v as (select * from ${RECORDS.from}),
+  live as (
+    select v.* from v left join ${creditToken} t on t.hash = v.token_hash
+    where v.token_hash is null or (t.owner = v.owner and t.revoked_at is null)),
+  per as (select lease, sum(amount) as amount from live group by lease),
+  bumped as (
+    update ${creditLease} l set spent = l.spent + per.amount, renewed_at = now() from per
+    where l.id = per.lease and l.closed_at is null and l.spent + per.amount <= l.amount
+    returning l.id, l.wanted),
+  ins as (
+    insert into ${creditSpend} (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
+    select id, owner, route, subject, fingerprint, amount, lease, ${sql.raw(`'${spendTarget("recorded")}'`)}, response_status, response_type
+    from live where lease in (select id from bumped)
+    returning id)
+  select case when v.id in (select id from ins) then 'recorded'
+      when v.id in (select id from live) then 'closed' else 'revoked' end as outcome,
+    coalesce((select wanted from bumped where bumped.id = v.lease), false) as wanted
+  from v order by v.i`);
+
 /** Prepaid credit in the service store (api/payments/credit-lifecycle.ts). */
 export function sqlCredit(store: Store): CreditLedger {
   const spentRows = coalesced(async (items: Spent[]): Promise<void[]> => {
     await queryPrepared(await store, "credit_spent", SPENT, SPENTS.values(items));
     return items.map(() => undefined);
   });
+  const recordRows = coalesced(async (items: Recorded[]) =>
+    (
+      await queryPrepared<{ outcome: LeaseSpendOutcome; wanted: boolean }>(
+        await store,
+        "credit_record",
+        RECORD,
+        RECORDS.values(items),
+      )
+    ).map(({ outcome, wanted }) => ({ outcome, wanted })),
+  );
+
+  /**
+   * Closes one open lease (`guard` holding) in one transaction: the owner's lots are locked first,
+   * in the order holds and openings take them (no deadlock), then the lease (after any recording
+   * holding it), and what it did not spend goes back to its lots, latest to expire first.
+   */
+  const close = async (id: string, guard: SQL): Promise<bigint | null> =>
+    (await store).transaction(async (tx) => {
+      const [lease] = rowsOf<{ owner: string }>(
+        await tx.execute(
+          sql`select ${creditLease.owner} from ${creditLease} where ${creditLease.id} = ${id} and ${creditLease.closedAt} is null`,
+        ),
+      );
+      if (!lease) return null;
+      const lots = rowsOf<{ token: string; payer: string; nonce: string }>(
+        await tx.execute(sql`
+          select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce} from ${creditLot}
+          where ${creditLot.payer} = ${lease.owner} order by ${creditLot.expiresAt}, ${creditLot.nonce} for update`),
+      );
+      const [closed] = rowsOf<{ back: string; draws: Record<string, string> }>(
+        await tx.execute(sql`
+          update ${creditLease} set closed_at = now()
+          where ${creditLease.id} = ${id} and ${creditLease.closedAt} is null and ${guard}
+          returning (amount - spent)::text as back, draws`),
+      );
+      if (!closed) return null;
+      const back = BigInt(closed.back);
+      let left = back;
+      for (const lot of lots.reverse()) {
+        const drawn = BigInt(closed.draws[`${lot.token}:${lot.payer}:${lot.nonce}`] ?? 0);
+        const give = minUnits(drawn, left);
+        if (give === 0n) continue;
+        await tx.execute(sql`
+          update ${creditLot} set remaining = remaining + ${give.toString()}::numeric
+          where ${creditLot.token} = ${lot.token} and ${creditLot.payer} = ${lot.payer} and ${creditLot.nonce} = ${lot.nonce}`);
+        left -= give;
+      }
+      return back;
+    });
+
   return {
     async addLot(purchase, amount, expiresAt) {
       await (await store)
@@ -108,7 +240,7 @@ export function sqlCredit(store: Store): CreditLedger {
 
     async balance(owner) {
       const [row] = await (await store)
-        .select({ balance: sql<string>`coalesce(sum(${creditLot.remaining}), 0)` })
+        .select({ balance: sql<string>`coalesce(sum(${creditLot.remaining}), 0) + ${leasedOpen(owner)}` })
         .from(creditLot)
         .where(spendable(owner));
       return BigInt(row?.balance ?? 0);
@@ -165,6 +297,36 @@ export function sqlCredit(store: Store): CreditLedger {
         releasing(sql`${spendGuard("abandoned")} and ${creditSpend.updatedAt} < ${before}`),
       );
       return Number(rowsOf<{ released: number }>(result)[0]?.released ?? 0);
+    },
+
+    async openLease(lease) {
+      const [row] = await queryPrepared<{
+        balance: string;
+        leased: string | null;
+        first_token: Address | null;
+        others: string;
+      }>(await store, "credit_lease", LEASE, [lease.want.toString(), lease.least.toString(), lease.owner, lease.id]);
+      const balance = BigInt(row!.balance);
+      const others = BigInt(row!.others);
+      if (row!.leased === null) return { short: { balance, leased: others } };
+      return {
+        leased: { id: lease.id, amount: BigInt(row!.leased), balance: balance + others, token: row!.first_token! },
+      };
+    },
+
+    recordSpend: (spend) => recordRows(spend),
+
+    closeLease: async (id) => (await close(id, sql`true`)) ?? 0n,
+
+    async closeAbandonedLeases() {
+      const before = new Date(Date.now() - ABANDONED_AFTER_MS);
+      const stale = await (await store)
+        .select({ id: creditLease.id })
+        .from(creditLease)
+        .where(and(isNull(creditLease.closedAt), lt(creditLease.renewedAt, before)));
+      let closed = 0;
+      for (const { id } of stale) if ((await close(id, sql`${creditLease.renewedAt} < ${before}`)) !== null) closed++;
+      return closed;
     },
 
     async lots(owner) {

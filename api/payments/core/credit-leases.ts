@@ -1,0 +1,127 @@
+import { randomUUID } from "node:crypto";
+import type { Address } from "../../../config/addresses.ts";
+import { firstLine, sleep } from "../../../shared/async.ts";
+import { log } from "../../../shared/log.ts";
+import type { CreditLedger } from "../ledger/ledger.ts";
+
+// Calls paid from credit without a Payment-Identifier take their price from a lease: a slice of
+// the owner's balance this replica drew in one write. The price is taken in memory (no write
+// before the handler), and the call is recorded `spent` in one batched, durable write before its
+// answer leaves; a call that fails gives its price back to the lease. A lease goes back to the
+// lots (what it did not spend) when it has been idle LEASE_IDLE_MS, when another replica finds
+// the lots short, or at shutdown; if its replica dies, the sweep closes it after ABANDONED_AFTER_MS.
+
+/** A lease is sized for this many calls at the price of the call that opens it. */
+const LEASE_CALLS = 16n;
+/** An idle lease goes back after this long: credit is not held away from other replicas for longer. */
+const LEASE_IDLE_MS = 1_000;
+/** A call that finds the lots short waits this long for leases held elsewhere to come back before it is refused. */
+const LEASE_WAIT_MS = 5_000;
+const POLL_MS = 50;
+
+/** A lease this replica holds. `left` is what it may still take; `taken` what its calls took, answered or running. */
+export type Lease = {
+  id: string;
+  owner: Address;
+  token: Address;
+  left: bigint;
+  taken: bigint;
+  /** The owner's balance when it was opened, this lease included. */
+  balance: bigint;
+  inflight: number;
+  /** No new call takes from it; it closes when its last call ends. */
+  retiring: boolean;
+  idle?: NodeJS.Timeout;
+};
+
+/** An opening that found the lots short: their balance, and what other open leases hold. */
+type Short = { balance: bigint; leased: bigint };
+
+/** The price taken from a lease: the lease, and the owner's balance after it as this replica knows it. */
+export type LeaseTake = { lease: Lease; balance: bigint } | { short: bigint };
+
+export class CreditLeases {
+  /** The lease each owner's calls take from now. */
+  private readonly current = new Map<Address, Lease>();
+  /** Openings under way: the calls of one owner share one. */
+  private readonly opening = new Map<Address, Promise<Short | undefined>>();
+  /** Every lease not yet closed (current and retiring). */
+  private readonly open = new Set<Lease>();
+
+  constructor(private readonly ledger: CreditLedger) {}
+
+  /** Takes `price` from the owner's lease, opening one when it has too little; `short` (the owner's whole balance) when the credit is. */
+  async take(owner: Address, price: bigint): Promise<LeaseTake> {
+    const deadline = Date.now() + LEASE_WAIT_MS;
+    for (;;) {
+      const lease = this.current.get(owner);
+      if (lease && lease.left >= price) {
+        lease.left -= price;
+        lease.taken += price;
+        lease.inflight++;
+        clearTimeout(lease.idle);
+        return { lease, balance: lease.balance - lease.taken };
+      }
+      if (lease) this.retire(lease);
+      const opened = await (this.opening.get(owner) ?? this.openFor(owner, price));
+      if (opened === undefined) continue;
+      // Units held by leases (here or on another replica) come back when their calls end, or are spent.
+      if (opened.balance + opened.leased >= price && Date.now() < deadline) {
+        await sleep(POLL_MS);
+        continue;
+      }
+      return { short: opened.balance + opened.leased };
+    }
+  }
+
+  /** The call's price was spent (its answer recorded) or not (it failed, or its recording was refused): given back to the lease. */
+  finish(lease: Lease, price: bigint, spent: boolean): void {
+    lease.inflight--;
+    if (!spent) {
+      lease.left += price;
+      lease.taken -= price;
+    }
+    if (lease.inflight > 0) return;
+    if (lease.retiring) void this.close(lease);
+    else lease.idle = setTimeout(() => this.retire(lease), LEASE_IDLE_MS).unref();
+  }
+
+  /** No new call takes from this lease; it goes back once its calls end (another replica wants it, or it ran short). */
+  retire(lease: Lease): void {
+    lease.retiring = true;
+    if (this.current.get(lease.owner) === lease) this.current.delete(lease.owner);
+    if (lease.inflight === 0) void this.close(lease);
+  }
+
+  /** At shutdown, once no call runs: every lease goes back. */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.open].map((lease) => this.close(lease)));
+  }
+
+  /** Opens a lease for `owner` (shared by its calls meanwhile): undefined when it did, else the lots' balance and what other leases hold. */
+  private openFor(owner: Address, price: bigint): Promise<Short | undefined> {
+    const opening = (async () => {
+      const opened = await this.ledger.openLease({ id: randomUUID(), owner, want: price * LEASE_CALLS, least: price });
+      if ("short" in opened) return opened.short;
+      const { id, amount, balance, token } = opened.leased;
+      const lease: Lease = { id, owner, token, left: amount, taken: 0n, balance, inflight: 0, retiring: false };
+      this.open.add(lease);
+      this.current.set(owner, lease);
+      return undefined;
+    })().finally(() => this.opening.delete(owner));
+    this.opening.set(owner, opening);
+    return opening;
+  }
+
+  private async close(lease: Lease): Promise<void> {
+    if (!this.open.delete(lease)) return;
+    clearTimeout(lease.idle);
+    if (this.current.get(lease.owner) === lease) this.current.delete(lease.owner);
+    // A close the store refuses now is made by the sweep, once the lease is abandoned.
+    await this.ledger
+      .closeLease(lease.id)
+      .catch((error) =>
+        log.warn(`[payments] credit lease ${lease.id} not closed (the sweep will): ${firstLine(error)}`),
+      );
+  }
+}
