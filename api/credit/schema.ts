@@ -32,7 +32,9 @@ const lotSchema = z.object({
   purchase: z.string().describe("Ledger reference of the payment that bought it (token:payer:nonce)"),
   transaction: z.string().nullable(),
   amount: usd("Bought"),
-  remaining: usd("Left"),
+  remaining: usd(
+    "Left in this purchase. Credit a replica is spending right now (a lease, for seconds) is not counted here, and is in `balance`",
+  ),
   purchasedAt: z.string(),
   expiresAt: z.string(),
   status: z
