@@ -192,6 +192,34 @@ describe("prepaid credit", () => {
     expect(world.ledger.credit.snapshot().leases.map((l) => [l.spent, l.closedAt !== null])).toEqual([["0", true]]);
   });
 
+  it("refuses a call whose lease was closed under it (503, nothing taken), and pays the next from a new lease", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    await buyCredit(world, core, 100_000n);
+    const first = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await core.conclude(SCREEN, screenWith({}), first, { answer: ANSWER });
+    // This replica stalls past ABANDONED_AFTER_MS with a call running: another replica's sweep closes its lease.
+    const stalled = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    world.ledger.age(ABANDONED_AFTER_MS + 1_000);
+    expect(await world.ledger.credit.closeAbandonedLeases()).toBe(1);
+    const refused = await core.conclude(SCREEN, screenWith({}), stalled, { answer: ANSWER });
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+      503,
+      "settlement_unavailable",
+    ]);
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    const next = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    expect("headers" in (await core.conclude(SCREEN, screenWith({}), next, { answer: ANSWER }))).toBe(true);
+    expect(await world.ledger.credit.balance(owner)).toBe(80_000n);
+    // The closed lease kept its one recorded call; the new one has the next.
+    expect(
+      world.ledger.credit.snapshot().leases.map((l) => [l.spent, l.closedAt === null ? "open" : "closed"]),
+    ).toEqual([
+      ["10000", "closed"],
+      ["10000", "open"],
+    ]);
+  });
+
   it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {
     const world = new World("before-remote");
     const [a, b] = [world.core(), world.core()];

@@ -15,6 +15,7 @@ import type { CoreContext } from "./context.ts";
 import { MAX_ROUNDS } from "./decide.ts";
 import {
   creditInsufficient,
+  creditLeaseClosed,
   creditTokenInvalid,
   paymentIdReused,
   sanctionedPayer,
@@ -254,9 +255,10 @@ async function concludeLeased(
     throw error;
   }
   ctx.leases.finish(lease, spend.amount, recorded.outcome === "recorded");
-  if (recorded.wanted) ctx.leases.retire(lease);
+  // Wanted elsewhere, or closed under this replica (the sweep took it): the next call opens another.
+  if (recorded.wanted || recorded.outcome === "closed") ctx.leases.retire(lease);
   if (recorded.outcome === "revoked") return { refused: creditTokenInvalid() };
-  if (recorded.outcome === "closed") return { refused: settlementPending() };
+  if (recorded.outcome === "closed") return { refused: creditLeaseClosed() };
   return { headers: creditHeaders(spend.id, balance) };
 }
 
