@@ -58,6 +58,22 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     return { ledger, open };
   };
 
+  /** Eight callers make `call` again and again until the server dies under them, 300 ms in. */
+  const crashMidTraffic = async (call: () => Promise<void>) => {
+    const callers = Array.from({ length: 8 }, async () => {
+      for (;;) {
+        try {
+          await call();
+        } catch {
+          return;
+        }
+      }
+    });
+    await sleep(300);
+    await postgres!.crash();
+    await Promise.all(callers);
+  };
+
   it("keeps every spend whose answer was stored, and every unit: holds taken before a stored answer survive with it", async () => {
     const { ledger, open } = await bought();
     const hold = async () => {
@@ -79,21 +95,12 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     await ledger.credit.spent(answered[0]!, ANSWER);
     // Calls in flight when the server dies: an answer leaves once its spent write returned.
     let holds = 2;
-    const calls = Array.from({ length: 8 }, async () => {
-      for (;;) {
-        try {
-          const id = await hold();
-          holds++;
-          await ledger.credit.spent(id, ANSWER);
-          answered.push(id);
-        } catch {
-          return;
-        }
-      }
+    await crashMidTraffic(async () => {
+      const id = await hold();
+      holds++;
+      await ledger.credit.spent(id, ANSWER);
+      answered.push(id);
     });
-    await sleep(300);
-    await postgres!.crash();
-    await Promise.all(calls);
     expect(answered.length).toBeGreaterThan(1);
 
     // What a replica started after the crash finds.
@@ -125,30 +132,21 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
       leased: { amount: BOUGHT / 2n },
     });
     const answered: string[] = [];
-    const calls = Array.from({ length: 8 }, async () => {
-      for (;;) {
-        const id = randomUUID();
-        try {
-          const { outcome } = await ledger.credit.recordSpend({
-            id,
-            lease,
-            owner: OWNER,
-            tokenHash: null,
-            route: "POST /api/lender/screen",
-            subject: null,
-            fingerprint: "f",
-            amount: PRICE,
-            answer: ANSWER,
-          });
-          if (outcome === "recorded") answered.push(id);
-        } catch {
-          return;
-        }
-      }
+    await crashMidTraffic(async () => {
+      const id = randomUUID();
+      const { outcome } = await ledger.credit.recordSpend({
+        id,
+        lease,
+        owner: OWNER,
+        tokenHash: null,
+        route: "POST /api/lender/screen",
+        subject: null,
+        fingerprint: "f",
+        amount: PRICE,
+        answer: ANSWER,
+      });
+      if (outcome === "recorded") answered.push(id);
     });
-    await sleep(300);
-    await postgres!.crash();
-    await Promise.all(calls);
     expect(answered.length).toBeGreaterThan(1);
 
     const after = await open();
