@@ -59,6 +59,8 @@ export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
  * use the partial indexes below.
  */
 export const OPEN_STATUSES = "'pending', 'queued', 'settling', 'failed', 'used_elsewhere'";
+/** The partial index payment_open_deferred's predicate: deferred rows open or possibly a debt (the exposure caps read them). */
+export const OPEN_DEFERRED_ROWS = `deferred and repaid_by is null and status in (${OPEN_STATUSES})`;
 
 export const payment = service.table(
   "payment",
@@ -124,9 +126,7 @@ export const payment = service.table(
     index("payment_open_payer")
       .on(t.payer, t.token)
       .where(sql.raw(`status in (${OPEN_STATUSES})`)),
-    index("payment_open_deferred")
-      .on(t.payer)
-      .where(sql.raw(`deferred and repaid_by is null and status in (${OPEN_STATUSES})`)),
+    index("payment_open_deferred").on(t.payer).where(sql.raw(OPEN_DEFERRED_ROWS)),
     index("payment_status_updated").on(t.status, t.updatedAt),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
