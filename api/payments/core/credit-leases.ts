@@ -19,15 +19,14 @@ const LEASE_IDLE_MS = 1_000;
 const LEASE_WAIT_MS = 5_000;
 const POLL_MS = 50;
 
-/** A lease this replica holds. `left` is what it may still take; `taken` what its calls took, answered or running. */
+/** A lease this replica holds. `left` is what its calls may still take (answered or running ones took the rest). */
 export type Lease = {
   id: string;
   owner: Address;
   token: Address;
   left: bigint;
-  taken: bigint;
-  /** The owner's balance when it was opened, this lease included. */
-  balance: bigint;
+  /** The owner's balance outside this lease when it was opened: its balance now, as this replica knows it, is this plus `left`. */
+  beyond: bigint;
   inflight: number;
   /** No new call takes from it; it closes when its last call ends. */
   retiring: boolean;
@@ -57,10 +56,9 @@ export class CreditLeases {
       const lease = this.current.get(owner);
       if (lease && lease.left >= price) {
         lease.left -= price;
-        lease.taken += price;
         lease.inflight++;
         clearTimeout(lease.idle);
-        return { lease, balance: lease.balance - lease.taken };
+        return { lease, balance: lease.beyond + lease.left };
       }
       if (lease) this.retire(lease);
       const opened = await (this.opening.get(owner) ?? this.openFor(owner, price));
@@ -77,10 +75,7 @@ export class CreditLeases {
   /** The call's price was spent (its answer recorded) or not (it failed, or its recording was refused): given back to the lease. */
   finish(lease: Lease, price: bigint, spent: boolean): void {
     lease.inflight--;
-    if (!spent) {
-      lease.left += price;
-      lease.taken -= price;
-    }
+    if (!spent) lease.left += price;
     if (lease.inflight > 0) return;
     if (lease.retiring) void this.close(lease);
     else lease.idle = setTimeout(() => this.retire(lease), LEASE_IDLE_MS).unref();
@@ -104,7 +99,7 @@ export class CreditLeases {
       const opened = await this.ledger.openLease({ id: randomUUID(), owner, want: price * LEASE_CALLS, least: price });
       if ("short" in opened) return opened.short;
       const { id, amount, balance, token } = opened.leased;
-      const lease: Lease = { id, owner, token, left: amount, taken: 0n, balance, inflight: 0, retiring: false };
+      const lease: Lease = { id, owner, token, left: amount, beyond: balance - amount, inflight: 0, retiring: false };
       this.open.add(lease);
       this.current.set(owner, lease);
       return undefined;

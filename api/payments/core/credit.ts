@@ -161,8 +161,8 @@ async function admitLeased(
   if (refusal) throw refusal;
   const taken = await ctx.leases.take(owner, route.microUsd);
   if ("short" in taken) {
-    // A revoked token is told so, not that its credit is short.
-    if (tokenHash && !(await ctx.ledger.credit.tokenOwner(tokenHash))) throw creditTokenInvalid();
+    // A revoked token is told so, not that its credit is short (one just looked up is live).
+    if (tokenHash && known && !(await ctx.ledger.credit.tokenOwner(tokenHash))) throw creditTokenInvalid();
     throw creditInsufficient(route, taken.short);
   }
   const { lease, balance } = taken;

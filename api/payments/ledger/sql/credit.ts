@@ -41,6 +41,31 @@ const releasing = (where: SQL) => sql`
   select (select count(*) from gone)::int as released`;
 
 /**
+ * The CTEs `locked` (the owner's spendable lots, locked soonest to expire first: the order every
+ * hold, opening and close takes them in, so that none deadlocks with another), `ranked` and
+ * `total` (their balance). `from` adds what `owner` is read from.
+ */
+const lockedLots = (owner: SQL, from: SQL = sql``) => sql`
+  locked as (
+    select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
+    from ${creditLot}${from} where ${spendable(owner)} and ${creditLot.remaining} > 0
+    order by ${creditLot.expiresAt}, ${creditLot.nonce} for update of ${sql.identifier(getTableName(creditLot))}),
+  ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
+  total as (select coalesce(sum(remaining), 0) as balance from locked)`;
+
+/** The CTE `draw`: what each locked lot gives of `amount`, soonest to expire first (none when `amount` is null). */
+const drawn = (amount: SQL) => sql`
+  draw as (
+    select token, payer, nonce, least(remaining, ${amount} - (upto - remaining)) as amount
+    from ranked where upto - remaining < ${amount})`;
+
+/** The CTE `debit`: the lots give what `draw` says, only if the statement's insert (`ins`) made its row. */
+const DEBIT = sql`
+  debit as (
+    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
+    where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins))`;
+
+/**
  * A hold's parameters, $1..$8: amount, owner or token hash, then the spend's columns.
  * Its commit does not wait for the disk (synchronous_commit off, for this transaction only): a
  * hold matters only once its answer leaves, and the spent write before that is a durable commit,
@@ -52,15 +77,8 @@ const HOLD = statement(sql`
   with unsynced as (select set_config('synchronous_commit', 'off', true)),
   who as (
     select coalesce($2::text, (select owner from ${creditToken} where hash = $3::text and revoked_at is null)) as owner),
-  locked as (
-    select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
-    from ${creditLot}, who where ${spendable(sql`who.owner`)} and ${creditLot.remaining} > 0
-    order by ${creditLot.expiresAt}, ${creditLot.nonce} for update of ${sql.identifier(getTableName(creditLot))}),
-  ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
-  draw as (
-    select token, payer, nonce, least(remaining, $1::numeric - (upto - remaining)) as amount
-    from ranked where upto - remaining < $1::numeric),
-  total as (select coalesce(sum(remaining), 0) as balance from locked),
+  ${lockedLots(sql`who.owner`, sql`, who`)},
+  ${drawn(sql`$1::numeric`)},
   ins as (
     insert into ${creditSpend} (id, owner, route, subject, fingerprint, payment_id, amount, draws, status)
     select $4::text, who.owner, $5::text, $6::text, $7::text, $8::text, $1::numeric,
@@ -68,10 +86,7 @@ const HOLD = statement(sql`
     from total, who where who.owner is not null and total.balance >= $1::numeric
     on conflict do nothing
     returning *),
-  debit as (
-    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
-    where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins)
-    returning 1)
+  ${DEBIT}
   select who.owner as who, total.balance::text as balance_before,
     (select token from draw order by amount desc limit 1) as first_token, ins.*
   from unsynced, who, total left join ins on true`);
@@ -104,36 +119,24 @@ const leasedOpen = (owner: Address | SQL) => sql`
  * least `least`, and the lease is inserted; else the owner's other open leases are asked back.
  */
 const LEASE = statement(sql`
-  with locked as (
-    select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce}, ${creditLot.remaining}, ${creditLot.expiresAt}
-    from ${creditLot} where ${spendable(sql.raw("$3::text"))} and ${creditLot.remaining} > 0
-    order by ${creditLot.expiresAt}, ${creditLot.nonce} for update of ${sql.identifier(getTableName(creditLot))}),
-  ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
-  total as (select coalesce(sum(remaining), 0) as balance from locked),
+  with ${lockedLots(sql.raw("$3::text"))},
   take as (select least(balance, $1::numeric) as amount from total where balance >= $2::numeric),
-  draw as (
-    select token, payer, nonce, least(remaining, take.amount - (upto - remaining)) as amount
-    from ranked, take where upto - remaining < take.amount),
+  ${drawn(sql`(select amount from take)`)},
   ins as (
     insert into ${creditLease} (id, owner, amount, draws)
     select $4::text, $3::text, take.amount,
       (select jsonb_object_agg(token || ':' || payer || ':' || nonce, amount::text) from draw)
     from take returning id),
-  debit as (
-    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
-    where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins)
-    returning 1),
+  ${DEBIT},
   asked as (
     update ${creditLease} l set wanted = true
-    where l.owner = $3::text and l.closed_at is null and not exists (select 1 from ins)
-    returning l.amount - l.spent as open)
+    where l.owner = $3::text and l.closed_at is null and not exists (select 1 from ins))
   select total.balance::text as balance, (select amount from take)::text as leased,
     (select token from draw order by amount desc limit 1) as first_token,
-    ${leasedOpen(sql.raw("$3::text"))}::text as others, (select count(*) from debit)::int as debited
+    ${leasedOpen(sql.raw("$3::text"))}::text as others
   from total`);
 
-type Recorded = LeaseSpend;
-const RECORDS = batch<Recorded>(
+const RECORDS = batch<LeaseSpend>(
   [
     { name: "id", type: "text", of: (s) => s.id },
     { name: "lease", type: "text", of: (s) => s.lease },
@@ -180,7 +183,7 @@ export function sqlCredit(store: Store): CreditLedger {
     await queryPrepared(await store, "credit_spent", SPENT, SPENTS.values(items));
     return items.map(() => undefined);
   });
-  const recordRows = coalesced(async (items: Recorded[]) =>
+  const recordRows = coalesced(async (items: LeaseSpend[]) =>
     (
       await queryPrepared<{ outcome: LeaseSpendOutcome; wanted: boolean }>(
         await store,
