@@ -501,7 +501,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         await purchase(50_000n, "settling");
         await purchase(70_000n, "failed");
         expect(await ledger.credit.balance(owner)).toBe(0n);
-        expect(await ledger.credit.hold(spend("s1", 10_000n))).toEqual({ short: 0n });
+        expect(await ledger.credit.hold(spend("s1", 10_000n))).toEqual({ short: { balance: 0n, leased: 0n } });
         await purchase(30_000n, "settled", 1);
         expect(await ledger.credit.balance(owner)).toBe(30_000n);
         expect(await ledger.credit.balance(b)).toBe(0n);
@@ -523,7 +523,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         const first = await held("s1", 20_000n);
         expect(first.balance).toBe(25_000n);
         expect(first.held.draws).toEqual({ [keyId(soon)]: "15000", [keyId(late)]: "5000" });
-        expect(await ledger.credit.hold(spend("s2", 30_000n))).toEqual({ short: 25_000n });
+        expect(await ledger.credit.hold(spend("s2", 30_000n))).toEqual({ short: { balance: 25_000n, leased: 0n } });
         expect(await ledger.credit.balance(owner)).toBe(25_000n);
       });
 
@@ -541,13 +541,16 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       it("keeps the price of a spent call, and gives back a released or abandoned one, once", async () => {
         await purchase(50_000n);
         await held("kept", 10_000n);
-        await ledger.credit.spent("kept", answer);
+        expect(await ledger.credit.spent("kept", answer)).toBe(true);
         await held("back", 10_000n);
         await ledger.credit.release("back");
         await ledger.credit.release("back");
         await ledger.credit.release("kept");
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
-        await ledger.credit.spent("back", answer);
+        expect(
+          await ledger.credit.spent("back", answer),
+          "a released hold is not spent: its answer must not leave",
+        ).toBe(false);
         // No Payment-Identifier, no retry can ask for the answer again: its body is not kept.
         expect(await ledger.credit.recent(owner, 10)).toEqual([
           expect.objectContaining({ id: "kept", status: "spent", responseStatus: answer.status, responseBody: null }),
@@ -556,6 +559,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.releaseAbandoned()).toBe(0);
         await elapse(ABANDONED_AFTER_MS + 1_000);
         expect(await ledger.credit.releaseAbandoned()).toBe(1);
+        expect(await ledger.credit.spent("dies", answer), "released as abandoned while its call ran").toBe(false);
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
         const [day] = await ledger.credit.spending(owner);
         expect(day).toMatchObject({ route: "POST /api/lender/screen", calls: 1, amount: 10_000n });
@@ -675,6 +679,31 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.openLease({ id: "B", owner, want: 20_000n, least: 10_000n })).toMatchObject({
           leased: { amount: 15_000n, balance: 15_000n },
         });
+      });
+
+      it("refuses a hold the lots are short for while a lease holds the credit, asks the lease back, and counts leases in a hold's balance", async () => {
+        await purchase(25_000n);
+        await ledger.credit.openLease({ id: "A", owner, want: 20_000n, least: 10_000n });
+        expect(await ledger.credit.hold(spend("h1", 10_000n))).toEqual({ short: { balance: 5_000n, leased: 20_000n } });
+        expect(await lots(), "nothing taken by a short hold").toEqual(["5000"]);
+        expect(await ledger.credit.recordSpend(leaseSpend("a1", "A", 10_000n))).toEqual({
+          outcome: "recorded",
+          wanted: true,
+        });
+        const small = await held("h2", 5_000n);
+        expect(small.balance, "the owner's balance: the lease's unspent 10,000").toBe(10_000n);
+        expect(await ledger.credit.balance(owner)).toBe(10_000n);
+      });
+
+      it("records the calls of one lease recorded at once in order while they fit, and refuses the rest", async () => {
+        await purchase(50_000n);
+        await ledger.credit.openLease({ id: "L", owner, want: 20_000n, least: 10_000n });
+        const recorded = await Promise.all(
+          ["r1", "r2", "r3"].map((id) => ledger.credit.recordSpend(leaseSpend(id, "L", 10_000n))),
+        );
+        expect(recorded.map((r) => r.outcome)).toEqual(["recorded", "recorded", "closed"]);
+        expect(await ledger.credit.closeLease("L"), "the lease was spent whole").toBe(0n);
+        expect(await ledger.credit.balance(owner)).toBe(30_000n);
       });
 
       it("refuses the recording of a call whose token was revoked, and closes the leases of a dead replica after ABANDONED_AFTER_MS", async () => {

@@ -220,6 +220,53 @@ describe("prepaid credit", () => {
     ]);
   });
 
+  it("refuses a held call whose hold was released under it (503, nothing taken); its retry under the same identifier is charged once", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    await buyCredit(world, core, 100_000n);
+    const paymentId = "pid_stalled_0123456789";
+    const stalled = claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId }), { wallet: owner }));
+    // This replica stalls past ABANDONED_AFTER_MS with the call running: another replica's sweep releases its hold.
+    world.ledger.age(ABANDONED_AFTER_MS + 1_000);
+    await world.core().reconcileUnresolved(0);
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+    const refused = await core.conclude(SCREEN, screenWith({ paymentId }), stalled, { answer: ANSWER });
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+      503,
+      "settlement_unavailable",
+    ]);
+    expect(await world.ledger.credit.balance(owner), "no answer left, nothing taken").toBe(100_000n);
+    const retry = claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId }), { wallet: owner }));
+    expect("headers" in (await core.conclude(SCREEN, screenWith({ paymentId }), retry, { answer: ANSWER }))).toBe(true);
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+  });
+
+  it("pays a call with a Payment-Identifier from credit a lease holds: the lease goes back, not a refusal", async () => {
+    const world = new World("before-remote");
+    const [a, b] = [world.core(), world.core()];
+    await buyCredit(world, a, 100_000n);
+    // Calls without an identifier: a's lease takes the whole balance (16 calls' worth is more).
+    const leased = claimOf(await a.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await a.conclude(SCREEN, screenWith({}), leased, { answer: ANSWER });
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    // On the same replica: its own lease goes back, and the hold takes from the lots.
+    const own = claimOf(
+      await a.admitCredit(SCREEN, screenWith({ paymentId: "pid_same_replica_0123" }), { wallet: owner }),
+    );
+    expect(own.credit?.balance).toBe(80_000n);
+    await a.conclude(SCREEN, screenWith({ paymentId: "pid_same_replica_0123" }), own, { answer: ANSWER });
+    // On another replica, while a's new lease holds the balance: a's lease is asked back, and b waits for it.
+    const again = claimOf(await a.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    const fromB = b.admitCredit(SCREEN, screenWith({ paymentId: "pid_other_replica_0123" }), { wallet: owner });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await a.conclude(SCREEN, screenWith({}), again, { answer: ANSWER });
+    const held = claimOf(await fromB);
+    expect(held.credit?.balance).toBe(60_000n);
+    await b.conclude(SCREEN, screenWith({ paymentId: "pid_other_replica_0123" }), held, { answer: ANSWER });
+    expect(await world.ledger.credit.balance(owner)).toBe(60_000n);
+    expect((await world.ledger.credit.recent(owner, 10)).length).toBe(4);
+  });
+
   it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {
     const world = new World("before-remote");
     const [a, b] = [world.core(), world.core()];

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Address } from "../../../config/addresses.ts";
 import { firstLine, sleep } from "../../../shared/async.ts";
 import { log } from "../../../shared/log.ts";
-import type { CreditLedger } from "../ledger/ledger.ts";
+import type { CreditLedger, CreditShort } from "../ledger/ledger.ts";
 
 // Calls paid from credit without a Payment-Identifier take their price from a lease: a slice of
 // the owner's balance this replica drew in one write. The price is taken in memory (no write
@@ -19,6 +19,9 @@ const LEASE_IDLE_MS = 1_000;
 const LEASE_WAIT_MS = 5_000;
 const POLL_MS = 50;
 
+/** Until when a call that finds the lots short may wait for leases to come back (LEASE_WAIT_MS from now). */
+export const leaseWaitDeadline = () => Date.now() + LEASE_WAIT_MS;
+
 /** A lease this replica holds. `left` is what its calls may still take (answered or running ones took the rest). */
 export type Lease = {
   id: string;
@@ -33,9 +36,6 @@ export type Lease = {
   idle?: NodeJS.Timeout;
 };
 
-/** An opening that found the lots short: their balance, and what other open leases hold. */
-type Short = { balance: bigint; leased: bigint };
-
 /** The price taken from a lease: the lease, and the owner's balance after it as this replica knows it. */
 export type LeaseTake = { lease: Lease; balance: bigint } | { short: bigint };
 
@@ -43,7 +43,7 @@ export class CreditLeases {
   /** The lease each owner's calls take from now. */
   private readonly current = new Map<Address, Lease>();
   /** Openings under way: the calls of one owner share one. */
-  private readonly opening = new Map<Address, Promise<Short | undefined>>();
+  private readonly opening = new Map<Address, Promise<CreditShort | undefined>>();
   /** Every lease not yet closed (current and retiring). */
   private readonly open = new Set<Lease>();
 
@@ -51,7 +51,7 @@ export class CreditLeases {
 
   /** Takes `price` from the owner's lease, opening one when it has too little; `short` (the owner's whole balance) when the credit is. */
   async take(owner: Address, price: bigint): Promise<LeaseTake> {
-    const deadline = Date.now() + LEASE_WAIT_MS;
+    const deadline = leaseWaitDeadline();
     for (;;) {
       const lease = this.current.get(owner);
       if (lease && lease.left >= price) {
@@ -62,14 +62,26 @@ export class CreditLeases {
       }
       if (lease) this.retire(lease);
       const opened = await (this.opening.get(owner) ?? this.openFor(owner, price));
-      if (opened === undefined) continue;
-      // Units held by leases (here or on another replica) come back when their calls end, or are spent.
-      if (opened.balance + opened.leased >= price && Date.now() < deadline) {
-        await sleep(POLL_MS);
-        continue;
-      }
+      if (opened === undefined || (await this.waitForLeases(opened, price, deadline))) continue;
       return { short: opened.balance + opened.leased };
     }
+  }
+
+  /** A hold found the owner's lots short: this replica's lease for it goes back (once its calls end). */
+  giveBack(owner: Address): void {
+    const lease = this.current.get(owner);
+    if (lease) this.retire(lease);
+  }
+
+  /**
+   * After the lots were found short: true (after POLL_MS) when the owner's open leases hold enough to
+   * make up `price` and `deadline` has not passed: units held by leases, here or on another replica,
+   * come back when their calls end (asked back, or idle), or are spent. False: refuse now.
+   */
+  async waitForLeases(short: CreditShort, price: bigint, deadline: number): Promise<boolean> {
+    if (short.balance + short.leased < price || Date.now() >= deadline) return false;
+    await sleep(POLL_MS);
+    return true;
   }
 
   /** The call's price was spent (its answer recorded) or not (it failed, or its recording was refused): given back to the lease. */
@@ -94,7 +106,7 @@ export class CreditLeases {
   }
 
   /** Opens a lease for `owner` (shared by its calls meanwhile): undefined when it did, else the lots' balance and what other leases hold. */
-  private openFor(owner: Address, price: bigint): Promise<Short | undefined> {
+  private openFor(owner: Address, price: bigint): Promise<CreditShort | undefined> {
     const opening = (async () => {
       const opened = await this.ledger.openLease({ id: randomUUID(), owner, want: price * LEASE_CALLS, least: price });
       if ("short" in opened) return opened.short;

@@ -8,14 +8,15 @@ import { hashCreditToken } from "../credit-token.ts";
 import { PaymentError } from "../errors.ts";
 import { fingerprintOf } from "../fingerprint.ts";
 import { paidRecently } from "../free-read.ts";
-import type { StoredAnswer } from "../ledger/ledger.ts";
+import type { CreditHold, NewSpend, StoredAnswer } from "../ledger/ledger.ts";
 import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
 import { checkCaller } from "../verify.ts";
 import type { CoreContext } from "./context.ts";
+import { leaseWaitDeadline } from "./credit-leases.ts";
 import { MAX_ROUNDS } from "./decide.ts";
 import {
+  creditGivenBack,
   creditInsufficient,
-  creditLeaseClosed,
   creditTokenInvalid,
   paymentIdReused,
   sanctionedPayer,
@@ -95,7 +96,7 @@ export async function admitCredit(
         continue;
       }
     }
-    const hold = await ctx.ledger.credit.hold({
+    const hold = await holdOrWait(ctx, route.microUsd, {
       id: randomUUID(),
       payer: who,
       route: route.name,
@@ -109,7 +110,7 @@ export async function admitCredit(
     if ("short" in hold) {
       // A payer who may not pay is told so rather than that its credit is short.
       const refusal = await checked;
-      throw refusal ?? creditInsufficient(route, hold.short);
+      throw refusal ?? creditInsufficient(route, hold.short.balance + hold.short.leased);
     }
     const owner = hold.held.owner as Address;
     if ("tokenHash" in who) rememberOwner(ctx, who.tokenHash, owner);
@@ -133,6 +134,20 @@ export async function admitCredit(
     };
   }
   throw settlementPending();
+}
+
+/**
+ * A hold, made again while the lots are short but open leases hold enough (this replica's own
+ * goes back, the others are asked back by the hold): refused only once LEASE_WAIT_MS has passed.
+ */
+async function holdOrWait(ctx: CoreContext, price: bigint, spend: NewSpend): Promise<CreditHold> {
+  const deadline = leaseWaitDeadline();
+  for (;;) {
+    const hold = await ctx.ledger.credit.hold(spend);
+    if (!("short" in hold)) return hold;
+    if ("owner" in spend.payer) ctx.leases.giveBack(spend.payer.owner);
+    if (!(await ctx.leases.waitForLeases(hold.short, price, deadline))) return hold;
+  }
 }
 
 /**
@@ -217,7 +232,8 @@ function rememberOwner(ctx: CoreContext, tokenHash: string, owner: Address): voi
 /**
  * After the handler of a credit claim: its answer stored (the price stays taken), or the price
  * given back. A leased call's spend is recorded before its answer leaves; a token revoked
- * meanwhile, or a lease closed under it (its replica stalled past ABANDONED_AFTER_MS), refuses it.
+ * meanwhile, or a hold released or a lease closed under it (its replica stalled past
+ * ABANDONED_AFTER_MS), refuses it.
  */
 export async function concludeCredit(
   ctx: CoreContext,
@@ -231,7 +247,8 @@ export async function concludeCredit(
     await ctx.ledger.credit.release(spend).catch(() => undefined);
     return { headers: {} };
   }
-  await ctx.ledger.credit.spent(spend, answer);
+  // Released under it (held past ABANDONED_AFTER_MS, the sweep gave the price back): not answered.
+  if (!(await ctx.ledger.credit.spent(spend, answer))) return { refused: creditGivenBack() };
   return { headers: creditHeaders(spend, balance) };
 }
 
@@ -258,7 +275,7 @@ async function concludeLeased(
   // Wanted elsewhere, or closed under this replica (the sweep took it): the next call opens another.
   if (recorded.wanted || recorded.outcome === "closed") ctx.leases.retire(lease);
   if (recorded.outcome === "revoked") return { refused: creditTokenInvalid() };
-  if (recorded.outcome === "closed") return { refused: creditLeaseClosed() };
+  if (recorded.outcome === "closed") return { refused: creditGivenBack() };
   return { headers: creditHeaders(spend.id, balance) };
 }
 

@@ -20,11 +20,14 @@ export const ledgerDown = () =>
     "The payment could not be taken right now (the service's ledger did not answer); nothing was charged. Retry with the same payment.",
   );
 
-/** A credit call whose lease was closed while it ran (its replica stalled past ABANDONED_AFTER_MS): its price was never taken. */
-export const creditLeaseClosed = () =>
+/**
+ * A credit call whose price went back while it ran (its replica stalled past ABANDONED_AFTER_MS and
+ * the sweep closed its lease or released its hold): it is not answered, and nothing was taken.
+ */
+export const creditGivenBack = () =>
   new PaymentError(
     "settlement_unavailable",
-    "This call's credit could not be recorded (the slice of your credit it was paid from was given back while it ran); nothing was taken. Send the call again.",
+    "This call's credit could not be recorded (what it was paid from was given back to your credit while it ran, as for a call that stalled); nothing was taken. Send the call again.",
   );
 
 /** A payment-identifier retry whose request is not the one the identifier first named. */

@@ -158,15 +158,19 @@ export type NewSpend = {
 };
 
 /**
- * A hold's outcome: `held` (the price is taken; `balance` is what is left), `existing` (a spend
- * with the same Payment-Identifier is there: nothing taken), `short` (the balance, too low), or
+ * A hold's outcome: `held` (the price is taken; `balance` is the owner's balance left, open leases
+ * included), `existing` (a spend with the same Payment-Identifier is there: nothing taken), `short`
+ * (nothing taken: the lots' balance, too low, and what open leases still hold, now asked back), or
  * `unknownToken` (no live token has that hash: nothing taken).
  */
 export type CreditHold =
   | { held: CreditSpendRow; balance: bigint; token: Address }
   | { existing: CreditSpendRow }
-  | { short: bigint }
+  | { short: CreditShort }
   | { unknownToken: true };
+
+/** The lots' balance when it is too low, and what the owner's open leases still hold (asked back). */
+export type CreditShort = { balance: bigint; leased: bigint };
 
 /** A lease to open: up to `want` of the owner's credit, and at least `least` (else nothing is taken). */
 export type NewLease = { id: string; owner: Address; want: bigint; least: bigint };
@@ -178,7 +182,7 @@ export type NewLease = { id: string; owner: Address; want: bigint; least: bigint
  */
 export type LeaseOpening =
   | { leased: { id: string; amount: bigint; balance: bigint; token: Address } }
-  | { short: { balance: bigint; leased: bigint } };
+  | { short: CreditShort };
 
 /** A call paid from a lease, answered: recorded `spent` if its lease is open and its token (if any) still live. */
 export type LeaseSpend = {
@@ -215,8 +219,11 @@ export interface CreditLedger {
   balance(owner: Address): Promise<bigint>;
   hold(spend: NewSpend): Promise<CreditHold>;
   find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined>;
-  /** The held call was answered: the price stays taken (the answer's body kept for a Payment-Identifier's retries). */
-  spent(id: string, answer: StoredAnswer): Promise<void>;
+  /**
+   * The held call was answered: the price stays taken (the answer's body kept for a Payment-Identifier's
+   * retries). False when the hold is no longer there (released as abandoned): the answer must not leave.
+   */
+  spent(id: string, answer: StoredAnswer): Promise<boolean>;
   /** The held call failed before its answer left: the price goes back to its lots. */
   release(id: string): Promise<void>;
   /** Holds older than ABANDONED_AFTER_MS (their request died) are released; how many. */

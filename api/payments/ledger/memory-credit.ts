@@ -6,6 +6,7 @@ import { ABANDONED_AFTER_MS, ABSENT } from "../lifecycle.ts";
 import {
   type CreditHold,
   type CreditLedger,
+  type CreditShort,
   type CreditSpending,
   keyId,
   type LeaseOpening,
@@ -54,6 +55,12 @@ export class MemoryCredit implements CreditLedger {
   }
 
   /** What the owner's open leases have not spent. */
+  /** The lots are short: the owner's open leases are asked back (wanted). */
+  private askLeasesBack(owner: Address, balance: bigint): CreditShort {
+    for (const l of this.leases.values()) if (l.owner === owner && l.closedAt === null) l.wanted = true;
+    return { balance, leased: this.leasedOpen(owner) };
+  }
+
   private leasedOpen(owner: Address): bigint {
     return [...this.leases.values()]
       .filter((l) => l.owner === owner && l.closedAt === null)
@@ -118,7 +125,8 @@ export class MemoryCredit implements CreditLedger {
     if (existing) return { existing };
     const lots = this.spendable(owner);
     const before = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
-    if (before < spend.amount) return { short: before };
+    const leased = this.leasedOpen(owner);
+    if (before < spend.amount) return { short: this.askLeasesBack(owner, before) };
     const { draws, token } = this.draw(lots, spend.amount);
     const at = new Date(this.now());
     const { payer: _, ...columns } = spend;
@@ -136,7 +144,7 @@ export class MemoryCredit implements CreditLedger {
       updatedAt: at,
     };
     this.spends.set(spend.id, row);
-    return { held: { ...row }, balance: before - spend.amount, token };
+    return { held: { ...row }, balance: before - spend.amount + leased, token };
   }
 
   async find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined> {
@@ -144,9 +152,9 @@ export class MemoryCredit implements CreditLedger {
     return row && { ...row };
   }
 
-  async spent(id: string, answer: { status: number; type: string; body: string }): Promise<void> {
+  async spent(id: string, answer: { status: number; type: string; body: string }): Promise<boolean> {
     const row = this.spends.get(id);
-    if (!this.allowed(row, "spent")) return;
+    if (!this.allowed(row, "spent")) return false;
     Object.assign(row!, {
       status: "spent",
       responseStatus: answer.status,
@@ -154,6 +162,7 @@ export class MemoryCredit implements CreditLedger {
       responseBody: row!.paymentId === null ? null : answer.body,
       updatedAt: new Date(this.now()),
     });
+    return true;
   }
 
   private giveBack(id: string, event: SpendEvent): boolean {
@@ -179,10 +188,7 @@ export class MemoryCredit implements CreditLedger {
     const lots = this.spendable(lease.owner);
     const balance = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
     const others = this.leasedOpen(lease.owner);
-    if (balance < lease.least) {
-      for (const l of this.leases.values()) if (l.owner === lease.owner && l.closedAt === null) l.wanted = true;
-      return { short: { balance, leased: others } };
-    }
+    if (balance < lease.least) return { short: this.askLeasesBack(lease.owner, balance) };
     const amount = minUnits(balance, lease.want);
     const { draws, token } = this.draw(lots, amount);
     const at = new Date(this.now());

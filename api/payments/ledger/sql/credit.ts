@@ -65,6 +65,17 @@ const DEBIT = sql`
     update ${creditLot} l set remaining = l.remaining - draw.amount from draw
     where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins))`;
 
+/** What the owner's open leases have not spent (counted in its balance). */
+const leasedOpen = (owner: Address | SQL) => sql`
+  (select coalesce(sum(${creditLease.amount} - ${creditLease.spent}), 0) from ${creditLease}
+    where ${creditLease.owner} = ${owner} and ${creditLease.closedAt} is null)`;
+
+/** The CTE `asked`: when the lots are `short`, the owner's open leases are asked back (they close at their next recording). */
+const askedBack = (owner: SQL, short: SQL) => sql`
+  asked as (
+    update ${creditLease} l set wanted = true
+    where l.owner = ${owner} and l.closed_at is null and ${short})`;
+
 /**
  * A hold's parameters, $1..$8: amount, owner or token hash, then the spend's columns.
  * Its commit does not wait for the disk (synchronous_commit off, for this transaction only): a
@@ -86,8 +97,9 @@ const HOLD = statement(sql`
     from total, who where who.owner is not null and total.balance >= $1::numeric
     on conflict do nothing
     returning *),
-  ${DEBIT}
-  select who.owner as who, total.balance::text as balance_before,
+  ${DEBIT},
+  ${askedBack(sql`(select owner from who)`, sql`(select balance from total) < $1::numeric`)}
+  select who.owner as who, total.balance::text as balance_before, ${leasedOpen(sql`who.owner`)}::text as leased,
     (select token from draw order by amount desc limit 1) as first_token, ins.*
   from unsynced, who, total left join ins on true`);
 
@@ -106,12 +118,8 @@ const SPENT = statement(sql`
   update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = v.response_status,
     response_type = v.response_type,
     response_body = case when ${creditSpend.paymentId} is null then null else v.response_body end, updated_at = now()
-  from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}`);
-
-/** What the owner's open leases have not spent (counted in its balance). */
-const leasedOpen = (owner: Address | SQL) => sql`
-  (select coalesce(sum(${creditLease.amount} - ${creditLease.spent}), 0) from ${creditLease}
-    where ${creditLease.owner} = ${owner} and ${creditLease.closedAt} is null)`;
+  from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}
+  returning ${creditSpend.id}`);
 
 /**
  * A lease's opening, $1..$4: want, least, owner, id. The owner's spendable lots are locked in the
@@ -128,9 +136,7 @@ const LEASE = statement(sql`
       (select jsonb_object_agg(token || ':' || payer || ':' || nonce, amount::text) from draw)
     from take returning id),
   ${DEBIT},
-  asked as (
-    update ${creditLease} l set wanted = true
-    where l.owner = $3::text and l.closed_at is null and not exists (select 1 from ins))
+  ${askedBack(sql.raw("$3::text"), sql`not exists (select 1 from take)`)}
   select total.balance::text as balance, (select amount from take)::text as leased,
     (select token from draw order by amount desc limit 1) as first_token,
     ${leasedOpen(sql.raw("$3::text"))}::text as others
@@ -153,24 +159,31 @@ const RECORDS = batch<LeaseSpend>(
 );
 /**
  * Answered calls paid from leases, in one statement: a call whose token was revoked is not
- * recorded; the others' leases are bumped (renewed) if still open and not overspent, and only the
- * calls of a bumped lease are inserted `spent`. A close waits for this row lock, then gives back
- * what the lease did not spend, these calls counted.
+ * recorded; the others are, in order, while their lease is open and they fit in it (as the memory
+ * ledger records them one by one), and their leases are bumped (renewed). The leases are locked
+ * first (in id order): a close waits for that lock, then gives back what the lease did not spend,
+ * these calls counted.
  */
 const RECORD = statement(sql`
   with v as (select * from ${RECORDS.from}),
   live as (
     select v.* from v left join ${creditToken} t on t.hash = v.token_hash
     where v.token_hash is null or (t.owner = v.owner and t.revoked_at is null)),
-  per as (select lease, sum(amount) as amount from live group by lease),
+  leases as (
+    select id, spent, amount, closed_at from ${creditLease}
+    where id in (select lease from live) order by id for update),
+  fit as (
+    select live.* from (select *, sum(amount) over (partition by lease order by i) as upto from live) live
+    join leases on leases.id = live.lease
+    where leases.closed_at is null and leases.spent + live.upto <= leases.amount),
+  per as (select lease, sum(amount) as amount from fit group by lease),
   bumped as (
     update ${creditLease} l set spent = l.spent + per.amount, renewed_at = now() from per
-    where l.id = per.lease and l.closed_at is null and l.spent + per.amount <= l.amount
-    returning l.id, l.wanted),
+    where l.id = per.lease returning l.id, l.wanted),
   ins as (
     insert into ${creditSpend} (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
     select id, owner, route, subject, fingerprint, amount, lease, ${sql.raw(`'${spendTarget("recorded")}'`)}, response_status, response_type
-    from live where lease in (select id from bumped)
+    from fit
     returning id)
   select case when v.id in (select id from ins) then 'recorded'
       when v.id in (select id from live) then 'closed' else 'revoked' end as outcome,
@@ -179,9 +192,11 @@ const RECORD = statement(sql`
 
 /** Prepaid credit in the service store (api/payments/credit-lifecycle.ts). */
 export function sqlCredit(store: Store): CreditLedger {
-  const spentRows = coalesced(async (items: Spent[]): Promise<void[]> => {
-    await queryPrepared(await store, "credit_spent", SPENT, SPENTS.values(items));
-    return items.map(() => undefined);
+  const spentRows = coalesced(async (items: Spent[]): Promise<boolean[]> => {
+    const updated = new Set(
+      (await queryPrepared<{ id: string }>(await store, "credit_spent", SPENT, SPENTS.values(items))).map((r) => r.id),
+    );
+    return items.map((item) => updated.has(item.id));
   });
   const recordRows = coalesced(async (items: LeaseSpend[]) =>
     (
@@ -271,13 +286,15 @@ export function sqlCredit(store: Store): CreditLedger {
       ]);
       if (!row?.who) return { unknownToken: true };
       const before = BigInt(String(row.balance_before ?? 0));
-      if (row.id) return { held: spendRowOf(row), balance: before - spend.amount, token: row.first_token as Address };
+      const leased = BigInt(String(row.leased ?? 0));
+      if (row.id)
+        return { held: spendRowOf(row), balance: before - spend.amount + leased, token: row.first_token as Address };
       // Not inserted: short, or another spend holds this Payment-Identifier (a copy of this request).
       if (spend.paymentId) {
         const existing = await this.find(row.who as Address, spend.paymentId);
         if (existing) return { existing };
       }
-      return { short: before };
+      return { short: { balance: before, leased } };
     },
 
     async find(owner, paymentId) {
