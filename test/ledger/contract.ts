@@ -713,6 +713,10 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect((await ledger.credit.recordSpend(leaseSpend("by-token", "L", 10_000n, "h1"))).outcome).toBe("recorded");
         await ledger.credit.revokeTokens(owner);
         expect((await ledger.credit.recordSpend(leaseSpend("revoked", "L", 10_000n, "h1"))).outcome).toBe("revoked");
+        // What a call whose acknowledgement was lost asks: charged (recorded spent), or not.
+        expect(await ledger.credit.spendRecorded("by-token")).toBe(true);
+        expect(await ledger.credit.spendRecorded("revoked")).toBe(false);
+        expect(await ledger.credit.spendRecorded("never")).toBe(false);
         expect((await ledger.credit.recordSpend(leaseSpend("signed-in", "L", 10_000n))).outcome).toBe("recorded");
         expect(await ledger.credit.closeAbandonedLeases()).toBe(0);
         await elapse(ABANDONED_AFTER_MS + 1_000);

@@ -267,6 +267,34 @@ describe("prepaid credit", () => {
     expect((await world.ledger.credit.recent(owner, 10)).length).toBe(4);
   });
 
+  it("answers a leased call whose recording landed with its acknowledgement lost (charged once), and not one whose recording did not land (nothing taken)", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    await buyCredit(world, core, 100_000n);
+    const { credit } = world.ledger;
+    const record = credit.recordSpend.bind(credit);
+    const dropped = () => new Error("Connection terminated unexpectedly");
+    const recording = vi.spyOn(credit, "recordSpend");
+    recording.mockImplementationOnce(async (spend) => {
+      await record(spend);
+      throw dropped();
+    });
+    const landed = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    const answered = await core.conclude(SCREEN, screenWith({}), landed, { answer: ANSWER });
+    expect("headers" in answered && answered.headers["Credit-Spend"]).toBe(landed.credit?.spend);
+    expect(await credit.balance(owner)).toBe(90_000n);
+    recording.mockImplementationOnce(async () => {
+      throw dropped();
+    });
+    const lost = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await expect(core.conclude(SCREEN, screenWith({}), lost, { answer: ANSWER })).rejects.toThrow(/terminated/);
+    expect(await credit.balance(owner), "its answer did not leave: nothing taken").toBe(90_000n);
+    const next = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    expect("headers" in (await core.conclude(SCREEN, screenWith({}), next, { answer: ANSWER }))).toBe(true);
+    expect(await credit.balance(owner)).toBe(80_000n);
+    expect((await credit.recent(owner, 10)).length).toBe(2);
+  });
+
   it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {
     const world = new World("before-remote");
     const [a, b] = [world.core(), world.core()];

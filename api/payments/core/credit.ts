@@ -266,10 +266,15 @@ async function concludeLeased(
   try {
     recorded = await ctx.ledger.credit.recordSpend({ ...spend, answer });
   } catch (error) {
-    // Not known to be recorded: the answer does not leave. Had the write landed, the lease's
-    // own bound (spent <= amount) still keeps this replica from spending the unit twice.
-    ctx.leases.finish(lease, spend.amount, false);
-    throw error;
+    // The write may have landed with its acknowledgement lost (the connection dropped): a call
+    // charged has no identifier to be asked for again, so its answer leaves now. Not known to be
+    // recorded: the answer does not leave (and the lease's own bound, spent <= amount, keeps this
+    // replica from spending the unit twice had it landed after all).
+    if (!(await recordedAfterAll(ctx, spend.id))) {
+      ctx.leases.finish(lease, spend.amount, false);
+      throw error;
+    }
+    recorded = { outcome: "recorded", wanted: false };
   }
   ctx.leases.finish(lease, spend.amount, recorded.outcome === "recorded");
   // Wanted elsewhere, or closed under this replica (the sweep took it): the next call opens another.
@@ -277,6 +282,22 @@ async function concludeLeased(
   if (recorded.outcome === "revoked") return { refused: creditTokenInvalid() };
   if (recorded.outcome === "closed") return { refused: creditGivenBack() };
   return { headers: creditHeaders(spend.id, balance) };
+}
+
+/** How long a call whose recording failed asks the ledger whether it landed (the store may be coming back). */
+const RECORDED_CHECK_MS = 2_000;
+
+/** Whether a recording that failed landed all the same, asked until RECORDED_CHECK_MS has passed. */
+async function recordedAfterAll(ctx: CoreContext, id: string): Promise<boolean> {
+  const deadline = Date.now() + RECORDED_CHECK_MS;
+  for (let pause = POLL_MS; ; pause *= 2) {
+    try {
+      return await ctx.ledger.credit.spendRecorded(id);
+    } catch {
+      if (Date.now() + pause > deadline) return false;
+      await sleep(pause);
+    }
+  }
 }
 
 /** What a credit-paid answer says of its payment: the spend's ledger reference and the balance left (micro-USD). */

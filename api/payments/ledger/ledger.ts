@@ -232,6 +232,8 @@ export interface CreditLedger {
   openLease(lease: NewLease): Promise<LeaseOpening>;
   /** Records an answered call (the calls of a moment in one write): its outcome, and whether another replica wants its lease back. */
   recordSpend(spend: LeaseSpend): Promise<{ outcome: LeaseSpendOutcome; wanted: boolean }>;
+  /** Whether the call `id` was recorded `spent` (a recording whose acknowledgement was lost may have been). */
+  spendRecorded(id: string): Promise<boolean>;
   /** Closes the lease: what it did not spend goes back to its lots (latest to expire first). What went back. */
   closeLease(id: string): Promise<bigint>;
   /** Leases not renewed for ABANDONED_AFTER_MS (their replica died) are closed; how many. */

@@ -239,6 +239,10 @@ export class MemoryCredit implements CreditLedger {
     return { outcome: "recorded", wanted: lease.wanted };
   }
 
+  async spendRecorded(id: string): Promise<boolean> {
+    return this.spends.get(id)?.status === "spent";
+  }
+
   /** Closes an open lease: what it did not spend goes back to its lots, latest to expire first. Null if not open. */
   private close(id: string, abandonedOnly: boolean): bigint | null {
     const lease = this.leases.get(id);

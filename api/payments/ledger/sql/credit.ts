@@ -336,6 +336,14 @@ export function sqlCredit(store: Store): CreditLedger {
 
     recordSpend: (spend) => recordRows(spend),
 
+    async spendRecorded(id) {
+      const [row] = await (await store)
+        .select({ id: creditSpend.id })
+        .from(creditSpend)
+        .where(and(eq(creditSpend.id, id), eq(creditSpend.status, "spent")));
+      return row !== undefined;
+    },
+
     closeLease: async (id) => (await close(id, sql`true`)) ?? 0n,
 
     async closeAbandonedLeases() {
