@@ -37,6 +37,22 @@ export type LifecycleRow = Pick<
 export const ABANDONED_AFTER_MS = 120_000;
 
 /**
+ * A queued row is given up this long before its authorization's validBefore: a transaction sent
+ * later might not be mined in time. Given up means `expired`, counted in stats: the service's loss.
+ */
+export const EXPIRY_MARGIN_SECONDS = 30;
+/**
+ * A call is deferred only if its authorization stays valid this long past EXPIRY_MARGIN_SECONDS
+ * (the worker's time to settle it); a shorter one settles first. Otherwise a payer signing
+ * authorizations about to lapse would be answered and its rows expired, never charged, without limit.
+ */
+export const SETTLE_WINDOW_SECONDS = 30;
+
+/** Whether an authorization valid until `validBefore` leaves the settlement worker time to settle it. */
+export const settlesInTime = (validBefore: bigint, nowSeconds = Math.floor(Date.now() / 1000)) =>
+  validBefore >= BigInt(nowSeconds + EXPIRY_MARGIN_SECONDS + SETTLE_WINDOW_SECONDS);
+
+/**
  * A settled payment whose answer was never stored is answered again by one request at a time: that
  * request marks the row with this response status (HTTP 102 Processing) and no body until it stores
  * the answer. A mark older than RERUN_LEASE_MS belongs to a request that died: another may take over.

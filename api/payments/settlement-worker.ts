@@ -6,6 +6,7 @@ import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
 import type { PaymentKey } from "./ledger/ledger.ts";
+import { EXPIRY_MARGIN_SECONDS } from "./lifecycle.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
@@ -16,11 +17,6 @@ const KICK_DELAY_MS = 25;
 const FOLLOW_WAIT_MS = 250;
 /** How often the worker looks at the queue when nothing woke it (another replica's rows, retries). */
 const WORKER_INTERVAL_MS = 500;
-/**
- * A queued row is given up this long before its authorization's validBefore: a transaction sent
- * later might not be mined in time. Given up means `expired`, counted in stats: the service's loss.
- */
-const EXPIRY_MARGIN_SECONDS = 30;
 
 export type WorkerRun = { taken: number; expired: number };
 

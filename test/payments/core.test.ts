@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
+import { ABANDONED_AFTER_MS, EXPIRY_MARGIN_SECONDS, SETTLE_WINDOW_SECONDS } from "../../api/payments/lifecycle.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import type { Address } from "../../config/addresses.ts";
 import {
@@ -156,13 +156,19 @@ describe("admission refusals", () => {
   it("refuses a stored payment that expired unsettled (authorization_expired): never charged", async () => {
     const world = new World("deferred");
     const core = world.core();
-    const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 20) });
+    const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 65) });
     await payScreen(core, xPayment(signed));
-    // The worker gives a row up 30 s before its validBefore.
-    expect(await new SettlementWorker(core).run()).toMatchObject({ expired: 1 });
-    const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
-    expect("reply" in again && codeOf(again.reply)).toBe("authorization_expired");
-    expect(world.chain.charges).toHaveLength(0);
+    expect((await world.row(signed))?.status).toBe("queued");
+    // Not settled for 40 s (the relayer was down): the worker gives a row up 30 s before its validBefore.
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 40_000 });
+    try {
+      expect(await new SettlementWorker(core).run()).toMatchObject({ expired: 1 });
+      const again = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+      expect("reply" in again && codeOf(again.reply)).toBe("authorization_expired");
+      expect(world.chain.charges).toHaveLength(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("answers 503 settlement_unavailable when the ledger does not answer, and while shutting down: nothing claimed", async () => {
@@ -782,6 +788,25 @@ describe("deferred settlement", () => {
     expect(await world.row(second)).toBeUndefined();
     world.chain.fund(USDT, payer, 20_000n);
     expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(second))))).toBe(true);
+  });
+
+  it("settles first an authorization about to lapse (within the worker's expiry margin and its settle window): never answered and then expired unpaid", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const worker = new SettlementWorker(core);
+    const now = Math.floor(Date.now() / 1000);
+    // Valid 20 s (accepted: at least 6 s), then just short of and just past margin + window.
+    for (const lifetime of [20, EXPIRY_MARGIN_SECONDS + SETTLE_WINDOW_SECONDS - 2]) {
+      const signed = await sign(alice, { validBefore: BigInt(now + lifetime) });
+      expect("headers" in (await payScreen(core, xPayment(signed)))).toBe(true);
+      expect(world.charged(signed), `valid ${lifetime} s: settled before its answer`).toHaveLength(1);
+      await worker.run();
+      expect((await world.row(signed))?.status).toBe("settled");
+    }
+    const long = await sign(alice, { validBefore: BigInt(now + EXPIRY_MARGIN_SECONDS + SETTLE_WINDOW_SECONDS + 5) });
+    expect("headers" in (await payScreen(core, xPayment(long)))).toBe(true);
+    expect((await world.row(long))?.status, "valid long enough: deferred").toBe("queued");
+    expect(world.queued).toBe(1);
   });
 
   it("settles a settle-first route before its answer in deferred mode", async () => {

@@ -255,7 +255,7 @@ async function pay(
   // Verified while the shutdown began: nothing is claimed, so the process may exit at once.
   if (ctx.draining()) throw shuttingDown();
   const entry = newPayment(attempt, target, verified.amount);
-  const deferred = !waived && owed === 0n && deferrable(ctx, route);
+  const deferred = !waived && owed === 0n && deferrable(ctx, route, payment.authorization.validBefore);
   const claimed = deferred
     ? await ledger.claimDeferred(entry, { signature: payment.signature, validAfter: payment.authorization.validAfter })
     : await ledger.claim(entry);
@@ -307,7 +307,14 @@ async function verify(ctx: CoreContext, attempt: Attempt, unsettled: bigint): Pr
  */
 async function claimAtFirstSight(ctx: CoreContext, attempt: Attempt): Promise<{ claim: Claim } | undefined> {
   const { payerState, payment, token, route, own } = attempt;
-  if (!payerState || attempt.lapsed || payment.paymentId || route.freeRead || !deferrable(ctx, route)) return undefined;
+  if (
+    !payerState ||
+    attempt.lapsed ||
+    payment.paymentId ||
+    route.freeRead ||
+    !deferrable(ctx, route, payment.authorization.validBefore)
+  )
+    return undefined;
   if ((await checkSignatureLocally(payment, token, ctx.settings)) === "needs_rpc") return undefined;
   if (ctx.draining()) throw shuttingDown();
   await refuseListed(ctx, attempt);

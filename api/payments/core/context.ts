@@ -1,6 +1,7 @@
 import type { Address } from "../../../config/addresses.ts";
 import type { PaymentSettings } from "../../../config/payments.ts";
 import type { Facilitator } from "../facilitator.ts";
+import { settlesInTime } from "../lifecycle.ts";
 import type { ReconcileDeps } from "../reconcile.ts";
 import type { CreditLeases } from "./credit-leases.ts";
 import type { Ledger, PaymentDeps } from "./types.ts";
@@ -32,6 +33,12 @@ export const reconcileDeps = (ctx: CoreContext): ReconcileDeps => ({
   onOutcome: ctx.deps.onOutcome,
 });
 
-/** Whether this route's payments may be answered before they are settled (X402_SETTLEMENT=deferred, a relayer, a route that allows it). */
-export const deferrable = (ctx: CoreContext, route: { settleFirst?: boolean }) =>
-  ctx.settings.timing.mode === "deferred" && !route.settleFirst && ctx.facilitator.settler !== undefined;
+/**
+ * Whether a payment may be answered before it is settled: X402_SETTLEMENT=deferred, a relayer, a
+ * route that allows it, and an authorization that leaves the worker time to settle it (settlesInTime).
+ */
+export const deferrable = (ctx: CoreContext, route: { settleFirst?: boolean }, validBefore: bigint) =>
+  ctx.settings.timing.mode === "deferred" &&
+  !route.settleFirst &&
+  ctx.facilitator.settler !== undefined &&
+  settlesInTime(validBefore);
