@@ -37,6 +37,22 @@ export type LifecycleRow = Pick<
 export const ABANDONED_AFTER_MS = 120_000;
 
 /**
+ * What a claim taken again (reclaimed, takenOver) starts without: its earlier attempt's settlement
+ * and answer. A stale answer kept would make a deferred row that fails this time a debt (isDebt)
+ * for a call never answered.
+ */
+export const CLEARED_ON_RECLAIM = {
+  failure: null,
+  transaction: null,
+  settler: null,
+  settlerNonce: null,
+  responseStatus: null,
+  responseType: null,
+  responseBody: null,
+  attempts: 0,
+} as const;
+
+/**
  * A queued row is given up this long before its authorization's validBefore: a transaction sent
  * later might not be mined in time. Given up means `expired`, counted in stats: the service's loss.
  */

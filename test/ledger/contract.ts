@@ -94,6 +94,20 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         deferred: true,
         signature: "0x01",
       });
+      // A claim taken again starts without its earlier attempt's answer (stored by a settlement that failed).
+      const tried = keyOf(entry("0x03"));
+      expect(await ledger.claim(entry("0x03"))).toBe(true);
+      expect(await ledger.settling(tried, answer)).toBe(true);
+      await ledger.failed(tried, "refused");
+      expect((await ledger.find(tried))?.responseBody).toBe(answer.body);
+      expect(await ledger.claimDeferred(entry("0x03"), auth)).toBe(true);
+      expect(await ledger.find(tried)).toMatchObject({
+        status: "pending",
+        responseStatus: null,
+        responseType: null,
+        responseBody: null,
+        attempts: 0,
+      });
       // Pending and alive: another request waits for it.
       expect(await ledger.claim(entry("0x01"))).toBe(false);
       await elapse(ABANDONED_AFTER_MS + 5_000);

@@ -8,6 +8,7 @@ import {
   codeOf,
   PAYER_KEYS,
   paidRequest,
+  payerOf,
   payScreen,
   REPORT,
   SCREEN,
@@ -807,6 +808,27 @@ describe("deferred settlement", () => {
     expect("headers" in (await payScreen(core, xPayment(long)))).toBe(true);
     expect((await world.row(long))?.status, "valid long enough: deferred").toBe("queued");
     expect(world.queued).toBe(1);
+  });
+
+  it("never makes a payer owe a call taken again and not answered: the claim starts without its earlier attempt's answer", async () => {
+    // A per-payer cap below the price: every deferred call settles first.
+    const world = new World("deferred", { caps: { perPayer: 5_000n, total: 100_000n } });
+    const core = world.core();
+    const signed = await sign(alice);
+    // Claimed; the payer's balance moves away before settlement: the transfer reverts, no data.
+    const first = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    world.chain.fund(USDT, payerOf(alice), 0n);
+    const refused = await core.conclude(SCREEN, paidRequest({}), first, { answer: ANSWER });
+    expect("reply" in refused && codeOf(refused.reply)).toBe("settlement_failed");
+    // Funded again, the same request and payment are claimed again (deferred), and the handler fails.
+    world.chain.fund(USDT, payerOf(alice), 1_000_000n);
+    const again = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    await core.conclude(SCREEN, paidRequest({}), again, { failed: "handler threw" });
+    expect(await world.row(signed)).toMatchObject({ status: "failed", responseBody: null });
+    expect(world.chain.charges).toHaveLength(0);
+    expect((await world.ledger.outcomeCounts()).owedUnits, "nothing answered, nothing owed").toBe("0");
+    const next = await core.admit(SCREEN, paidRequest(xPayment(await sign(alice))));
+    expect("claim" in next, "the payer's next call is not refused unsettled_payment").toBe(true);
   });
 
   it("settles a settle-first route before its answer in deferred mode", async () => {

@@ -4,6 +4,7 @@ import {
   ABANDONED_AFTER_MS,
   allows,
   broken,
+  CLEARED_ON_RECLAIM,
   exposure,
   isDebt,
   OPEN,
@@ -181,13 +182,7 @@ export class MemoryLedger implements Ledger {
     if (this.insert(entry, deferred)) return true;
     const same = (row: PaymentRow) =>
       row.fingerprint === entry.fingerprint && row.signatureHash === entry.signatureHash;
-    const again = () => ({
-      ...deferral(deferred),
-      failure: null,
-      transaction: null,
-      settler: null,
-      settlerNonce: null,
-    });
+    const again = () => ({ ...deferral(deferred), ...CLEARED_ON_RECLAIM });
     return this.write(entry, "reclaimed", again, same) || this.write(entry, "takenOver", again, same);
   }
 

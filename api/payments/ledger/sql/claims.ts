@@ -3,7 +3,7 @@ import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { type PaymentRow, payment, settlementTransaction } from "../../../store/schema.ts";
-import { RERUN_MARK } from "../../lifecycle.ts";
+import { CLEARED_ON_RECLAIM, RERUN_MARK } from "../../lifecycle.ts";
 import {
   type ClaimLedger,
   type DeferredAuthorization,
@@ -220,15 +220,7 @@ export function sqlClaims(store: Store): ClaimLedger {
     const now = Date.now();
     const reclaimed = await db
       .update(payment)
-      .set({
-        ...deferral(deferred),
-        status: target("reclaimed"),
-        failure: null,
-        transaction: null,
-        settler: null,
-        settlerNonce: null,
-        updatedAt: new Date(now),
-      })
+      .set({ ...deferral(deferred), ...CLEARED_ON_RECLAIM, status: target("reclaimed"), updatedAt: new Date(now) })
       .where(
         and(
           byKey(entry),
