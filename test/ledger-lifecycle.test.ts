@@ -200,7 +200,7 @@ describe("payment lifecycle", () => {
               await ledger.expireQueued(101, 0);
               break;
             case "repay":
-              await ledger.repay(k.payer, key(0));
+              await ledger.repay(k.payer, key(0), 10n ** 18n);
               break;
             case "age":
               ledger.age(5 * 60_000);

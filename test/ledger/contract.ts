@@ -218,7 +218,9 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         await ledger.queuedWithinCaps(keyOf(entry("0x02")), answer, { perPayer: 19_999n, total: roomy.total }),
       ).toBe(false);
       const payer = await rowIn("settled", "0x03");
-      await ledger.repay(a, payer);
+      await ledger.repay(a, payer, 9_999n);
+      expect((await ledger.find(debt))?.repaidBy, "a debt is repaid whole or not at all").toBeNull();
+      await ledger.repay(a, payer, 10_000n);
       expect(await ledger.find(debt)).toMatchObject({ status: "failed", repaidBy: "0x03" });
       expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 10_000n, owed: 0n });
       await ledger.claimDeferred(entry("0x04"), auth);
@@ -227,8 +229,18 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       ).toBe(true);
       // Only debts are repaid: a failed payment never answered on credit is not one.
       const plain = await rowIn("failed", "0x05");
-      await ledger.repay(a, payer);
+      await ledger.repay(a, payer, 10n ** 18n);
       expect((await ledger.find(plain))?.repaidBy).toBeNull();
+      // Oldest first, and no more than the payment covered: a debt that arose later stays owed.
+      const debts = [await rowIn("queued", "0x06", { payer: b }), await rowIn("queued", "0x07", { payer: b })];
+      await ledger.takeQueued(10);
+      for (const d of debts) await ledger.failed(d, "cancelled");
+      expect((await ledger.openFor(b, usdt)).owed).toBe(20_000n);
+      const covering = await rowIn("settled", "0x08", { payer: b });
+      await ledger.repay(b, covering, 10_000n);
+      expect((await ledger.find(debts[0]!))?.repaidBy).toBe("0x08");
+      expect((await ledger.find(debts[1]!))?.repaidBy).toBeNull();
+      expect((await ledger.openFor(b, usdt)).owed).toBe(10_000n);
     });
 
     it("hands each queued row to one taker, soonest validBefore first", async () => {

@@ -831,6 +831,35 @@ describe("deferred settlement", () => {
     expect("claim" in next, "the payer's next call is not refused unsettled_payment").toBe(true);
   });
 
+  it("repays only the debts owed when the repaying payment was admitted: one that arose while it ran stays owed", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const worker = new SettlementWorker(core);
+    const settleRound = async () => {
+      world.settler!.script = ["refuse"];
+      await worker.run();
+      for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    };
+    const [q1, q2] = [await sign(alice), await sign(alice)];
+    await payScreen(core, xPayment(q1));
+    const q2claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(q2))));
+    // The payer cancels Q1: the worker finds it used elsewhere, a debt of 10,000.
+    world.chain.cancel(USDT.address, q1.authorization.from, q1.authorization.nonce);
+    await settleRound();
+    await core.conclude(SCREEN, paidRequest({}), q2claim, { answer: ANSWER });
+    // It pays the price and the debt it owes now; meanwhile Q2 is cancelled too: a second debt.
+    const covering = await sign(alice, { value: 20_000n });
+    const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(covering))));
+    world.chain.cancel(USDT.address, q2.authorization.from, q2.authorization.nonce);
+    await settleRound();
+    expect((await world.ledger.outcomeCounts()).owedUnits).toBe("20000");
+    await core.conclude(SCREEN, paidRequest({}), claim, { answer: ANSWER });
+    expect(world.charged(covering)).toHaveLength(1);
+    expect(await world.row(q1)).toMatchObject({ repaidBy: covering.authorization.nonce });
+    expect(await world.row(q2)).toMatchObject({ status: "used_elsewhere", repaidBy: null });
+    expect((await world.ledger.outcomeCounts()).owedUnits, "three answers, 20,000 charged").toBe("10000");
+  });
+
   it("settles a settle-first route before its answer in deferred mode", async () => {
     const world = new World("deferred");
     const core = world.core();
@@ -866,7 +895,7 @@ describe("deferred settlement", () => {
 
     const covering = await sign(alice, { value: 20_000n });
     const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(covering))));
-    expect(claim).toMatchObject({ deferred: false, repays: true });
+    expect(claim).toMatchObject({ deferred: false, repays: 10_000n });
     await core.conclude(SCREEN, paidRequest({}), claim, answered);
     expect(world.charged(covering)).toHaveLength(1);
     expect(await world.row(unpaid)).toMatchObject({ repaidBy: covering.authorization.nonce });

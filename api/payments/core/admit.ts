@@ -261,7 +261,7 @@ async function pay(
     : await ledger.claim(entry);
   if (!claimed) return undefined;
   const billing = { chargedUnits: waived ? 0n : verified.amount, token: verified.token, payer: verified.payer, waived };
-  return { claim: { key: target.key, verified, waived, billing, deferred, repays: owed > 0n } };
+  return { claim: { key: target.key, verified, waived, billing, deferred, ...(owed > 0n ? { repays: owed } : {}) } };
 }
 
 /**

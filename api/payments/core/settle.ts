@@ -69,7 +69,7 @@ export async function concludeClaim(
   if ("refused" in settled) return settled;
   if (claim.repays)
     await ledger
-      .repay(verified.payer, key)
+      .repay(verified.payer, key, claim.repays)
       .catch((error: Error) =>
         log.error(`[payments] debts repaid in ${settled.transaction} but not recorded: ${error.message}`),
       );

@@ -43,8 +43,11 @@ export type Claim = {
   paid?: { transaction: string };
   /** To be answered now and settled by the worker afterwards (X402_SETTLEMENT=deferred), if its answer finds the caps with room (else settled first). */
   deferred?: boolean;
-  /** This payment also covers the payer's debts (failed deferred settlements): settled first, they are repaid with it. */
-  repays?: boolean;
+  /**
+   * This payment also covers the payer's debts (failed deferred settlements) owed when it was
+   * admitted, this many token units: settled first, those debts (and no later one) are repaid with it.
+   */
+  repays?: bigint;
   /**
    * Paid from prepaid credit (core/credit.ts): the spend holding the price, and the balance left
    * after it (micro-USD); `leased` when the price was taken from a lease (the spend is recorded once answered).

@@ -95,8 +95,11 @@ export interface ClaimLedger {
   settled(key: PaymentKey, transaction: string): Promise<void>;
   /** Keeps a row `settling` but marks it as looked at. */
   touch(key: PaymentKey): Promise<void>;
-  /** The payer's debts are paid by the settled payment `by`. */
-  repay(payer: Address, by: PaymentKey): Promise<void>;
+  /**
+   * The payer's debts are paid by the settled payment `by`, oldest first, as many as `upTo` (token
+   * units, what it was admitted to cover) pays in full: a debt that arose after its admission stays owed.
+   */
+  repay(payer: Address, by: PaymentKey, upTo: bigint): Promise<void>;
   /** A settled payment whose answer was never stored: the lease to produce it again. False if another request holds it. */
   claimRerun(key: PaymentKey): Promise<boolean>;
   /** The answer could not be produced again: the lease goes back. */

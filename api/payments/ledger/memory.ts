@@ -274,9 +274,16 @@ export class MemoryLedger implements Ledger {
     this.write(key, "touched", () => ({}));
   }
 
-  async repay(payer: Address, by: PaymentKey): Promise<void> {
-    for (const row of this.rowsFor("repaid", (r) => r.payer === payer))
+  async repay(payer: Address, by: PaymentKey, upTo: bigint): Promise<void> {
+    const debts = this.rowsFor("repaid", (r) => r.payer === payer).sort(
+      (x, y) => x.updatedAt.getTime() - y.updatedAt.getTime() || x.nonce.localeCompare(y.nonce),
+    );
+    let covered = 0n;
+    for (const row of debts) {
+      covered += BigInt(row.amount);
+      if (covered > upTo) break;
       this.write(row as PaymentKey, "repaid", () => ({ repaidBy: by.nonce }));
+    }
   }
 
   async claimRerun(key: PaymentKey): Promise<boolean> {

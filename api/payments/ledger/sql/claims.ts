@@ -303,11 +303,16 @@ export function sqlClaims(store: Store): ClaimLedger {
     async touch(key) {
       await write(key, "touched", {});
     },
-    async repay(payer, by) {
-      await (await store)
-        .update(payment)
-        .set({ repaidBy: by.nonce, updatedAt: new Date() })
-        .where(and(eq(payment.payer, payer), guard("repaid")));
+    async repay(payer, by, upTo) {
+      // Oldest first, each debt whole, while their running total fits in what the payment covers.
+      await (await store).execute(sql`
+        with debts as (
+          select token, payer, nonce,
+            sum(${payment.amount}) over (order by ${payment.updatedAt}, ${payment.nonce}) as upto
+          from ${payment} where ${payment.payer} = ${payer} and ${guard("repaid")})
+        update ${payment} set repaid_by = ${by.nonce}, updated_at = now() from debts
+        where ${payment.token} = debts.token and ${payment.payer} = debts.payer and ${payment.nonce} = debts.nonce
+          and debts.upto <= ${upTo.toString()}::numeric and ${guard("repaid")}`);
     },
     claimRerun: (key) => write(key, "rerunClaimed", { responseStatus: RERUN_MARK }),
     async releaseRerun(key) {
