@@ -175,7 +175,7 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
     return "pending";
   }
   if (row.deferred && retriable(row, outcome)) {
-    await deps.ledger.requeue(keyOf(row), outcome !== "pending");
+    await deps.ledger.requeue(keyOf(row), outcome !== "pending", { transaction: row.transaction });
     return "pending";
   }
   if (outcome === "pending") return outcome;

@@ -265,7 +265,10 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         settlerNonce: 3,
         rawTransaction: "0xraw",
       });
-      await ledger.requeue(key, true);
+      // Decided from a read made before this transaction was recorded: the row keeps it.
+      await ledger.requeue(key, false, { transaction: null });
+      expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt" });
+      await ledger.requeue(key, true, { transaction: "0xt" });
       expect(await ledger.find(key)).toMatchObject({
         status: "queued",
         transaction: null,

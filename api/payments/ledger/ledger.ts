@@ -118,8 +118,12 @@ export interface SettlementQueue {
   takeQueued(limit: number): Promise<PaymentRow[]>;
   /** Queued rows whose authorization runs out within `marginSeconds` are expired; how many. */
   expireQueued(nowSeconds: number, marginSeconds: number): Promise<number>;
-  /** A deferred row whose settlement did not go through for a reason of ours: back in the queue. */
-  requeue(key: PaymentKey, attempted: boolean): Promise<void>;
+  /**
+   * A deferred row whose settlement did not go through for a reason of ours: back in the queue.
+   * With `read`, only while its transaction is still the one read (null: none): a decision made from
+   * a row read before the chain was asked must not forget a transaction recorded and sent meanwhile.
+   */
+  requeue(key: PaymentKey, attempted: boolean, read?: { transaction: string | null }): Promise<void>;
 }
 
 /** Outcomes read from the chain. */

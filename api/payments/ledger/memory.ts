@@ -336,13 +336,18 @@ export class MemoryLedger implements Ledger {
     return due.length;
   }
 
-  async requeue(key: PaymentKey, attempted: boolean): Promise<void> {
-    this.write(key, "requeued", (row) => ({
-      transaction: null,
-      settler: null,
-      settlerNonce: null,
-      attempts: row.attempts + (attempted ? 1 : 0),
-    }));
+  async requeue(key: PaymentKey, attempted: boolean, read?: { transaction: string | null }): Promise<void> {
+    this.write(
+      key,
+      "requeued",
+      (row) => ({
+        transaction: null,
+        settler: null,
+        settlerNonce: null,
+        attempts: row.attempts + (attempted ? 1 : 0),
+      }),
+      (row) => read === undefined || row.transaction === read.transaction,
+    );
   }
 
   async resolve(key: PaymentKey, resolution: Resolution): Promise<boolean> {

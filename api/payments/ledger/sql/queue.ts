@@ -1,4 +1,4 @@
-import { and, lt, sql } from "drizzle-orm";
+import { and, eq, isNull, lt, sql } from "drizzle-orm";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
@@ -100,7 +100,7 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
         .returning({ nonce: payment.nonce });
       return expired.length;
     },
-    async requeue(key, attempted) {
+    async requeue(key, attempted, read) {
       await (await store)
         .update(payment)
         .set({
@@ -111,7 +111,17 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
           ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}),
           updatedAt: new Date(),
         })
-        .where(and(byKey(key), guard("requeued")));
+        .where(
+          and(
+            byKey(key),
+            guard("requeued"),
+            read === undefined
+              ? undefined
+              : read.transaction === null
+                ? isNull(payment.transaction)
+                : eq(payment.transaction, read.transaction),
+          ),
+        );
     },
   };
 }
