@@ -185,15 +185,25 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
     // Slow enough that the backfill is seen part done even under a full suite's load (at 25 ms a
     // request, its first rows once appeared with every block indexed); back to 0 once it has been seen.
     proxy.delayMs = 60;
-    indexer = await start();
-    const midway = await waitFor(
-      "a partial backfill",
-      async () => {
-        const res = await get(indexer, "/api/stats").catch(() => undefined);
-        return res?.status === 200 && res.body.transfers > 0 ? res.body : undefined;
-      },
-      indexer,
-    );
+    // On a loaded machine the first rows have also appeared with every block indexed (at 60 ms too):
+    // then the backfill is run again on an empty database, to be seen part done.
+    let midway: Answer["body"];
+    for (let attempt = 1; ; attempt++) {
+      indexer = await start();
+      midway = await waitFor(
+        "a partial backfill",
+        async () => {
+          const res = await get(indexer, "/api/stats").catch(() => undefined);
+          return res?.status === 200 && res.body.transfers > 0 ? res.body : undefined;
+        },
+        indexer,
+      );
+      if (midway.indexing.percent < 100 || attempt === 3) break;
+      await indexer.stop();
+      indexers.splice(indexers.indexOf(indexer), 1);
+      await slot.drop();
+      await slot.prepare();
+    }
     expect(midway.indexing).toMatchObject({ ready: false, current: false });
     if (testDatabase === "postgres") {
       // A replica (its own relayer, anvil #6) over the tables the indexer writes: started now that
