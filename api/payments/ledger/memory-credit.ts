@@ -54,13 +54,13 @@ export class MemoryCredit implements CreditLedger {
       Object.assign(l, { createdAt: back(l.createdAt), renewedAt: back(l.renewedAt) });
   }
 
-  /** What the owner's open leases have not spent. */
   /** The lots are short: the owner's open leases are asked back (wanted). */
   private askLeasesBack(owner: Address, balance: bigint): CreditShort {
     for (const l of this.leases.values()) if (l.owner === owner && l.closedAt === null) l.wanted = true;
     return { balance, leased: this.leasedOpen(owner) };
   }
 
+  /** What the owner's open leases have not spent. */
   private leasedOpen(owner: Address): bigint {
     return [...this.leases.values()]
       .filter((l) => l.owner === owner && l.closedAt === null)
@@ -125,7 +125,6 @@ export class MemoryCredit implements CreditLedger {
     if (existing) return { existing };
     const lots = this.spendable(owner);
     const before = lots.reduce((sum, lot) => sum + BigInt(lot.remaining), 0n);
-    const leased = this.leasedOpen(owner);
     if (before < spend.amount) return { short: this.askLeasesBack(owner, before) };
     const { draws, token } = this.draw(lots, spend.amount);
     const at = new Date(this.now());
@@ -144,7 +143,7 @@ export class MemoryCredit implements CreditLedger {
       updatedAt: at,
     };
     this.spends.set(spend.id, row);
-    return { held: { ...row }, balance: before - spend.amount + leased, token };
+    return { held: { ...row }, balance: before - spend.amount + this.leasedOpen(owner), token };
   }
 
   async find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined> {
