@@ -2,6 +2,7 @@ import type { PublicClient } from "viem";
 import { parseEventLogs, TransactionReceiptNotFoundError } from "viem";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import type { Address } from "../../config/addresses.ts";
+import { MULTICALL3 } from "../../config/celo.ts";
 import { firstLine } from "../../shared/async.ts";
 import { log } from "../../shared/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
@@ -61,7 +62,7 @@ export async function chainOutcome(
   const token = row.token as Address;
   const payer = row.payer as Address;
   const nonce = row.nonce as `0x${string}`;
-  let ourReverted = false;
+  let ourReverted: "whole" | "this transfer" | undefined;
   if (row.transaction) {
     const receipt = await chain
       .getTransactionReceipt({ hash: row.transaction as `0x${string}` })
@@ -70,8 +71,12 @@ export async function chainOutcome(
         throw error;
       });
     if (receipt && usedIn(receipt, token, payer, nonce)) return { status: "settled", transaction: row.transaction };
-    // Reverted, or mined in a batch whose call for this authorization failed.
-    if (receipt) ourReverted = true;
+    // A batch (aggregate3, each transfer allowed to fail alone) reverts whole only for a reason of
+    // ours, out of gas most likely; a direct call that reverted, or a batch that succeeded without
+    // using this authorization, says the transfer itself failed.
+    if (receipt)
+      ourReverted =
+        receipt.status === "reverted" && receipt.to?.toLowerCase() === MULTICALL3 ? "whole" : "this transfer";
   }
   const block = await chain.getBlock({ blockTag: "latest" });
   const used = await chain.readContract({
@@ -128,6 +133,13 @@ export async function chainOutcome(
       };
     return "pending"; // used, but the event is outside the searched blocks: left for an operator (stale report)
   }
+  if (ourReverted === "whole")
+    return {
+      status: "failed",
+      failure: "the settlement transaction (a batch) reverted whole; nothing charged",
+      transaction: row.transaction!,
+      ours: true,
+    };
   if (ourReverted)
     return {
       status: "failed",
@@ -146,6 +158,7 @@ export async function chainOutcome(
       return {
         status: "failed",
         failure: `the settlement transaction was dropped (relayer nonce ${row.settlerNonce} was used by another transaction); nothing charged`,
+        ours: true,
       };
     // It may still be mined: send it again in case the node dropped it (same bytes, same hash).
     const signed = deps.settler ? await deps.ledger.signedTransaction(row.transaction) : undefined;
@@ -159,11 +172,16 @@ export const MAX_SETTLE_ATTEMPTS = 3;
 
 /**
  * A deferred row was answered already: the service settles it. A row left without a transaction
- * (a worker that died before sending) and a failed attempt go back to the settlement queue, until
- * MAX_SETTLE_ATTEMPTS failures say the payer's authorization cannot pay (a debt).
+ * (a worker that died before sending) and a failure of our transaction as a whole go back to the
+ * settlement queue as not tried (the authorization expires if that never ends); a failed transfer
+ * is an attempt, and MAX_SETTLE_ATTEMPTS of them say the payer's authorization cannot pay (a debt).
  */
-const retriable = (row: PaymentRow, outcome: Resolution | "pending") =>
-  outcome === "pending" ? !row.transaction : outcome.status === "failed" && row.attempts + 1 < MAX_SETTLE_ATTEMPTS;
+const retry = (row: PaymentRow, outcome: Resolution | "pending"): { attempted: boolean } | undefined => {
+  if (outcome === "pending") return row.transaction ? undefined : { attempted: false };
+  if (outcome.status !== "failed") return undefined;
+  if (outcome.ours) return { attempted: false };
+  return row.attempts + 1 < MAX_SETTLE_ATTEMPTS ? { attempted: true } : undefined;
+};
 
 /** Reads the outcome of `row` from the chain and records it. "pending" when the chain cannot tell yet (or did not answer). */
 export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promise<Resolution | "pending"> {
@@ -174,8 +192,9 @@ export async function reconcileRow(row: PaymentRow, deps: ReconcileDeps): Promis
     log.warn(`[payments] reconciling ${row.nonce.slice(0, 10)}…: the chain did not answer (${firstLine(error)})`);
     return "pending";
   }
-  if (row.deferred && retriable(row, outcome)) {
-    await deps.ledger.requeue(keyOf(row), outcome !== "pending", { transaction: row.transaction });
+  const again = row.deferred ? retry(row, outcome) : undefined;
+  if (again) {
+    await deps.ledger.requeue(keyOf(row), again.attempted, { transaction: row.transaction });
     return "pending";
   }
   if (outcome === "pending") return outcome;

@@ -6,6 +6,7 @@ import {
   getAddress,
   type Hex,
   HttpRequestError,
+  InsufficientFundsError,
   keccak256,
   type Log,
   type PublicClient,
@@ -47,7 +48,10 @@ export type Settler = {
 export type SubmitResult =
   /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
   | { sent: true; signed: SignedSettlement; uncertain?: string }
-  /** Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached. */
+  /**
+   * Not broadcast: nothing can be charged. `unavailable` when it was not for the payer's transfer:
+   * the RPC could not be reached, or the relayer cannot pay for gas.
+   */
   | { sent: false; reason: string; unavailable: boolean };
 
 /**
@@ -152,7 +156,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       if (!gas && batch.length > 1 && typeof prepared.gas === "bigint")
         gasPerItem.set(tokensOf(batch), { at: Date.now(), perItem: prepared.gas / BigInt(batch.length) });
     } catch (error) {
-      settle(batch, { sent: false, reason: firstLine(error), unavailable: isTransportError(error) });
+      settle(batch, { sent: false, reason: firstLine(error), unavailable: notThePayers(error) });
       return [];
     }
     for (let attempt = 0; ; attempt++) {
@@ -205,7 +209,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
           attempt < 3
         )
           continue;
-        settle(batch, { sent: false, reason: firstLine(error), unavailable: false });
+        settle(batch, { sent: false, reason: firstLine(error), unavailable: notThePayers(error) });
         return [];
       }
     }
@@ -338,6 +342,16 @@ export function isTransportError(error: unknown): boolean {
     return !!error.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
   return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
 }
+
+/**
+ * The send failed for a reason of ours, not because the payer's transfer would: no answer from the
+ * node, or a relayer without the gas money (refused when sent; when estimated, nodes answer that the
+ * gas needed exceeds what the sender's balance allows at the fee).
+ */
+const notThePayers = (error: unknown) =>
+  isTransportError(error) ||
+  (error instanceof BaseError && !!error.walk((e) => e instanceof InsufficientFundsError)) ||
+  /gas required exceeds allowance|insufficient funds for gas/i.test(fullMessage(error));
 
 const fullMessage = (error: unknown) =>
   error instanceof BaseError

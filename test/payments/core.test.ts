@@ -901,6 +901,35 @@ describe("deferred settlement", () => {
     expect(await world.row(unpaid)).toMatchObject({ repaidBy: covering.authorization.nonce });
     expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))))).toBe(true);
   });
+  it("never makes a payer owe what our own transaction failed: a batch reverted whole or a transaction dropped is tried again uncounted, while a transfer that fails counts", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const rounds = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const worker = new SettlementWorker(core);
+        await worker.run();
+        await worker.stop(); // waits for the receipts the run follows
+      }
+    };
+    const ours = await sign(alice);
+    await payScreen(core, xPayment(ours));
+    // More failures of ours than a payer's transfer is allowed (MAX_SETTLE_ATTEMPTS), then a block that takes it.
+    world.settler!.script = ["revert_whole", "drop", "revert_whole", "drop"];
+    await rounds(4);
+    expect(await world.row(ours)).toMatchObject({ status: "queued", attempts: 0 });
+    await rounds(1);
+    expect(await world.row(ours)).toMatchObject({ status: "settled", attempts: 0 });
+    expect(world.charged(ours)).toHaveLength(1);
+    expect((await world.ledger.outcomeCounts()).owedUnits).toBe("0");
+
+    // The payer's own transfer refused three times (its balance cannot pay): that failure stands, a debt.
+    const theirs = await sign(alice);
+    await payScreen(core, xPayment(theirs));
+    world.settler!.script = ["refuse", "refuse", "refuse"];
+    await rounds(3);
+    expect(await world.row(theirs)).toMatchObject({ status: "failed", attempts: 2 });
+    expect((await world.ledger.outcomeCounts()).owedUnits).toBe("10000");
+  });
 });
 
 describe("shutdown", () => {

@@ -28,7 +28,7 @@ import { MemoryLedger } from "../../api/payments/ledger/memory.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import type { Settler, SignedSettlement, SubmitResult } from "../../api/payments/relayer.ts";
 import type { Address } from "../../config/addresses.ts";
-import { CELO_TOKENS, type TokenInfo } from "../../config/celo.ts";
+import { CELO_TOKENS, MULTICALL3, type TokenInfo } from "../../config/celo.ts";
 import { PAYMENT_LIMITS, type PaymentSettings } from "../../config/payments.ts";
 import { nowSeconds, randomNonce, signAuthorization } from "../../harness/payments.ts";
 
@@ -165,7 +165,14 @@ const TRANSFER = toEventSelector("Transfer(address indexed from, address indexed
 const topic = (address: string) => pad(address as Hex, { size: 32 }).toLowerCase() as Hex;
 
 type Log = { address: Hex; topics: Hex[]; data: Hex };
-type Receipt = { status: "success" | "reverted"; logs: Log[]; from: Hex; transactionHash: Hex; blockNumber: bigint };
+type Receipt = {
+  status: "success" | "reverted";
+  logs: Log[];
+  from: Hex;
+  to: Hex;
+  transactionHash: Hex;
+  blockNumber: bigint;
+};
 const authKey = (token: string, payer: string, nonce: string) => `${token}:${payer}:${nonce}`.toLowerCase();
 
 /** One authorization as the fake chain takes it: the token's and the signed fields. */
@@ -221,7 +228,12 @@ export class FakeChain {
     const now = this.now();
     this.block++;
     if (relayerNonce !== undefined) this.mined.set(sender, Math.max(this.mined.get(sender) ?? 0, relayerNonce + 1));
-    const base = { from: sender as Hex, transactionHash: hash, blockNumber: this.block };
+    const base = {
+      from: sender as Hex,
+      to: transfer.token.toLowerCase() as Hex,
+      transactionHash: hash,
+      blockNumber: this.block,
+    };
     if (this.spent.has(key) || balance < transfer.value || now >= transfer.validBefore || now <= transfer.validAfter) {
       const reverted: Receipt = { ...base, status: "reverted", logs: [] };
       this.receipts.set(hash, reverted);
@@ -256,6 +268,20 @@ export class FakeChain {
     const receipt: Receipt = { ...base, status: "success", logs };
     this.receipts.set(hash, receipt);
     return receipt;
+  }
+
+  /** A batch of ours (aggregate3) mined and reverted whole, out of gas: none of its transfers was tried. */
+  revertWhole(hash: Hex, sender: string, relayerNonce: number): void {
+    this.block++;
+    this.mined.set(sender, Math.max(this.mined.get(sender) ?? 0, relayerNonce + 1));
+    const batch = { from: sender as Hex, to: MULTICALL3 as Hex, transactionHash: hash, blockNumber: this.block };
+    this.receipts.set(hash, { ...batch, status: "reverted", logs: [] });
+  }
+
+  /** The relayer's nonce `relayerNonce` is mined by another of its transactions: the one sent with it never will be. */
+  takeRelayerNonce(sender: string, relayerNonce: number): void {
+    this.block++;
+    this.mined.set(sender, Math.max(this.mined.get(sender) ?? 0, relayerNonce + 1));
   }
 
   /** The payer cancels its authorization (or spends it elsewhere): the nonce is used without paying us. */
@@ -398,9 +424,19 @@ const transferOf = (payload: PaymentPayload, requirements: PaymentRequirements):
 /**
  * How the next settlement goes. mine: sent and mined; hold: sent, not mined until release() (the
  * outcome unknown meanwhile); throw (remote): the call fails without a verdict, after mining when
- * `thenMine`; refuse: refused before sending (nothing moves); unavailable (self): the RPC did not answer.
+ * `thenMine`; refuse: refused before sending (nothing moves); unavailable (self): the RPC did not
+ * answer, or the relayer cannot pay for gas. Failures of ours (self): revert_whole: mined in a batch
+ * that reverted whole; drop: sent, and its relayer nonce then mined by another transaction.
  */
-export type SettleScript = "mine" | "hold" | "throw" | "throw_after_mining" | "refuse" | "unavailable";
+export type SettleScript =
+  | "mine"
+  | "hold"
+  | "throw"
+  | "throw_after_mining"
+  | "refuse"
+  | "unavailable"
+  | "revert_whole"
+  | "drop";
 
 /** The relayer (self-settlement) over the fake chain: records, then sends, as relayer.ts does. */
 export class FakeSettler implements Settler {
@@ -433,6 +469,11 @@ export class FakeSettler implements Settler {
     };
     await record(signed);
     const transfer = transferOf(payload, requirements);
+    // Mined (or its nonce taken) only after the nonces held before it.
+    if (step === "revert_whole" || step === "drop") this.release();
+    if (step === "revert_whole") this.chain.revertWhole(hash, RELAYER, signed.settlerNonce);
+    if (step === "drop") this.chain.takeRelayerNonce(RELAYER, signed.settlerNonce);
+    if (step === "revert_whole" || step === "drop") return { sent: true, signed };
     // A nonce cannot be mined before the ones held before it.
     if (step === "hold" || this.held.length > 0) this.held.push({ transfer, hash, nonce: signed.settlerNonce });
     else this.chain.execute(transfer, hash, RELAYER, signed.settlerNonce);

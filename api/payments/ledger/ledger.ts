@@ -40,7 +40,13 @@ export type SettlementRecord = {
 /** How a payment whose outcome was unknown ended, read from the chain. */
 export type Resolution =
   | { status: "settled"; transaction: string; note?: string }
-  | { status: "failed" | "expired" | "used_elsewhere"; failure: string; transaction?: string };
+  | {
+      status: "failed" | "expired" | "used_elsewhere";
+      failure: string;
+      transaction?: string;
+      /** Failed by our transaction as a whole (a batch reverted, a transaction dropped): the payer's transfer was never tried. */
+      ours?: true;
+    };
 
 /** Payments by outcome (stats and health): `reconciled` counts outcomes decided from the chain, whatever they are. */
 export type OutcomeCounts = Record<PaymentStatus, number> & {
