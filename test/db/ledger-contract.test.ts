@@ -1,8 +1,19 @@
 import { sql } from "drizzle-orm";
-import { afterAll } from "vitest";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { creditLease, creditLot, creditSpend, creditToken, payment, signInNonce } from "../../api/store/schema.ts";
+import {
+  creditLease,
+  creditLot,
+  creditSpend,
+  creditToken,
+  payment,
+  SERVICE_SCHEMA,
+  signInNonce,
+} from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
+import type { Address } from "../../config/addresses.ts";
+import { sleep } from "../../shared/async.ts";
 import { ledgerContract } from "../ledger/contract.ts";
 import { databaseSlot, testDatabase } from "../support/indexer.ts";
 
@@ -14,12 +25,17 @@ afterAll(async () => {
   await slot.drop();
 });
 
-ledgerContract(`SQL on ${testDatabase}`, async () => {
+/** The suite's store, opened on first use. */
+async function opened(): Promise<ServiceStore> {
   if (!store) {
     await slot.prepare();
     store = await openServiceStore(slot.store);
   }
-  const { db } = store;
+  return store;
+}
+
+ledgerContract(`SQL on ${testDatabase}`, async () => {
+  const { db } = await opened();
   await db.delete(payment);
   await db.delete(signInNonce);
   await db.delete(creditLot);
@@ -50,4 +66,62 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
       });
     },
   };
+});
+
+const USDT = "0x00000000000000000000000000000000000000a1" as Address;
+
+// Row locks between connections: Postgres only (PGlite is one connection).
+describe.runIf(testDatabase === "postgres")("credit lots' lock order (Postgres)", () => {
+  it("a release waits behind a hold that locked the owner's soonest lot, and neither deadlocks: both go through", async () => {
+    const { db } = await opened();
+    await db.delete(creditSpend);
+    await db.delete(creditLot);
+    await db.delete(payment);
+    const ledger = createSqlLedger(db);
+    const owner = "0x00000000000000000000000000000000000000cc" as Address;
+    // Six lots of 10,000, the first to expire first; a spend that draws from every one of them.
+    const nonces = Array.from({ length: 6 }, (_, i) => `0x${(0xf0 - i * 7).toString(16)}`);
+    for (const [i, nonce] of nonces.entries()) {
+      const key = { token: USDT, payer: owner, nonce };
+      const row = { ...key, amount: 10_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
+      expect(await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n })).toBe(true);
+      expect(await ledger.settling(key, { status: 200, type: "application/json", body: "{}" })).toBe(true);
+      await ledger.settled(key, "0xt");
+      await ledger.credit.addLot(key, 10_000n, new Date(Date.now() + (i + 1) * 86_400_000));
+    }
+    const spend = {
+      payer: { owner },
+      route: "POST /api/lender/screen",
+      subject: null,
+      fingerprint: "f",
+      paymentId: null,
+    };
+    expect(await ledger.credit.hold({ ...spend, id: "all", amount: 55_000n })).toHaveProperty("held");
+    // Written last to first, as a lease's close gives back (latest to expire first): the order a
+    // scan of the table now meets them in, and the order a release wrote them in before its fix.
+    for (const nonce of [...nonces].reverse())
+      await db.execute(sql`update ${creditLot} set remaining = remaining where ${creditLot.nonce} = ${nonce}`);
+
+    // Another connection takes the lots as a hold does, soonest to expire first: the first, then the
+    // release starts, then the others.
+    const hold = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
+    await hold.connect();
+    try {
+      const lock = (nonce: string) =>
+        hold.query(`select remaining from ${SERVICE_SCHEMA}.credit_lot where payer = $1 and nonce = $2 for update`, [
+          owner,
+          nonce,
+        ]);
+      await hold.query("begin");
+      await lock(nonces[0]!);
+      const release = ledger.credit.release("all");
+      await sleep(300); // the release is waiting for the first lot by now
+      for (const nonce of nonces.slice(1)) await lock(nonce);
+      await hold.query("commit");
+      await release;
+    } finally {
+      await hold.end();
+    }
+    expect(await ledger.credit.balance(owner)).toBe(60_000n);
+  });
 });

@@ -27,7 +27,11 @@ const spendable = (owner: Address | SQL) => sql`
 
 /**
  * Deletes the spends `where` selects (a guard of `released` or `abandoned`) and gives their draws
- * back to their lots, in one statement: a release cannot be half done, nor done twice.
+ * back to their lots, in one statement: a release cannot be half done, nor done twice. The lots are
+ * locked soonest to expire first before any is written (`locked`, which the update reads): the
+ * order holds, openings and closes take them in. Written in whatever order the join gave, a release
+ * could hold a later lot while waiting for an earlier one that a hold had locked, waiting in turn
+ * for the later one: a deadlock, one of them failed after a second.
  */
 const releasing = (where: SQL) => sql`
   with gone as (delete from ${creditSpend} where ${where} returning draws),
@@ -35,9 +39,13 @@ const releasing = (where: SQL) => sql`
     select split_part(d.key, ':', 1) as token, split_part(d.key, ':', 2) as payer, split_part(d.key, ':', 3) as nonce,
       sum(d.value::numeric) as amount
     from gone, jsonb_each_text(gone.draws) as d group by 1, 2, 3),
+  locked as (
+    select l.token, l.payer, l.nonce, back.amount from ${creditLot} l
+    join back on l.token = back.token and l.payer = back.payer and l.nonce = back.nonce
+    order by l.expires_at, l.nonce for update of l),
   restored as (
-    update ${creditLot} l set remaining = l.remaining + back.amount from back
-    where l.token = back.token and l.payer = back.payer and l.nonce = back.nonce returning 1)
+    update ${creditLot} l set remaining = l.remaining + locked.amount from locked
+    where l.token = locked.token and l.payer = locked.payer and l.nonce = locked.nonce returning 1)
   select (select count(*) from gone)::int as released`;
 
 /**
