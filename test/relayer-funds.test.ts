@@ -5,9 +5,10 @@ import { type RelayerClient, relayerSettler } from "../api/payments/relayer.ts";
 import { celoChain } from "../config/celo.ts";
 import { type Anvil, startAnvil } from "../devnet/anvil.ts";
 
-// Who a settlement refused before sending is blamed on. A relayer without gas money is the
-// service's failure (503 settlement_unavailable, a deferred row queued again uncounted); a transfer
-// the node says would revert is the payer's (settlement_failed, an attempt that can become a debt).
+// Whose failure a settlement refused before sending is. Either way the call is answered 402
+// settlement_failed with the node's reason; but a relayer without gas money is the service's (a
+// deferred row goes back to the queue uncounted), and a transfer the node says would revert is the
+// payer's (a deferred row's attempt: after MAX_SETTLE_ATTEMPTS, a debt).
 
 const TOKEN = "0x00000000000000000000000000000000000000a1";
 /** PUSH1 0 PUSH1 0 REVERT: every call reverts, as a transfer the payer's balance cannot pay does. */
@@ -49,7 +50,9 @@ async function submitWith(balance: bigint) {
 
 describe("a settlement refused before it is sent", () => {
   it("is the service's when the relayer cannot pay for gas, and the payer's when the transfer would revert", async () => {
-    expect(await submitWith(0n)).toMatchObject({ sent: false, unavailable: true });
-    expect(await submitWith(10n ** 18n)).toMatchObject({ sent: false, unavailable: false });
+    expect(await submitWith(0n)).toMatchObject({ sent: false, unavailable: false, unfunded: true });
+    const theirs = await submitWith(10n ** 18n);
+    expect(theirs).toMatchObject({ sent: false, unavailable: false });
+    expect(theirs).not.toHaveProperty("unfunded");
   });
 });

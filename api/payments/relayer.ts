@@ -49,10 +49,10 @@ export type SubmitResult =
   /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
   | { sent: true; signed: SignedSettlement; uncertain?: string }
   /**
-   * Not broadcast: nothing can be charged. `unavailable` when it was not for the payer's transfer:
-   * the RPC could not be reached, or the relayer cannot pay for gas.
+   * Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached;
+   * `unfunded` when the relayer cannot pay for gas (the node refused it, but not for the payer's transfer).
    */
-  | { sent: false; reason: string; unavailable: boolean };
+  | { sent: false; reason: string; unavailable: boolean; unfunded?: true };
 
 /**
  * How long a fee estimate is reused: under a block's time, so a transaction pays what the node
@@ -156,7 +156,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       if (!gas && batch.length > 1 && typeof prepared.gas === "bigint")
         gasPerItem.set(tokensOf(batch), { at: Date.now(), perItem: prepared.gas / BigInt(batch.length) });
     } catch (error) {
-      settle(batch, { sent: false, reason: firstLine(error), unavailable: notThePayers(error) });
+      settle(batch, refusedSend(error));
       return [];
     }
     for (let attempt = 0; ; attempt++) {
@@ -209,7 +209,7 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
           attempt < 3
         )
           continue;
-        settle(batch, { sent: false, reason: firstLine(error), unavailable: notThePayers(error) });
+        settle(batch, refusedSend(error));
         return [];
       }
     }
@@ -343,13 +343,19 @@ export function isTransportError(error: unknown): boolean {
   return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
 }
 
+/** A send that failed before broadcast, and whose failure it was: the node's (unreachable), ours (no gas money), or the payer's transfer. */
+const refusedSend = (error: unknown): SubmitResult => ({
+  sent: false,
+  reason: firstLine(error),
+  unavailable: isTransportError(error),
+  ...(isUnfunded(error) ? { unfunded: true } : {}),
+});
+
 /**
- * The send failed for a reason of ours, not because the payer's transfer would: no answer from the
- * node, or a relayer without the gas money (refused when sent; when estimated, nodes answer that the
- * gas needed exceeds what the sender's balance allows at the fee).
+ * The relayer cannot pay for gas: refused when sent, and when estimated nodes answer that the gas
+ * needed exceeds what the sender's balance allows at the fee.
  */
-const notThePayers = (error: unknown) =>
-  isTransportError(error) ||
+const isUnfunded = (error: unknown) =>
   (error instanceof BaseError && !!error.walk((e) => e instanceof InsufficientFundsError)) ||
   /gas required exceeds allowance|insufficient funds for gas/i.test(fullMessage(error));
 

@@ -131,8 +131,8 @@ export class SettlementWorker {
     const submitted = await settler.submit(payload, requirements, record).catch(() => null);
     if (!submitted) return null;
     if (!submitted.sent) {
-      // The RPC did not answer: nothing was tried, try again later.
-      if (submitted.unavailable) await ledger.requeue(key, false);
+      // The RPC did not answer, or the relayer has no gas money: the payer's transfer was not tried, try again later.
+      if (submitted.unavailable || submitted.unfunded) await ledger.requeue(key, false);
       else await this.refused(row, submitted.reason);
       return null;
     }

@@ -200,12 +200,15 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
         hold = false;
         restarted = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env });
         await waitFor("the delivery again", async () => (arrivals.length >= 2 ? true : undefined), restarted, 120_000);
+        // The receiver has answered; the deliverer records that a moment later.
+        const deliveries = () => store("select status, attempts from service.webhook_delivery");
+        await waitFor("the delivery recorded", async () =>
+          (await deliveries()).some((d) => d.status !== "pending") ? true : undefined,
+        );
         expect(arrivals).toHaveLength(2);
         const events = await store("select id, type, block, retracts, before, after from service.monitor_event");
         expect(new Set(arrivals).size, JSON.stringify({ arrivals, events })).toBe(1);
-        expect(await store("select status, attempts from service.webhook_delivery")).toEqual([
-          { status: "delivered", attempts: 1 },
-        ]);
+        expect(await deliveries()).toEqual([{ status: "delivered", attempts: 1 }]);
       } finally {
         for (const res of held) res.destroy();
         receiver.close();

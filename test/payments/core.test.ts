@@ -901,7 +901,7 @@ describe("deferred settlement", () => {
     expect(await world.row(unpaid)).toMatchObject({ repaidBy: covering.authorization.nonce });
     expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))))).toBe(true);
   });
-  it("never makes a payer owe what our own transaction failed: a batch reverted whole or a transaction dropped is tried again uncounted, while a transfer that fails counts", async () => {
+  it("never makes a payer owe what our own settlement failed: a relayer without gas, a batch reverted whole or a transaction dropped is tried again uncounted, while a transfer that fails counts", async () => {
     const world = new World("deferred");
     const core = world.core();
     const rounds = async (n: number) => {
@@ -914,8 +914,8 @@ describe("deferred settlement", () => {
     const ours = await sign(alice);
     await payScreen(core, xPayment(ours));
     // More failures of ours than a payer's transfer is allowed (MAX_SETTLE_ATTEMPTS), then a block that takes it.
-    world.settler!.script = ["revert_whole", "drop", "revert_whole", "drop"];
-    await rounds(4);
+    world.settler!.script = ["unfunded", "revert_whole", "drop", "unfunded", "revert_whole", "drop"];
+    await rounds(6);
     expect(await world.row(ours)).toMatchObject({ status: "queued", attempts: 0 });
     await rounds(1);
     expect(await world.row(ours)).toMatchObject({ status: "settled", attempts: 0 });

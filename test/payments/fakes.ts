@@ -425,8 +425,9 @@ const transferOf = (payload: PaymentPayload, requirements: PaymentRequirements):
  * How the next settlement goes. mine: sent and mined; hold: sent, not mined until release() (the
  * outcome unknown meanwhile); throw (remote): the call fails without a verdict, after mining when
  * `thenMine`; refuse: refused before sending (nothing moves); unavailable (self): the RPC did not
- * answer, or the relayer cannot pay for gas. Failures of ours (self): revert_whole: mined in a batch
- * that reverted whole; drop: sent, and its relayer nonce then mined by another transaction.
+ * answer. Failures of ours (self): unfunded: refused before sending, the relayer cannot pay for gas;
+ * revert_whole: mined in a batch that reverted whole; drop: sent, and its relayer nonce then mined
+ * by another transaction.
  */
 export type SettleScript =
   | "mine"
@@ -435,6 +436,7 @@ export type SettleScript =
   | "throw_after_mining"
   | "refuse"
   | "unavailable"
+  | "unfunded"
   | "revert_whole"
   | "drop";
 
@@ -460,6 +462,8 @@ export class FakeSettler implements Settler {
       return { sent: false, reason: "connect ECONNREFUSED", unavailable: true };
     if (step === "refuse")
       return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
+    if (step === "unfunded")
+      return { sent: false, reason: "gas required exceeds allowance: 0", unavailable: false, unfunded: true };
     const hash = randomNonce();
     const signed = {
       transaction: hash,

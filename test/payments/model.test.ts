@@ -27,7 +27,7 @@ import {
 // A model-based test of the payment core: random sequences of calls (a new payment, the same one
 // again, the same authorization for another request, a payment-identifier retry signed anew),
 // handler failures, process deaths between any two ledger writes, and chain outcomes (mined,
-// held then mined, refused, no verdict, reverted after the balance moved, a batch of ours reverted
+// held then mined, refused, no verdict, reverted after the balance moved, a relayer without gas, a batch of ours reverted
 // whole, a transaction of ours dropped, the nonce cancelled,
 // time passing beyond validBefore), against the in-memory ledger and the fakes. After every step:
 // no data without money, no money without data (or a retry that gets it), the deferred caps, one
@@ -120,6 +120,7 @@ const callStep = {
     "throw",
     "throw_after_mining",
     "unavailable",
+    "unfunded",
     "revert_whole",
     "drop",
   ),

@@ -91,11 +91,11 @@ export const shuttingDown = () =>
     "The service is shutting down; nothing was charged. Retry with the same payment.",
   );
 
-/** The settlement could not be sent (the chain did not answer, the relayer cannot pay for gas, or the ledger could not record it first). */
+/** The settlement could not be sent (the chain did not answer, or the ledger could not record it first). */
 export const chainUnavailable = () =>
   new PaymentError(
     "settlement_unavailable",
-    "The payment could not be settled right now (the chain did not answer, or the service could not send its settlement); nothing was charged and no data is returned. Retry with the same payment.",
+    "The payment could not be settled right now (the chain did not answer); nothing was charged and no data is returned. Retry with the same payment.",
   );
 
 export const settlementFailed = (reason: string, transaction?: string) =>
