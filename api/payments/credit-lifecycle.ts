@@ -29,6 +29,12 @@ const SPEND_TRANSITIONS = {
     to: "spent",
     means: "a call paid from a lease (no Payment-Identifier) is recorded once answered, before its answer leaves",
   },
+  voided: {
+    from: ["spent"],
+    to: ABSENT,
+    means:
+      "a call paid from a lease whose recording landed but could not be confirmed before its answer was refused (the store down): the price goes back to the lease",
+  },
   released: {
     from: ["held"],
     to: ABSENT,

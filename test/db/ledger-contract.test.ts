@@ -71,7 +71,7 @@ ledgerContract(`SQL on ${testDatabase}`, async () => {
 const USDT = "0x00000000000000000000000000000000000000a1" as Address;
 
 // Row locks between connections: Postgres only (PGlite is one connection).
-describe.runIf(testDatabase === "postgres")("credit lots' lock order (Postgres)", () => {
+describe.runIf(testDatabase === "postgres")("credit: row locks between connections (Postgres)", () => {
   it("a release waits behind a hold that locked the owner's soonest lot, and neither deadlocks: both go through", async () => {
     const { db } = await opened();
     await db.delete(creditSpend);
@@ -123,5 +123,46 @@ describe.runIf(testDatabase === "postgres")("credit lots' lock order (Postgres)"
       await hold.end();
     }
     expect(await ledger.credit.balance(owner)).toBe(60_000n);
+  });
+
+  it("undoes a refused call's recording that commits while the undo runs: the undo waits for the lease, then finds it", async () => {
+    const { db } = await opened();
+    await db.delete(creditSpend);
+    await db.delete(creditLease);
+    await db.delete(creditLot);
+    await db.delete(payment);
+    const ledger = createSqlLedger(db);
+    const owner = "0x00000000000000000000000000000000000000dd" as Address;
+    const key = { token: USDT, payer: owner, nonce: "0x01" };
+    const row = { ...key, amount: 50_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
+    await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n });
+    await ledger.settling(key, { status: 200, type: "application/json", body: "{}" });
+    await ledger.settled(key, "0xt");
+    await ledger.credit.addLot(key, 50_000n, new Date(Date.now() + 86_400_000));
+    await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+
+    // A recording of the call under way on a connection the service lost: the lease locked, the spend written, not committed.
+    const recording = new pg.Client({
+      connectionString: (slot.store as { connectionString: string }).connectionString,
+    });
+    await recording.connect();
+    try {
+      await recording.query("begin");
+      await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
+      await recording.query(
+        `insert into ${SERVICE_SCHEMA}.credit_spend (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
+         values ('refused', $1, 'POST /api/lender/screen', null, 'f', 10000, 'L', 'spent', 200, 'application/json')`,
+        [owner],
+      );
+      await recording.query(`update ${SERVICE_SCHEMA}.credit_lease set spent = spent + 10000 where id = 'L'`);
+      const undo = ledger.credit.voidSpend("refused", "L");
+      await sleep(300);
+      await recording.query("commit");
+      expect(await undo).toBe(true);
+    } finally {
+      await recording.end();
+    }
+    expect(await ledger.credit.recent(owner, 10)).toEqual([]);
+    expect(await ledger.credit.balance(owner)).toBe(50_000n);
   });
 });

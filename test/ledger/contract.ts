@@ -754,6 +754,28 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.balance(owner)).toBe(10_000n);
       });
 
+      it("undoes a call recorded on an open lease whose answer was refused: the price back to the lease, once; nothing on a closed lease or a held call", async () => {
+        await purchase(50_000n);
+        await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+        for (const id of ["kept", "refused"]) await ledger.credit.recordSpend(leaseSpend(id, "L", 10_000n));
+        expect(await ledger.credit.voidSpend("refused", "other lease")).toBe(false);
+        expect(await ledger.credit.voidSpend("refused", "L")).toBe(true);
+        expect(await ledger.credit.voidSpend("refused", "L"), "once").toBe(false);
+        expect(await ledger.credit.voidSpend("never recorded", "L")).toBe(false);
+        expect(await ledger.credit.spendRecorded("refused")).toBe(false);
+        expect((await ledger.credit.recent(owner, 10)).map((s) => s.id)).toEqual(["kept"]);
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        // A call paid from a hold is not a lease's: its own path (release) gives it back.
+        const hold = await held("h", 10_000n);
+        await ledger.credit.spent(hold.held.id, answer);
+        expect(await ledger.credit.voidSpend("h", "L")).toBe(false);
+        // What a closed lease did not spend went back already: nothing more to undo there.
+        await ledger.credit.recordSpend(leaseSpend("late", "L", 10_000n));
+        expect(await ledger.credit.closeLease("L")).toBe(10_000n);
+        expect(await ledger.credit.voidSpend("late", "L")).toBe(false);
+        expect(await ledger.credit.balance(owner)).toBe(20_000n);
+      });
+
       it("never lets two concurrent openings lease the same unit", async () => {
         await purchase(50_000n);
         const opened = await Promise.all(

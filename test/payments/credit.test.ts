@@ -295,6 +295,43 @@ describe("prepaid credit", () => {
     expect((await credit.recent(owner, 10)).length).toBe(2);
   });
 
+  it("undoes a leased call's recording that landed while the store stayed down past the check: refused, and nothing taken once the store is back", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    await buyCredit(world, core, 100_000n);
+    const { credit } = world.ledger;
+    const record = credit.recordSpend.bind(credit);
+    // The recording lands, its acknowledgement is lost, and the store answers nothing more for a while.
+    let down = true;
+    const unreachable = () => new Error("connect ECONNREFUSED 127.0.0.1:5432");
+    vi.spyOn(credit, "recordSpend").mockImplementationOnce(async (spend) => {
+      await record(spend);
+      throw new Error("Connection terminated unexpectedly");
+    });
+    const recorded = credit.spendRecorded.bind(credit);
+    vi.spyOn(credit, "spendRecorded").mockImplementation(async (id) => {
+      if (down) throw unreachable();
+      return recorded(id);
+    });
+    const voidSpend = credit.voidSpend.bind(credit);
+    const undo = vi.spyOn(credit, "voidSpend").mockImplementation(async (id, lease) => {
+      if (down) throw unreachable();
+      return voidSpend(id, lease);
+    });
+    const call = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    await expect(core.conclude(SCREEN, screenWith({}), call, { answer: ANSWER })).rejects.toThrow(/terminated/);
+    expect(await credit.recent(owner, 10), "recorded, its answer refused").toHaveLength(1);
+
+    down = false;
+    await vi.waitFor(async () => expect(await credit.recent(owner, 10)).toHaveLength(0), { timeout: 10_000 });
+    expect(await undo.mock.results.at(-1)?.value).toBe(true);
+    expect(await credit.balance(owner), "nothing taken").toBe(100_000n);
+    // The lease's units are the replica's again: the next call is paid from them and answered.
+    const next = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+    expect("headers" in (await core.conclude(SCREEN, screenWith({}), next, { answer: ANSWER }))).toBe(true);
+    expect(await credit.balance(owner)).toBe(90_000n);
+  });
+
   it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {
     const world = new World("before-remote");
     const [a, b] = [world.core(), world.core()];

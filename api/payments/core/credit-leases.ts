@@ -19,6 +19,9 @@ const LEASE_IDLE_MS = 1_000;
 const LEASE_WAIT_MS = 5_000;
 const POLL_MS = 50;
 
+/** How long a refused call whose recording was not confirmed is looked for, to be undone, while the store comes back. */
+const UNDO_WITHIN_MS = 60_000;
+
 /** Until when a call that finds the lots short may wait for leases to come back (LEASE_WAIT_MS from now). */
 export const leaseWaitDeadline = () => Date.now() + LEASE_WAIT_MS;
 
@@ -91,6 +94,34 @@ export class CreditLeases {
     if (lease.inflight > 0) return;
     if (lease.retiring) void this.close(lease);
     else lease.idle = setTimeout(() => this.retire(lease), LEASE_IDLE_MS).unref();
+  }
+
+  /**
+   * A call refused because its recording could not be confirmed (the store did not answer): the
+   * recording may have landed all the same, charging a call not answered. It is undone as soon as
+   * the store answers again (voidSpend: the price back to the lease, which its call keeps open
+   * meanwhile); only then is the price this replica's to spend again.
+   */
+  refusedUnconfirmed(lease: Lease, id: string, price: bigint): void {
+    void (async () => {
+      const deadline = Date.now() + UNDO_WITHIN_MS;
+      for (let pause = POLL_MS; ; pause = Math.min(pause * 2, 5_000)) {
+        try {
+          if (await this.ledger.voidSpend(id, lease.id))
+            log.warn(`[payments] credit spend ${id} was recorded though its answer was refused: undone`);
+          break;
+        } catch (error) {
+          if (Date.now() + pause > deadline) {
+            log.error(
+              `[payments] credit spend ${id}: whether it was recorded is unknown (${firstLine(error)}); if it was, its owner paid for a call not answered`,
+            );
+            break;
+          }
+          await sleep(pause);
+        }
+      }
+      this.finish(lease, price, false);
+    })();
   }
 
   /** No new call takes from this lease; it goes back once its calls end (another replica wants it, or it ran short). */

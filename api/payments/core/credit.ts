@@ -268,10 +268,10 @@ async function concludeLeased(
   } catch (error) {
     // The write may have landed with its acknowledgement lost (the connection dropped): a call
     // charged has no identifier to be asked for again, so its answer leaves now. Not known to be
-    // recorded: the answer does not leave (and the lease's own bound, spent <= amount, keeps this
-    // replica from spending the unit twice had it landed after all).
+    // recorded: the answer does not leave, and the recording, if it landed, is undone once the
+    // store answers again.
     if (!(await recordedAfterAll(ctx, spend.id))) {
-      ctx.leases.finish(lease, spend.amount, false);
+      ctx.leases.refusedUnconfirmed(lease, spend.id, spend.amount);
       throw error;
     }
     recorded = { outcome: "recorded", wanted: false };

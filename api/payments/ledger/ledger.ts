@@ -247,6 +247,12 @@ export interface CreditLedger {
   recordSpend(spend: LeaseSpend): Promise<{ outcome: LeaseSpendOutcome; wanted: boolean }>;
   /** Whether the call `id` was recorded `spent` (a recording whose acknowledgement was lost may have been). */
   spendRecorded(id: string): Promise<boolean>;
+  /**
+   * The call `id` of `lease` was refused after its recording could not be confirmed: if the
+   * recording landed all the same, it is undone and the price goes back to the lease (still open).
+   * Waits for a recording of the lease under way. True when one was undone.
+   */
+  voidSpend(id: string, lease: string): Promise<boolean>;
   /** Closes the lease: what it did not spend goes back to its lots (latest to expire first). What went back. */
   closeLease(id: string): Promise<bigint>;
   /** Leases not renewed for ABANDONED_AFTER_MS (their replica died) are closed; how many. */

@@ -242,6 +242,16 @@ export class MemoryCredit implements CreditLedger {
     return this.spends.get(id)?.status === "spent";
   }
 
+  async voidSpend(id: string, leaseId: string): Promise<boolean> {
+    const spend = this.spends.get(id);
+    const lease = this.leases.get(leaseId);
+    if (!spend || spend.lease !== leaseId || !lease || lease.closedAt !== null || !this.allowed(spend, "voided"))
+      return false;
+    lease.spent = (BigInt(lease.spent) - BigInt(spend.amount)).toString();
+    this.spends.delete(id);
+    return true;
+  }
+
   /** Closes an open lease: what it did not spend goes back to its lots, latest to expire first. Null if not open. */
   private close(id: string, abandonedOnly: boolean): bigint | null {
     const lease = this.leases.get(id);

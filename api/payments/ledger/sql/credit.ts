@@ -352,6 +352,26 @@ export function sqlCredit(store: Store): CreditLedger {
       return row !== undefined;
     },
 
+    /**
+     * The lease is locked first: a recording of it under way (RECORD locks its leases) ends before
+     * the spend is looked for, in a later statement that sees what it wrote.
+     */
+    voidSpend: async (id, leaseId) =>
+      (await store).transaction(async (tx) => {
+        const open = await tx.execute(
+          sql`select 1 from ${creditLease} where ${creditLease.id} = ${leaseId} and ${creditLease.closedAt} is null for update`,
+        );
+        if (rowsOf(open).length === 0) return false;
+        const undone = await tx.execute(sql`
+          with gone as (
+            delete from ${creditSpend}
+            where ${creditSpend.id} = ${id} and ${creditSpend.lease} = ${leaseId} and ${spendGuard("voided")}
+            returning ${creditSpend.amount})
+          update ${creditLease} set spent = spent - gone.amount from gone where ${creditLease.id} = ${leaseId}
+          returning 1`);
+        return rowsOf(undone).length > 0;
+      }),
+
     closeLease: async (id) => (await close(id, sql`true`)) ?? 0n,
 
     async closeAbandonedLeases() {
