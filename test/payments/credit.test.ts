@@ -33,6 +33,17 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** The ledger's next recording of a leased call loses its connection, after the write `landed` or before it. */
+function nextRecordingDropped(credit: World["ledger"]["credit"], { landed }: { landed: boolean }): void {
+  // Bound before the once-implementation is set: inside it, a call of the spy records as the ledger does.
+  const record = credit.recordSpend.bind(credit);
+  const spy = vi.isMockFunction(credit.recordSpend) ? vi.mocked(credit.recordSpend) : vi.spyOn(credit, "recordSpend");
+  spy.mockImplementationOnce(async (spend) => {
+    if (landed) await record(spend);
+    throw new Error("Connection terminated unexpectedly");
+  });
+}
+
 describe("prepaid credit", () => {
   it("is bought with one payment settled first, then pays calls by token and by signed-in wallet, to the unit", async () => {
     const world = new World("deferred");
@@ -272,20 +283,12 @@ describe("prepaid credit", () => {
     const core = world.core();
     await buyCredit(world, core, 100_000n);
     const { credit } = world.ledger;
-    const record = credit.recordSpend.bind(credit);
-    const dropped = () => new Error("Connection terminated unexpectedly");
-    const recording = vi.spyOn(credit, "recordSpend");
-    recording.mockImplementationOnce(async (spend) => {
-      await record(spend);
-      throw dropped();
-    });
+    nextRecordingDropped(credit, { landed: true });
     const landed = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     const answered = await core.conclude(SCREEN, screenWith({}), landed, { answer: ANSWER });
     expect("headers" in answered && answered.headers["Credit-Spend"]).toBe(landed.credit?.spend);
     expect(await credit.balance(owner)).toBe(90_000n);
-    recording.mockImplementationOnce(async () => {
-      throw dropped();
-    });
+    nextRecordingDropped(credit, { landed: false });
     const lost = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     await expect(core.conclude(SCREEN, screenWith({}), lost, { answer: ANSWER })).rejects.toThrow(/terminated/);
     expect(await credit.balance(owner), "its answer did not leave: nothing taken").toBe(90_000n);
@@ -300,14 +303,10 @@ describe("prepaid credit", () => {
     const core = world.core();
     await buyCredit(world, core, 100_000n);
     const { credit } = world.ledger;
-    const record = credit.recordSpend.bind(credit);
     // The recording lands, its acknowledgement is lost, and the store answers nothing more for a while.
     let down = true;
     const unreachable = () => new Error("connect ECONNREFUSED 127.0.0.1:5432");
-    vi.spyOn(credit, "recordSpend").mockImplementationOnce(async (spend) => {
-      await record(spend);
-      throw new Error("Connection terminated unexpectedly");
-    });
+    nextRecordingDropped(credit, { landed: true });
     const recorded = credit.spendRecorded.bind(credit);
     vi.spyOn(credit, "spendRecorded").mockImplementation(async (id) => {
       if (down) throw unreachable();

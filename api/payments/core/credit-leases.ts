@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Address } from "../../../config/addresses.ts";
-import { firstLine, sleep } from "../../../shared/async.ts";
+import { askUntilAnswered, firstLine, sleep } from "../../../shared/async.ts";
 import { log } from "../../../shared/log.ts";
 import type { CreditLedger, CreditShort } from "../ledger/ledger.ts";
 
@@ -104,22 +104,16 @@ export class CreditLeases {
    */
   refusedUnconfirmed(lease: Lease, id: string, price: bigint): void {
     void (async () => {
-      const deadline = Date.now() + UNDO_WITHIN_MS;
-      for (let pause = POLL_MS; ; pause = Math.min(pause * 2, 5_000)) {
-        try {
-          if (await this.ledger.voidSpend(id, lease.id))
-            log.warn(`[payments] credit spend ${id} was recorded though its answer was refused: undone`);
-          break;
-        } catch (error) {
-          if (Date.now() + pause > deadline) {
-            log.error(
-              `[payments] credit spend ${id}: whether it was recorded is unknown (${firstLine(error)}); if it was, its owner paid for a call not answered`,
-            );
-            break;
-          }
-          await sleep(pause);
-        }
-      }
+      const asked = await askUntilAnswered(() => this.ledger.voidSpend(id, lease.id), UNDO_WITHIN_MS, {
+        firstPause: POLL_MS,
+        maxPause: 5_000,
+      });
+      if ("error" in asked)
+        log.error(
+          `[payments] credit spend ${id}: whether it was recorded is unknown (${firstLine(asked.error)}); if it was, its owner paid for a call not answered`,
+        );
+      else if (asked.answer)
+        log.warn(`[payments] credit spend ${id} was recorded though its answer was refused: undone`);
       this.finish(lease, price, false);
     })();
   }

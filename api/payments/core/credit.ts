@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { isValidPaymentId } from "@x402/extensions/payment-identifier";
 import type { Address } from "../../../config/addresses.ts";
-import { sleep } from "../../../shared/async.ts";
+import { askUntilAnswered, sleep } from "../../../shared/async.ts";
 import type { CreditSpendRow } from "../../store/schema.ts";
 import { freeBilling } from "../billing.ts";
 import { hashCreditToken } from "../credit-token.ts";
@@ -289,15 +289,10 @@ const RECORDED_CHECK_MS = 2_000;
 
 /** Whether a recording that failed landed all the same, asked until RECORDED_CHECK_MS has passed. */
 async function recordedAfterAll(ctx: CoreContext, id: string): Promise<boolean> {
-  const deadline = Date.now() + RECORDED_CHECK_MS;
-  for (let pause = POLL_MS; ; pause *= 2) {
-    try {
-      return await ctx.ledger.credit.spendRecorded(id);
-    } catch {
-      if (Date.now() + pause > deadline) return false;
-      await sleep(pause);
-    }
-  }
+  const asked = await askUntilAnswered(() => ctx.ledger.credit.spendRecorded(id), RECORDED_CHECK_MS, {
+    firstPause: POLL_MS,
+  });
+  return "answer" in asked && asked.answer;
 }
 
 /** What a credit-paid answer says of its payment: the spend's ledger reference and the balance left (micro-USD). */
