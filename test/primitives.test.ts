@@ -1,7 +1,9 @@
 import { authorizationTypes } from "@x402/evm";
 import {
+  bytesToHex,
   getAddress,
   type Hex,
+  hashTypedData,
   keccak256,
   recoverTransactionAddress,
   recoverTypedDataAddress,
@@ -11,7 +13,13 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { describe, expect, it } from "vitest";
 import { exactUsd, formatUsdCents, formatWholeUsd, unitsToUsd, usdRoundedToCents } from "../api/money.ts";
-import { nativeAccount, recoverSigner, recoverTypedDataSigner, recoveryBackend } from "../api/payments/secp256k1.ts";
+import {
+  authorizationDigest,
+  authorizationSigner,
+  nativeAccount,
+  recoverSigner,
+  recoveryBackend,
+} from "../api/payments/secp256k1.ts";
 import { coalesced } from "../api/store/coalesce.ts";
 import { addressSchema } from "../config/addresses.ts";
 import { monthOf } from "../shared/month.ts";
@@ -82,20 +90,61 @@ describe("secp256k1 (api/payments/secp256k1.ts): recovery and the relayer's sign
       const account = privateKeyToAccount(generatePrivateKey());
       const data = typedData(keccak256(toHex(i)));
       const signature = await account.signTypedData(data);
-      expect(await recoverTypedDataSigner({ ...data, signature })).toBe(account.address.toLowerCase());
-      expect(await recoverTypedDataSigner({ ...data, signature })).toBe(
+      expect(await authorizationSigner({ ...data, signature })).toBe(account.address.toLowerCase());
+      expect(await authorizationSigner({ ...data, signature })).toBe(
         (await recoverTypedDataAddress({ ...data, signature })).toLowerCase(),
       );
       // v as 0/1 (yParity) recovers the same key.
       const yParity = `${signature.slice(0, 130)}${signature.endsWith("1b") ? "00" : "01"}` as Hex;
-      expect(await recoverTypedDataSigner({ ...data, signature: yParity })).toBe(account.address.toLowerCase());
+      expect(await authorizationSigner({ ...data, signature: yParity })).toBe(account.address.toLowerCase());
     }
+  });
+
+  it("hashes a TransferWithAuthorization as viem's hashTypedData does, for any token's domain and any field values", async () => {
+    const random = (bytes: number) => bytesToHex(crypto.getRandomValues(new Uint8Array(bytes)));
+    const uint = () => [0n, 1n, 2n ** 256n - 1n, BigInt(random(32)), BigInt(random(5))][Math.floor(Math.random() * 5)]!;
+    for (let i = 0; i < 200; i++) {
+      const token = random(20);
+      const domain = {
+        name: ["Tether USD", "USDC", "Celo Dollar", ""][i % 4]!,
+        version: String(1 + (i % 3)),
+        chainId: [42220, 44787, 31337][i % 3]!,
+        verifyingContract: i % 2 ? getAddress(token) : token,
+      };
+      const message = {
+        from: i % 3 ? random(20) : getAddress(random(20)),
+        to: random(20),
+        value: uint(),
+        validAfter: uint(),
+        validBefore: uint(),
+        nonce: random(32),
+      };
+      const viem = hashTypedData({
+        domain,
+        types: authorizationTypes,
+        primaryType: "TransferWithAuthorization",
+        message,
+      });
+      expect(bytesToHex(authorizationDigest(domain, message)), `case ${i}`).toBe(viem);
+    }
+    // A field outside its type is refused as hashTypedData refuses it; a signer of it is none.
+    const domain = typedData(keccak256("0x01")).domain;
+    const message = { ...typedData(keccak256("0x01")).message, to: "0x1234" as Hex };
+    expect(() => authorizationDigest(domain, message)).toThrow();
+    expect(() => authorizationDigest(domain, { ...message, to: zeroAddress, value: -1n })).toThrow();
+    const account = privateKeyToAccount(generatePrivateKey());
+    const signed = typedData(keccak256("0x03"));
+    const signature = await account.signTypedData(signed);
+    expect(await authorizationSigner({ domain: signed.domain, message: signed.message, signature })).toBe(
+      account.address.toLowerCase(),
+    );
+    expect(await authorizationSigner({ domain, message, signature })).toBeUndefined();
   });
 
   it("names another signer for another message, and refuses what recovers nothing", async () => {
     const account = privateKeyToAccount(generatePrivateKey());
     const signature = await account.signTypedData(typedData(keccak256("0x01")));
-    expect(await recoverTypedDataSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(
+    expect(await authorizationSigner({ ...typedData(keccak256("0x02")), signature })).not.toBe(
       account.address.toLowerCase(),
     );
     await expect(recoverSigner(keccak256("0x01"), `${signature.slice(0, 130)}1d` as Hex)).rejects.toThrow();

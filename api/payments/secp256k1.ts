@@ -2,7 +2,9 @@ import { createRequire } from "node:module";
 import { authorizationTypes } from "@x402/evm";
 import {
   bytesToHex,
+  getTypesForEIP712Domain,
   type Hex,
+  hashDomain,
   hashTypedData,
   hexToBytes,
   keccak256,
@@ -10,10 +12,9 @@ import {
   type SerializeTransactionFn,
   serializeTransaction,
   type TransactionSerializable,
-  type TypedDataDefinition,
   type TypedDataDomain,
 } from "viem";
-import { type PrivateKeyAccount, privateKeyToAccount, publicKeyToAddress } from "viem/accounts";
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import type { Address } from "../../config/addresses.ts";
 
 type NativeSecp256k1 = {
@@ -41,20 +42,23 @@ export const recoveryBackend = native ? "libsecp256k1" : "noble";
  * The address whose key signed `hash` (a 65-byte r‖s‖v signature, v 27/28 or 0/1), lowercase.
  * Throws as viem's recoverAddress does on a signature that recovers to nothing.
  */
-export async function recoverSigner(hash: Hex, signature: Hex): Promise<Address> {
-  if (!native || signature.length !== 132) return (await recoverAddress({ hash, signature })).toLowerCase() as Address;
+export async function recoverSigner(hash: Hex | Uint8Array, signature: Hex): Promise<Address> {
+  if (!native || signature.length !== 132) {
+    const digest = typeof hash === "string" ? hash : bytesToHex(hash);
+    return (await recoverAddress({ hash: digest, signature })).toLowerCase() as Address;
+  }
   const bytes = hexToBytes(signature);
   const v = bytes[64]!;
   const recid = v >= 27 ? v - 27 : v;
   if (recid !== 0 && recid !== 1) throw new Error(`invalid signature v ${v}`);
-  const publicKey = native.ecdsaRecover(bytes.subarray(0, 64), recid, hexToBytes(hash), false);
-  return publicKeyToAddress(`0x${Buffer.from(publicKey).toString("hex")}` as Hex).toLowerCase() as Address;
-}
-
-/** recoverTypedDataAddress with the native recovery: the EOA that signed `typedData`, lowercase. */
-export function recoverTypedDataSigner(typedData: TypedDataDefinition & { signature: Hex }): Promise<Address> {
-  const { signature, ...definition } = typedData;
-  return recoverSigner(hashTypedData(definition as TypedDataDefinition), signature);
+  const publicKey = native.ecdsaRecover(
+    bytes.subarray(0, 64),
+    recid,
+    typeof hash === "string" ? hexToBytes(hash) : hash,
+    false,
+  );
+  // The address is the last 20 bytes of the key's hash (lowercase: no checksum to compute).
+  return bytesToHex(keccak256(publicKey.subarray(1), "bytes").subarray(12)) as Address;
 }
 
 /** An EIP-3009 TransferWithAuthorization, as signed. */
@@ -68,14 +72,74 @@ export type SignedAuthorization = {
  * The EOA that signed an EIP-3009 authorization over its token's domain (lowercase), or undefined
  * when the signature recovers to nothing (not a 65-byte ECDSA signature: a contract wallet's).
  */
-export function authorizationSigner({ domain, message, signature }: SignedAuthorization): Promise<Address | undefined> {
-  return recoverTypedDataSigner({
-    domain,
-    types: authorizationTypes,
-    primaryType: "TransferWithAuthorization",
-    message,
-    signature,
-  }).catch(() => undefined);
+export async function authorizationSigner({
+  domain,
+  message,
+  signature,
+}: SignedAuthorization): Promise<Address | undefined> {
+  try {
+    return await recoverSigner(authorizationDigest(domain, message), signature);
+  } catch {
+    return undefined;
+  }
+}
+
+const TRANSFER_FIELDS = authorizationTypes.TransferWithAuthorization;
+/** The type's hash, from the same declaration the x402 clients sign with. */
+const TRANSFER_TYPE_HASH = keccak256(
+  new TextEncoder().encode(`TransferWithAuthorization(${TRANSFER_FIELDS.map((f) => `${f.type} ${f.name}`).join(",")})`),
+  "bytes",
+);
+/** Domain separators by domain: a service accepts a handful of tokens on one chain. */
+const separators = new Map<string, Uint8Array>();
+const MAX_SEPARATORS = 64;
+const WORD = /^0x[0-9a-fA-F]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const UINT256_LIMIT = 1n << 256n;
+
+/**
+ * The EIP-712 digest of a TransferWithAuthorization: what viem's hashTypedData gives for it (held
+ * equal by test/primitives.test.ts), without its per-call work on the domain and the type (every
+ * deferred payment is recovered on the request path). A message outside the type's shapes goes
+ * to hashTypedData, which refuses it as before.
+ */
+export function authorizationDigest(domain: TypedDataDomain, message: SignedAuthorization["message"]): Uint8Array {
+  const { from, to, value, validAfter, validBefore, nonce } = message;
+  const uints = [value, validAfter, validBefore];
+  if (
+    !ADDRESS.test(from) ||
+    !ADDRESS.test(to) ||
+    !WORD.test(nonce) ||
+    uints.some((u) => typeof u !== "bigint" || u < 0n || u >= UINT256_LIMIT)
+  )
+    return hexToBytes(
+      hashTypedData({ domain, types: authorizationTypes, primaryType: "TransferWithAuthorization", message }),
+    );
+  const encoded = new Uint8Array(32 * 7);
+  encoded.set(TRANSFER_TYPE_HASH, 0);
+  encoded.set(hexToBytes(from), 32 + 12);
+  encoded.set(hexToBytes(to), 64 + 12);
+  for (const [i, u] of uints.entries()) encoded.set(hexToBytes(`0x${u.toString(16).padStart(64, "0")}`), 96 + 32 * i);
+  encoded.set(hexToBytes(nonce), 192);
+  const signed = new Uint8Array(66);
+  signed.set([0x19, 0x01], 0);
+  signed.set(separatorOf(domain), 2);
+  signed.set(keccak256(encoded, "bytes"), 34);
+  return keccak256(signed, "bytes");
+}
+
+function separatorOf(domain: TypedDataDomain): Uint8Array {
+  const key = JSON.stringify(domain, (_, v) => (typeof v === "bigint" ? v.toString() : v));
+  let separator = separators.get(key);
+  if (!separator) {
+    if (separators.size >= MAX_SEPARATORS) separators.clear();
+    // viem's own domain hashing (hashTypedData's first half); its parameter types want a literal domain.
+    separator = hexToBytes(
+      hashDomain({ domain: domain as never, types: { EIP712Domain: getTypesForEIP712Domain({ domain }) } }),
+    );
+    separators.set(key, separator);
+  }
+  return separator;
 }
 
 /**
