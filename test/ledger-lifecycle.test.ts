@@ -194,7 +194,7 @@ describe("payment lifecycle", () => {
               await ledger.requeue(k, s.attempted);
               break;
             case "take":
-              await ledger.takeQueued(2);
+              await ledger.takeQueued(2, ["0x00000000000000000000000000000000000000a1"]);
               break;
             case "expire":
               await ledger.expireQueued(101, 0);

@@ -50,9 +50,9 @@ async function submitWith(balance: bigint) {
 
 describe("a settlement refused before it is sent", () => {
   it("is the service's when the relayer cannot pay for gas, and the payer's when the transfer would revert", async () => {
-    expect(await submitWith(0n)).toMatchObject({ sent: false, unavailable: false, unfunded: true });
+    expect(await submitWith(0n)).toMatchObject({ sent: false, unavailable: false, ours: "unfunded" });
     const theirs = await submitWith(10n ** 18n);
     expect(theirs).toMatchObject({ sent: false, unavailable: false });
-    expect(theirs).not.toHaveProperty("unfunded");
+    expect(theirs).not.toHaveProperty("ours");
   });
 });

@@ -2,6 +2,7 @@ import type { PaymentPayload, PaymentRequirements } from "@x402/core/types";
 import { eip3009ABI } from "@x402/evm";
 import {
   BaseError,
+  ExecutionRevertedError,
   encodeFunctionData,
   getAddress,
   type Hex,
@@ -49,10 +50,12 @@ export type SubmitResult =
   /** Broadcast (or possibly broadcast: the node did not answer): the outcome is on chain. */
   | { sent: true; signed: SignedSettlement; uncertain?: string }
   /**
-   * Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached;
-   * `unfunded` when the relayer cannot pay for gas (the node refused it, but not for the payer's transfer).
+   * Not broadcast: nothing can be charged. `unavailable` when the RPC could not be reached; `ours`
+   * when the node refused our transaction, not the payer's transfer: the relayer cannot pay for gas
+   * (`unfunded`), or anything else (`node`: its fee, its nonce, an error of the node, a batch whose
+   * transfers may each fail alone). Otherwise the payer's transfer, sent alone, would revert.
    */
-  | { sent: false; reason: string; unavailable: boolean; unfunded?: true };
+  | { sent: false; reason: string; unavailable: boolean; ours?: "unfunded" | "node" };
 
 /**
  * How long a fee estimate is reused: under a block's time, so a transaction pays what the node
@@ -156,7 +159,8 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       if (!gas && batch.length > 1 && typeof prepared.gas === "bigint")
         gasPerItem.set(tokensOf(batch), { at: Date.now(), perItem: prepared.gas / BigInt(batch.length) });
     } catch (error) {
-      settle(batch, refusedSend(error));
+      // Only a lone transfer's estimate judges the payer's transfer: aggregate3 lets each fail alone.
+      settle(batch, refusedSend(error, batch.length === 1));
       return [];
     }
     for (let attempt = 0; ; attempt++) {
@@ -209,7 +213,8 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
           attempt < 3
         )
           continue;
-        settle(batch, refusedSend(error));
+        // The transfers were judged when estimated: what the node refuses now is our transaction.
+        settle(batch, refusedSend(error, false));
         return [];
       }
     }
@@ -343,13 +348,27 @@ export function isTransportError(error: unknown): boolean {
   return /fetch failed|ECONNREFUSED|ECONNRESET|socket|timed? ?out/i.test(String((error as Error)?.message ?? error));
 }
 
-/** A send that failed before broadcast, and whose failure it was: the node's (unreachable), ours (no gas money), or the payer's transfer. */
-const refusedSend = (error: unknown): SubmitResult => ({
-  sent: false,
-  reason: firstLine(error),
-  unavailable: isTransportError(error),
-  ...(isUnfunded(error) ? { unfunded: true } : {}),
-});
+/**
+ * A send that failed before broadcast, and whose failure it was: the node's (unreachable), the
+ * payer's (`payersTransfer`: the refusal judged the payer's transfer alone, and it would revert),
+ * or ours (anything else).
+ */
+function refusedSend(error: unknown, payersTransfer: boolean): SubmitResult {
+  const unavailable = isTransportError(error);
+  const ours = unavailable
+    ? undefined
+    : isUnfunded(error)
+      ? "unfunded"
+      : payersTransfer && isRevert(error)
+        ? undefined
+        : "node";
+  return { sent: false, reason: firstLine(error), unavailable, ...(ours ? { ours } : {}) };
+}
+
+/** The node ran the transfer and it reverted (as opposed to refusing the request itself). */
+const isRevert = (error: unknown) =>
+  (error instanceof BaseError && !!error.walk((e) => e instanceof ExecutionRevertedError)) ||
+  /execution reverted|\brevert/i.test(fullMessage(error));
 
 /**
  * The relayer cannot pay for gas: refused when sent, and when estimated nodes answer that the gas

@@ -5,7 +5,7 @@ import { log } from "../../shared/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
-import type { PaymentKey } from "./ledger/ledger.ts";
+import type { PaymentKey, TransactionRead } from "./ledger/ledger.ts";
 import { EXPIRY_MARGIN_SECONDS } from "./lifecycle.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
@@ -88,7 +88,13 @@ export class SettlementWorker {
     const expired = await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
     if (expired)
       log.warn(`[payments] ${expired} deferred payments expired before they could be settled (never charged)`);
-    const rows = await ledger.takeQueued(MAX_BATCH);
+    // A replica that cannot settle (no relayer key: a remote facilitator) leaves the shared queue to one that can.
+    if (!this.core.facilitator.settler) return { taken: 0, expired };
+    // Only the tokens this replica accepts (another replica, configured for others, settles those).
+    const rows = await ledger.takeQueued(
+      MAX_BATCH,
+      this.core.settings.tokens.map((t) => t.address),
+    );
     // Submitted together: one transaction, its rows recorded `settling` together (ledger.settling).
     const sent = await Promise.all(rows.map((row) => this.submit(row)));
     const byTransaction = new Map<Hex, PaymentKey[]>();
@@ -101,13 +107,13 @@ export class SettlementWorker {
   private async submit(row: PaymentRow): Promise<{ key: PaymentKey; hash: Hex } | null> {
     const { ledger, settings, facilitator } = this.core;
     const key = keyOf(row);
-    const token = settings.tokens.find((t) => t.address === row.token);
-    const settler = facilitator.settler;
-    if (!token || !settler || !row.signature || row.validAfter === null || row.validBefore === null) {
-      await ledger.failed(
-        key,
-        "cannot be settled by this process (no relayer key, or the stored authorization is incomplete)",
-      );
+    // The transaction this worker last recorded on the row: the row is written back only while it
+    // still holds it (another worker may have sent the row meanwhile, after a retry requeued it).
+    let mine = row.transaction;
+    const token = settings.tokens.find((t) => t.address === row.token)!;
+    const settler = facilitator.settler!;
+    if (!row.signature || row.validAfter === null || row.validBefore === null) {
+      await ledger.failed(key, "cannot be settled: the stored authorization is incomplete");
       return null;
     }
     const attempt = {
@@ -127,13 +133,14 @@ export class SettlementWorker {
     // A row the ledger no longer gives this worker drops out (the relayer signs again without it).
     const record = async (signed: SignedSettlement) => {
       if (!(await ledger.settling(key, null, signed))) throw new Error("the ledger row is no longer this worker's");
+      mine = signed.transaction;
     };
     const submitted = await settler.submit(payload, requirements, record).catch(() => null);
     if (!submitted) return null;
     if (!submitted.sent) {
-      // The RPC did not answer, or the relayer has no gas money: the payer's transfer was not tried, try again later.
-      if (submitted.unavailable || submitted.unfunded) await ledger.requeue(key, false);
-      else await this.refused(row, submitted.reason);
+      // The RPC did not answer, or refused our transaction (not the payer's transfer): try again later.
+      if (submitted.unavailable || submitted.ours) await ledger.requeue(key, false, { transaction: mine });
+      else await this.refused(row, submitted.reason, { transaction: mine });
       return null;
     }
     return { key, hash: submitted.signed.transaction };
@@ -160,15 +167,20 @@ export class SettlementWorker {
    * The chain says why: used (settled, or cancelled by the payer) is recorded; unused is an
    * attempt, and after MAX_SETTLE_ATTEMPTS the failure stands: the payer's balance cannot pay.
    */
-  private async refused(row: PaymentRow, reason: string): Promise<void> {
+  private async refused(row: PaymentRow, reason: string, asTaken: TransactionRead): Promise<void> {
     const { ledger } = this.core;
     const key = keyOf(row);
     const outcome = await this.core.chainOutcome(row).catch(() => "unknown" as const);
-    if (outcome === "unknown") await ledger.requeue(key, false);
+    if (outcome === "unknown") await ledger.requeue(key, false, asTaken);
     else if (outcome !== "pending") await ledger.resolve(key, outcome);
-    else if (row.attempts + 1 < MAX_SETTLE_ATTEMPTS) await ledger.requeue(key, true);
+    else if (row.attempts + 1 < MAX_SETTLE_ATTEMPTS) await ledger.requeue(key, true, asTaken);
     else
-      await ledger.failed(key, `the transfer cannot go through (${reason}); the answer was given, the payer owes it`);
+      await ledger.failed(
+        key,
+        `the transfer cannot go through (${reason}); the answer was given, the payer owes it`,
+        undefined,
+        asTaken,
+      );
   }
 
   private async decide(key: PaymentKey): Promise<string> {

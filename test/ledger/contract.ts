@@ -166,7 +166,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       });
       // A debt: answered on credit, its settlement failed by the payer's doing.
       const debt = await rowIn("queued", "0x09", { token: usdc, amount: 500n });
-      await ledger.takeQueued(10);
+      await ledger.takeQueued(10, [usdt, usdc]);
       await ledger.failed(debt, "the transfer cannot go through");
       expect(await ledger.openFor(a, usdt)).toEqual({ unsettled: 30_000n, owed: 500n });
     });
@@ -210,7 +210,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
 
     it("counts debts against the caps until they are repaid", async () => {
       const debt = await rowIn("queued", "0x01");
-      await ledger.takeQueued(1);
+      await ledger.takeQueued(1, [usdt]);
       await ledger.failed(debt, "cancelled");
       expect((await ledger.openFor(a, usdt)).owed).toBe(10_000n);
       await ledger.claimDeferred(entry("0x02"), auth);
@@ -233,7 +233,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       expect((await ledger.find(plain))?.repaidBy).toBeNull();
       // Oldest first, and no more than the payment covered: a debt that arose later stays owed.
       const debts = [await rowIn("queued", "0x06", { payer: b }), await rowIn("queued", "0x07", { payer: b })];
-      await ledger.takeQueued(10);
+      await ledger.takeQueued(10, [usdt]);
       for (const d of debts) await ledger.failed(d, "cancelled");
       expect((await ledger.openFor(b, usdt)).owed).toBe(20_000n);
       const covering = await rowIn("settled", "0x08", { payer: b });
@@ -246,19 +246,28 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     it("hands each queued row to one taker, soonest validBefore first", async () => {
       for (const [i, before] of [50n, 10n, 40n, 20n, 30n].entries())
         await rowIn("queued", `0x0${i}`, { validBefore: before });
-      const [first] = await ledger.takeQueued(1);
+      const [first] = await ledger.takeQueued(1, [usdt]);
       expect(first).toMatchObject({ status: "settling", validBefore: "10" });
-      const takes = await Promise.all([2, 2, 2].map((n) => ledger.takeQueued(n)));
+      const takes = await Promise.all([2, 2, 2].map((n) => ledger.takeQueued(n, [usdt])));
       const nonces = takes.flat().map((r) => r.nonce);
       expect(new Set(nonces).size).toBe(nonces.length);
       expect(nonces.sort()).toEqual(["0x00", "0x02", "0x03", "0x04"]);
       expect(takes.flat().every((r) => r.status === "settling" && r.responseBody === answer.body)).toBe(true);
-      expect(await ledger.takeQueued(5)).toEqual([]);
+      expect(await ledger.takeQueued(5, [usdt])).toEqual([]);
+    });
+
+    it("takes only rows in the tokens asked for (another replica settles the rest)", async () => {
+      await rowIn("queued", "0x01", { token: usdc });
+      const other = await rowIn("queued", "0x02");
+      expect(await ledger.takeQueued(5, [usdt])).toMatchObject([{ nonce: "0x02", token: usdt }]);
+      expect(await ledger.find(keyOf(entry("0x01", { token: usdc })))).toMatchObject({ status: "queued" });
+      expect(await ledger.find(other)).toMatchObject({ status: "settling" });
+      expect(await ledger.takeQueued(5, [usdt, usdc])).toMatchObject([{ nonce: "0x01", token: usdc }]);
     });
 
     it("puts a deferred settlement back in the queue, counting the attempts made", async () => {
       const key = await rowIn("queued", "0x01");
-      await ledger.takeQueued(1);
+      await ledger.takeQueued(1, [usdt]);
       await ledger.settling(key, null, {
         transaction: "0xt",
         settler: "0xr",
@@ -278,12 +287,28 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       });
       // The signed transaction stays on record: it may still be mined (the reconciler sends it again).
       expect(await ledger.signedTransaction("0xt")).toBe("0xraw");
-      await ledger.takeQueued(1);
+      await ledger.takeQueued(1, [usdt]);
       await ledger.requeue(key, false);
       expect(await ledger.find(key)).toMatchObject({ status: "queued", attempts: 1 });
       const plain = await rowIn("settling", "0x02");
       await ledger.requeue(plain, true);
       expect(await ledger.find(plain)).toMatchObject({ status: "settling", attempts: 0 });
+    });
+
+    it("fails a taken deferred row only while its transaction is still the one read", async () => {
+      const key = await rowIn("queued", "0x01");
+      await ledger.takeQueued(1, [usdt]);
+      await ledger.settling(key, null, {
+        transaction: "0xt",
+        settler: "0xr",
+        settlerNonce: 3,
+        rawTransaction: "0xraw",
+      });
+      // A worker that read the row before this transaction was recorded: the row keeps it.
+      await ledger.failed(key, "refused", undefined, { transaction: null });
+      expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt", failure: null });
+      await ledger.failed(key, "refused", undefined, { transaction: "0xt" });
+      expect(await ledger.find(key)).toMatchObject({ status: "failed", transaction: null, failure: "refused" });
     });
 
     it("expires queued rows whose authorization runs out within the margin", async () => {

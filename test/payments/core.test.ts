@@ -1,5 +1,10 @@
+import { RpcRequestError } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { celo } from "viem/chains";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ABANDONED_AFTER_MS, EXPIRY_MARGIN_SECONDS, SETTLE_WINDOW_SECONDS } from "../../api/payments/lifecycle.ts";
+import { MAX_SETTLE_ATTEMPTS } from "../../api/payments/reconcile.ts";
+import { type RelayerClient, relayerSettler } from "../../api/payments/relayer.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import type { Address } from "../../config/addresses.ts";
 import {
@@ -929,6 +934,133 @@ describe("deferred settlement", () => {
     await rounds(3);
     expect(await world.row(theirs)).toMatchObject({ status: "failed", attempts: 2 });
     expect((await world.ledger.outcomeCounts()).owedUnits).toBe("10000");
+  });
+
+  it("never counts against its payers a refusal of our own transaction (its fee when sent, a node's error, a batch's estimate), while a lone transfer that would revert counts", async () => {
+    /** A world whose relayer is relayer.ts itself, over a node that answers `estimate` and `send` as given. */
+    const relayedWorld = (node: { estimate?: string; send?: string }) => {
+      const world = new World("deferred");
+      const refuse = (message?: string) => {
+        if (message) throw new RpcRequestError({ body: {}, url: "http://rpc.test", error: { code: -32000, message } });
+      };
+      const client = {
+        chain: celo,
+        estimateFeesPerGas: async () => ({ maxFeePerGas: 1_000n, maxPriorityFeePerGas: 1n }),
+        prepareTransactionRequest: async (args: Record<string, unknown>) => {
+          refuse(node.estimate);
+          return {
+            to: args.to,
+            data: args.data,
+            maxFeePerGas: 1_000n,
+            maxPriorityFeePerGas: 1n,
+            gas: 300_000n,
+            chainId: 42220,
+            type: "eip1559",
+          };
+        },
+        getTransactionCount: async () => 7,
+        sendRawTransaction: async () => {
+          refuse(node.send);
+          throw new Error("unreachable: every case refuses");
+        },
+      } as unknown as RelayerClient;
+      Object.defineProperty(world.facilitator, "settler", {
+        value: relayerSettler(client, privateKeyToAccount(generatePrivateKey())),
+      });
+      const core = world.core();
+      const rounds = async () => {
+        for (let i = 0; i < MAX_SETTLE_ATTEMPTS; i++) await new SettlementWorker(core).run();
+      };
+      return { world, core, rounds };
+    };
+    const cases = [
+      {
+        node: { send: "max fee per gas less than block base fee: maxFeePerGas: 1000 baseFee: 25000000000" },
+        payers: [alice, bob],
+      },
+      { node: { send: "nonce too low" }, payers: [alice] },
+      { node: { estimate: "execution reverted: FiatTokenV2: invalid signature" }, payers: [alice, bob] },
+      { node: { estimate: "header not found" }, payers: [alice] },
+    ];
+    for (const { node, payers } of cases) {
+      const { world, core, rounds } = relayedWorld(node);
+      const signed = await Promise.all(payers.map((key) => sign(key)));
+      for (const s of signed) await payScreen(core, xPayment(s));
+      await rounds();
+      for (const s of signed)
+        expect(await world.row(s), JSON.stringify(node)).toMatchObject({ status: "queued", attempts: 0 });
+      expect((await world.ledger.outcomeCounts()).owedUnits).toBe("0");
+    }
+    // A lone transfer whose estimate reverts: the payer's transfer itself cannot go through.
+    const { world, core, rounds } = relayedWorld({
+      estimate: "execution reverted: ERC20: transfer amount exceeds balance",
+    });
+    const lone = await sign(alice);
+    await payScreen(core, xPayment(lone));
+    await rounds();
+    expect(await world.row(lone)).toMatchObject({ status: "failed", attempts: 2 });
+    expect((await world.ledger.outcomeCounts()).owedUnits).toBe("10000");
+  });
+
+  it("leaves the shared queue to a replica that can settle: one without a relayer key takes nothing", async () => {
+    const deferred = new World("deferred");
+    const core = deferred.core();
+    const signed = await sign(alice);
+    await payScreen(core, xPayment(signed));
+    // A replica in remote-facilitator mode on the same ledger runs its worker too.
+    const remote = new World("before-remote", { ledger: deferred.ledger });
+    expect(await new SettlementWorker(remote.core()).run()).toMatchObject({ taken: 0 });
+    expect(await deferred.row(signed)).toMatchObject({ status: "queued", attempts: 0 });
+    expect((await deferred.ledger.outcomeCounts()).owedUnits).toBe("0");
+    // The payer's next call is not refused for a debt; the relayer's replica settles the row.
+    expect("claim" in (await core.admit(SCREEN, paidRequest(xPayment(await sign(alice)))))).toBe(true);
+    const worker = new SettlementWorker(core);
+    await worker.run();
+    await worker.stop();
+    expect(await deferred.row(signed)).toMatchObject({ status: "settled" });
+  });
+
+  it("a worker whose send failed does not requeue a row another worker has sent meanwhile (a retry requeued it)", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const settler = world.settler!;
+    const signed = await sign(alice, { validBefore: BigInt(Math.floor(Date.now() / 1000) + 75) });
+    await payScreen(core, xPayment(signed));
+    const submit = settler.submit.bind(settler);
+    let taken!: () => void;
+    let unstall!: () => void;
+    const takenByA = new Promise<void>((r) => (taken = r));
+    const stalled = new Promise<void>((r) => (unstall = r));
+    let calls = 0;
+    settler.submit = async (payload, requirements, record) => {
+      if (calls++ > 0) return submit(payload, requirements, record);
+      // Worker A: its RPC stalls, then the send fails before anything was recorded.
+      taken();
+      await stalled;
+      return { sent: false, reason: "The request took too long to respond.", unavailable: true };
+    };
+    const runA = new SettlementWorker(core).run();
+    await takenByA;
+    expect(await world.row(signed)).toMatchObject({ transaction: null });
+    // The payer retries the same payment: nothing was sent, so the row goes back to the queue...
+    const retry = await core.admit(SCREEN, paidRequest(xPayment(signed)));
+    expect("reply" in retry && retry.reply.status).toBe(200);
+    expect(await world.row(signed)).toMatchObject({ status: "queued" });
+    // ...and worker B (another replica) sends it; it is mined later.
+    settler.script = ["hold"];
+    await new SettlementWorker(core).run();
+    const sent = (await world.row(signed))!.transaction;
+    expect(await world.row(signed)).toMatchObject({ status: "settling", transaction: expect.any(String) });
+    unstall();
+    await runA;
+    // A's failure left B's transaction recorded: once mined, the row is settled, not expired.
+    expect(await world.row(signed)).toMatchObject({ status: "settling", transaction: sent });
+    settler.release();
+    expect(world.charged(signed)).toHaveLength(1);
+    skipTime(50_000);
+    await new SettlementWorker(core).run();
+    await core.reconcileUnresolved(0);
+    expect(await world.row(signed)).toMatchObject({ status: "settled", transaction: sent });
   });
 });
 

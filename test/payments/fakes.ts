@@ -463,7 +463,7 @@ export class FakeSettler implements Settler {
     if (step === "refuse")
       return { sent: false, reason: "execution reverted: insufficient balance", unavailable: false };
     if (step === "unfunded")
-      return { sent: false, reason: "gas required exceeds allowance: 0", unavailable: false, unfunded: true };
+      return { sent: false, reason: "gas required exceeds allowance: 0", unavailable: false, ours: "unfunded" };
     const hash = randomNonce();
     const signed = {
       transaction: hash,

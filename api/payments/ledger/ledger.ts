@@ -4,6 +4,8 @@ import type { CreditLotRow, CreditSpendRow, PaymentRow, PaymentStatus } from "..
 export { ABANDONED_AFTER_MS, isAbandoned, isRerunning, RERUN_MARK } from "../lifecycle.ts";
 
 export type PaymentKey = { token: Address; payer: Address; nonce: string };
+/** The transaction a decision read on its row (null: none): a write guarded by it is skipped once another was recorded. */
+export type TransactionRead = { transaction: string | null };
 
 export type NewPayment = PaymentKey & {
   amount: bigint;
@@ -93,8 +95,11 @@ export interface ClaimLedger {
   reference(key: PaymentKey, reference: string): Promise<void>;
   /** An answer given without settlement (a free read): the authorization stays unspent. */
   waived(key: PaymentKey, answer: StoredAnswer): Promise<void>;
-  /** Nothing was charged (decided before broadcast, or from a reverted or dropped transaction). */
-  failed(key: PaymentKey, failure: string, transaction?: string): Promise<void>;
+  /**
+   * Nothing was charged (decided before broadcast, or from a reverted or dropped transaction).
+   * With `read`, only while the row's transaction is still the one read (as requeue).
+   */
+  failed(key: PaymentKey, failure: string, transaction?: string, read?: TransactionRead): Promise<void>;
   /** The settlement is about to be broadcast, with the answer it buys (null: keep the stored one). False when the row is no longer this request's. */
   settling(key: PaymentKey, answer: StoredAnswer | null, record?: SettlementRecord): Promise<boolean>;
   /** The money moved in `transaction`. */
@@ -120,8 +125,8 @@ export interface ClaimLedger {
 export interface SettlementQueue {
   /** A deferred payment answered: queued with its answer if the caps hold (this row included); false: settle it first. */
   queuedWithinCaps(key: PaymentKey, answer: StoredAnswer, caps: ExposureCaps): Promise<boolean>;
-  /** Up to `limit` queued rows, soonest validBefore first, now `settling`; never one row to two callers. */
-  takeQueued(limit: number): Promise<PaymentRow[]>;
+  /** Up to `limit` queued rows in one of `tokens`, soonest validBefore first, now `settling`; never one row to two callers. */
+  takeQueued(limit: number, tokens: readonly Address[]): Promise<PaymentRow[]>;
   /** Queued rows whose authorization runs out within `marginSeconds` are expired; how many. */
   expireQueued(nowSeconds: number, marginSeconds: number): Promise<number>;
   /**
@@ -129,7 +134,7 @@ export interface SettlementQueue {
    * With `read`, only while its transaction is still the one read (null: none): a decision made from
    * a row read before the chain was asked must not forget a transaction recorded and sent meanwhile.
    */
-  requeue(key: PaymentKey, attempted: boolean, read?: { transaction: string | null }): Promise<void>;
+  requeue(key: PaymentKey, attempted: boolean, read?: TransactionRead): Promise<void>;
 }
 
 /** Outcomes read from the chain. */

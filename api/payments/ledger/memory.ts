@@ -28,6 +28,7 @@ import {
   type SettlementRecord,
   STALE_PENDING_MS,
   type StoredAnswer,
+  type TransactionRead,
 } from "./ledger.ts";
 import { MemoryCredit } from "./memory-credit.ts";
 
@@ -238,8 +239,8 @@ export class MemoryLedger implements Ledger {
     this.write(key, "waived", () => answerOf(answer));
   }
 
-  async failed(key: PaymentKey, failure: string, transaction?: string): Promise<void> {
-    this.write(key, "failed", () => ({ failure, transaction: transaction ?? null, signature: null }));
+  async failed(key: PaymentKey, failure: string, transaction?: string, read?: TransactionRead): Promise<void> {
+    this.write(key, "failed", () => ({ failure, transaction: transaction ?? null, signature: null }), stillRead(read));
   }
 
   async settling(key: PaymentKey, answer: StoredAnswer | null, record: SettlementRecord = {}): Promise<boolean> {
@@ -320,8 +321,10 @@ export class MemoryLedger implements Ledger {
     return false;
   }
 
-  async takeQueued(limit: number): Promise<PaymentRow[]> {
-    const due = this.rowsFor("taken", () => true).sort((a, b) => compareNumeric(a.validBefore, b.validBefore));
+  async takeQueued(limit: number, tokens: readonly Address[]): Promise<PaymentRow[]> {
+    const due = this.rowsFor("taken", (r) => tokens.includes(r.token as Address)).sort((a, b) =>
+      compareNumeric(a.validBefore, b.validBefore),
+    );
     const taken = due.slice(0, Math.max(0, limit));
     for (const row of taken) this.write(row as PaymentKey, "taken", () => ({}));
     return taken.map((row) => ({ ...this.rows.get(keyId(row as PaymentKey))! }));
@@ -336,7 +339,7 @@ export class MemoryLedger implements Ledger {
     return due.length;
   }
 
-  async requeue(key: PaymentKey, attempted: boolean, read?: { transaction: string | null }): Promise<void> {
+  async requeue(key: PaymentKey, attempted: boolean, read?: TransactionRead): Promise<void> {
     this.write(
       key,
       "requeued",
@@ -346,7 +349,7 @@ export class MemoryLedger implements Ledger {
         settlerNonce: null,
         attempts: row.attempts + (attempted ? 1 : 0),
       }),
-      (row) => read === undefined || row.transaction === read.transaction,
+      stillRead(read),
     );
   }
 
@@ -444,3 +447,9 @@ const answerOf = (answer: StoredAnswer) => ({
 /** numeric text, nulls last (Postgres' ascending order). */
 const compareNumeric = (a: string | null, b: string | null) =>
   a === null ? (b === null ? 0 : 1) : b === null ? -1 : BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0;
+
+/** The row's transaction is still the one `read` (always, without one): sql/rules.ts's stillRead. */
+const stillRead =
+  (read: TransactionRead | undefined) =>
+  (row: PaymentRow): boolean =>
+    read === undefined || row.transaction === read.transaction;

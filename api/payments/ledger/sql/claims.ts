@@ -1,4 +1,4 @@
-import { and, eq, gt, inArray, or, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, or, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
@@ -14,7 +14,7 @@ import {
   type SettlementRecord,
   type StoredAnswer,
 } from "../ledger.ts";
-import { guard, openAmounts, openRowsOf, openSums, openSumsOf, target } from "./rules.ts";
+import { guard, openAmounts, openRowsOf, openSums, openSumsOf, stillRead, target } from "./rules.ts";
 import { batch, byKey, byValues, keyColumns, paymentRowOf, type Store, statement } from "./statements.ts";
 
 /** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
@@ -238,12 +238,13 @@ export function sqlClaims(store: Store): ClaimLedger {
     key: PaymentKey,
     event: Parameters<typeof guard>[0],
     set: Partial<typeof payment.$inferInsert>,
+    also?: SQL,
   ): Promise<boolean> => {
     const now = Date.now();
     const written = await (await store)
       .update(payment)
       .set({ ...set, updatedAt: new Date(now) })
-      .where(and(byKey(key), guard(event, now)))
+      .where(and(byKey(key), guard(event, now), also))
       .returning({ nonce: payment.nonce });
     return written.length > 0;
   };
@@ -286,13 +287,13 @@ export function sqlClaims(store: Store): ClaimLedger {
     async waived(key, answer) {
       await write(key, "waived", { status: target("waived"), ...answerOf(answer) });
     },
-    async failed(key, failure, transaction) {
-      await write(key, "failed", {
-        status: target("failed"),
-        failure,
-        transaction: transaction ?? null,
-        signature: null,
-      });
+    async failed(key, failure, transaction, read) {
+      await write(
+        key,
+        "failed",
+        { status: target("failed"), failure, transaction: transaction ?? null, signature: null },
+        stillRead(read),
+      );
     },
     /**
      * Written before the transaction leaves, so a crash or a timeout leaves a row the chain can

@@ -1,10 +1,10 @@
-import { and, eq, isNull, lt, sql } from "drizzle-orm";
+import { and, inArray, lt, sql } from "drizzle-orm";
 import { queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
 import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
-import { guard, OPEN_EXPOSURE, statusIn, target } from "./rules.ts";
+import { guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
 import { batch, byKey, byValues, keyColumns, paymentRowOf, rowsOf, type Store, statement } from "./statements.ts";
 
 type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
@@ -77,11 +77,12 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
      */
     queuedWithinCaps: (key, answer, caps) => queueAnswers({ key, answer, caps }),
     /** FOR UPDATE SKIP LOCKED: two workers never take one row. The rows as taken, in the same statement. */
-    async takeQueued(limit) {
+    async takeQueued(limit, tokens) {
       const rows = await (await store).execute(sql`
         update ${payment} set status = ${sql.raw(`'${target("taken")}'`)}, updated_at = now()
         where (token, payer, nonce) in (
-          select token, payer, nonce from ${payment} where ${statusIn(fromStatuses("taken"))}
+          select token, payer, nonce from ${payment}
+          where ${statusIn(fromStatuses("taken"))} and ${inArray(payment.token, [...tokens])}
           order by valid_before limit ${limit} for update skip locked)
         returning *`);
       return rowsOf<Record<string, unknown>>(rows).map(paymentRowOf);
@@ -111,17 +112,7 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
           ...(attempted ? { attempts: sql`${payment.attempts} + 1` } : {}),
           updatedAt: new Date(),
         })
-        .where(
-          and(
-            byKey(key),
-            guard("requeued"),
-            read === undefined
-              ? undefined
-              : read.transaction === null
-                ? isNull(payment.transaction)
-                : eq(payment.transaction, read.transaction),
-          ),
-        );
+        .where(and(byKey(key), guard("requeued"), stillRead(read)));
     },
   };
 }

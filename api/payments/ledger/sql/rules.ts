@@ -12,7 +12,7 @@ import {
   type Transition,
   UNSETTLED,
 } from "../../lifecycle.ts";
-import type { OpenAmounts } from "../ledger.ts";
+import type { OpenAmounts, TransactionRead } from "../ledger.ts";
 
 /** Statuses as SQL literals: the planner matches them against the partial indexes' lists, and a prepared statement takes no parameter for them. */
 export const literals = (statuses: readonly PaymentStatus[]) => statuses.map((s) => `'${s}'`).join(", ");
@@ -88,3 +88,11 @@ export const openAmounts = (row: { unsettled: string | null; owed: string | null
   unsettled: BigInt(row?.unsettled ?? "0"),
   owed: BigInt(row?.owed ?? "0"),
 });
+
+/** The row's transaction is still the one `read` (no condition without one). */
+export const stillRead = (read: TransactionRead | undefined) =>
+  read === undefined
+    ? undefined
+    : read.transaction === null
+      ? isNull(payment.transaction)
+      : eq(payment.transaction, read.transaction);
