@@ -177,7 +177,7 @@ export class PaymentCore {
     const busy = () => this.claims + this.admitting;
     while (busy() > 0 && Date.now() < deadline) await sleep(20);
     // What this replica's leases did not spend goes back now, not at the sweep.
-    if (busy() === 0) await this.context.leases.closeAll();
+    if (busy() === 0) await this.context.leases.closeAll(deadline);
     return { drained: busy() === 0, inFlight: busy() };
   }
 }

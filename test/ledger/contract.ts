@@ -595,7 +595,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       it("keeps the price of a spent call, and gives back a released or abandoned one, once", async () => {
         await purchase(50_000n);
         await held("kept", 10_000n);
-        expect(await ledger.credit.spent("kept", answer)).toBe(true);
+        expect(await ledger.credit.spent("kept", answer)).toBe("spent");
         await held("back", 10_000n);
         await ledger.credit.release("back");
         await ledger.credit.release("back");
@@ -604,7 +604,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(
           await ledger.credit.spent("back", answer),
           "a released hold is not spent: its answer must not leave",
-        ).toBe(false);
+        ).toBe("released");
         // No Payment-Identifier, no retry can ask for the answer again: its body is not kept.
         expect(await ledger.credit.recent(owner, 10)).toEqual([
           expect.objectContaining({ id: "kept", status: "spent", responseStatus: answer.status, responseBody: null }),
@@ -613,7 +613,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.releaseAbandoned()).toBe(0);
         await elapse(ABANDONED_AFTER_MS + 1_000);
         expect(await ledger.credit.releaseAbandoned()).toBe(1);
-        expect(await ledger.credit.spent("dies", answer), "released as abandoned while its call ran").toBe(false);
+        expect(await ledger.credit.spent("dies", answer), "released as abandoned while its call ran").toBe("released");
         expect(await ledger.credit.balance(owner)).toBe(40_000n);
         const [day] = await ledger.credit.spending(owner);
         expect(day).toMatchObject({ route: "POST /api/lender/screen", calls: 1, amount: 10_000n });
@@ -648,6 +648,26 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
           unknownToken: true,
         });
         expect(await ledger.credit.balance(owner)).toBe(20_000n);
+      });
+
+      it("spends a hold paid by a token only while the token is live: revoked, nothing is written and the hold stays to be released", async () => {
+        await purchase(50_000n);
+        await ledger.credit.issueToken(owner, "h1");
+        for (const id of ["by-token", "revoked", "signed-in"]) await held(id, 10_000n);
+        expect(await ledger.credit.spent("by-token", answer, "h1")).toBe("spent");
+        await ledger.credit.revokeTokens(owner);
+        // One statement for the calls of a moment: each its own outcome.
+        expect(
+          await Promise.all([
+            ledger.credit.spent("revoked", answer, "h1"),
+            ledger.credit.spent("signed-in", answer, null),
+            ledger.credit.spent("never held", answer),
+          ]),
+        ).toEqual(["revoked", "spent", "released"]);
+        expect(await ledger.credit.spendRecorded("revoked")).toBe(false);
+        await ledger.credit.release("revoked");
+        expect((await ledger.credit.recent(owner, 10)).map((s) => s.id).sort()).toEqual(["by-token", "signed-in"]);
+        expect(await ledger.credit.balance(owner)).toBe(30_000n);
       });
 
       it("knows which wallets an owner paid for from credit, and since when (the free-read rule)", async () => {

@@ -1,6 +1,10 @@
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, type Mock, vi } from "vitest";
+import { payment, walletRequest } from "../../api/http/payment.ts";
+import type { PaymentCore, PricedRoute, Reply } from "../../api/payments/core.ts";
 import { mintCreditToken } from "../../api/payments/credit-token.ts";
 import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
+import { sleep } from "../../shared/async.ts";
+import { paidApp } from "../support/paid-app.ts";
 import {
   ANSWER,
   buyCredit,
@@ -33,15 +37,73 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-/** The ledger's next recording of a leased call loses its connection, after the write `landed` or before it. */
-function nextRecordingDropped(credit: World["ledger"]["credit"], { landed }: { landed: boolean }): void {
-  // Bound before the once-implementation is set: inside it, a call of the spy records as the ledger does.
-  const record = credit.recordSpend.bind(credit);
-  const spy = vi.isMockFunction(credit.recordSpend) ? vi.mocked(credit.recordSpend) : vi.spyOn(credit, "recordSpend");
-  spy.mockImplementationOnce(async (spend) => {
-    if (landed) await record(spend);
+/**
+ * The ledger's next `write` (a leased call's recording, or a held call's spent) loses its
+ * connection, after the write `landed` or before it.
+ */
+function nextWriteDropped(
+  credit: World["ledger"]["credit"],
+  write: "recordSpend" | "spent",
+  { landed }: { landed: boolean },
+): void {
+  // Bound before the once-implementation is set: inside it, a call of the spy writes as the ledger does.
+  const written = credit[write].bind(credit) as (...args: unknown[]) => Promise<unknown>;
+  const spy = (vi.isMockFunction(credit[write]) ? credit[write] : vi.spyOn(credit, write)) as unknown as Mock<
+    (...args: unknown[]) => Promise<never>
+  >;
+  spy.mockImplementationOnce(async (...args) => {
+    if (landed) await written(...args);
     throw new Error("Connection terminated unexpectedly");
   });
+}
+
+/** What the store answers while it is down. */
+const unreachable = () => new Error("connect ECONNREFUSED 127.0.0.1:5432");
+
+/** The store's answers to whether a call's spend landed and to its undo (spendRecorded, voidSpend), none while it is down. */
+function storeOutage(credit: World["ledger"]["credit"]) {
+  let down = false;
+  const whileUp =
+    <A extends unknown[], R>(ask: (...args: A) => Promise<R>) =>
+    async (...args: A) => {
+      if (down) throw unreachable();
+      return ask(...args);
+    };
+  // Bound before the spies replace them.
+  const [recorded, voidSpend] = [credit.spendRecorded.bind(credit), credit.voidSpend.bind(credit)];
+  vi.spyOn(credit, "spendRecorded").mockImplementation(whileUp(recorded));
+  const undo = vi.spyOn(credit, "voidSpend").mockImplementation(whileUp(voidSpend));
+  return { undo, goDown: () => void (down = true), comeBack: () => void (down = false) };
+}
+
+/** A route with a side effect (as POST /api/monitors), paid from credit behind the payment middleware. */
+const MONITOR: PricedRoute = {
+  name: "POST /api/monitors",
+  description: "Monitor",
+  microUsd: 10_000n,
+  settleFirst: true,
+};
+
+/** An app serving MONITOR: the effects its handler left, and the undo the middleware runs for a call not paid. */
+function monitorApp(core: PaymentCore) {
+  const effects: string[] = [];
+  const undo = vi.fn(async () => void effects.pop());
+  const app = paidApp(core, (a) =>
+    a.post(
+      "/api/monitors",
+      payment(MONITOR, { ...walletRequest, settleFirst: true, onSettlementFailed: undo }),
+      async (c) => {
+        await c.var.billing;
+        effects.push("monitor created");
+        return c.json({ ok: true });
+      },
+    ),
+  );
+  const call = async (headers: Record<string, string>) => {
+    const res = await app.request("/api/monitors", { method: "POST", headers });
+    return [res.status, codeOf({ body: await res.text() } as Reply)] as const;
+  };
+  return { call, effects, undo };
 }
 
 describe("prepaid credit", () => {
@@ -283,14 +345,18 @@ describe("prepaid credit", () => {
     const core = world.core();
     await buyCredit(world, core, 100_000n);
     const { credit } = world.ledger;
-    nextRecordingDropped(credit, { landed: true });
+    nextWriteDropped(credit, "recordSpend", { landed: true });
     const landed = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     const answered = await core.conclude(SCREEN, screenWith({}), landed, { answer: ANSWER });
     expect("headers" in answered && answered.headers["Credit-Spend"]).toBe(landed.credit?.spend);
     expect(await credit.balance(owner)).toBe(90_000n);
-    nextRecordingDropped(credit, { landed: false });
+    nextWriteDropped(credit, "recordSpend", { landed: false });
     const lost = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
-    await expect(core.conclude(SCREEN, screenWith({}), lost, { answer: ANSWER })).rejects.toThrow(/terminated/);
+    const refused = await core.conclude(SCREEN, screenWith({}), lost, { answer: ANSWER });
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+      503,
+      "settlement_unavailable",
+    ]);
     expect(await credit.balance(owner), "its answer did not leave: nothing taken").toBe(90_000n);
     const next = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     expect("headers" in (await core.conclude(SCREEN, screenWith({}), next, { answer: ANSWER }))).toBe(true);
@@ -304,31 +370,116 @@ describe("prepaid credit", () => {
     await buyCredit(world, core, 100_000n);
     const { credit } = world.ledger;
     // The recording lands, its acknowledgement is lost, and the store answers nothing more for a while.
-    let down = true;
-    const unreachable = () => new Error("connect ECONNREFUSED 127.0.0.1:5432");
-    nextRecordingDropped(credit, { landed: true });
-    const recorded = credit.spendRecorded.bind(credit);
-    vi.spyOn(credit, "spendRecorded").mockImplementation(async (id) => {
-      if (down) throw unreachable();
-      return recorded(id);
-    });
-    const voidSpend = credit.voidSpend.bind(credit);
-    const undo = vi.spyOn(credit, "voidSpend").mockImplementation(async (id, lease) => {
-      if (down) throw unreachable();
-      return voidSpend(id, lease);
-    });
+    const store = storeOutage(credit);
+    nextWriteDropped(credit, "recordSpend", { landed: true });
+    store.goDown();
     const call = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
-    await expect(core.conclude(SCREEN, screenWith({}), call, { answer: ANSWER })).rejects.toThrow(/terminated/);
+    const refused = await core.conclude(SCREEN, screenWith({}), call, { answer: ANSWER });
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+      503,
+      "settlement_unavailable",
+    ]);
     expect(await credit.recent(owner, 10), "recorded, its answer refused").toHaveLength(1);
 
-    down = false;
+    store.comeBack();
     await vi.waitFor(async () => expect(await credit.recent(owner, 10)).toHaveLength(0), { timeout: 10_000 });
-    expect(await undo.mock.results.at(-1)?.value).toBe(true);
+    expect(await store.undo.mock.results.at(-1)?.value).toBe(true);
     expect(await credit.balance(owner), "nothing taken").toBe(100_000n);
     // The lease's units are the replica's again: the next call is paid from them and answered.
     const next = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
     expect("headers" in (await core.conclude(SCREEN, screenWith({}), next, { answer: ANSWER }))).toBe(true);
     expect(await credit.balance(owner)).toBe(90_000n);
+  });
+
+  it("keeps a lease open at shutdown while a refused call's recording is being undone (up to the drain's deadline, then for the sweep): nothing taken once the store is back", async () => {
+    const world = new World("before-remote");
+    await buyCredit(world, world.core(), 100_000n);
+    const { credit } = world.ledger;
+    const store = storeOutage(credit);
+    const lots = () => credit.snapshot().lots.reduce((sum, l) => sum + BigInt(l.remaining), 0n);
+    // Twice: the store back before the drain's deadline, then after it.
+    for (const timeoutMs of [10_000, 200]) {
+      const core = world.core();
+      nextWriteDropped(credit, "recordSpend", { landed: true });
+      store.goDown();
+      const call = claimOf(await core.admitCredit(SCREEN, screenWith({}), { wallet: owner }));
+      expect("reply" in (await core.conclude(SCREEN, screenWith({}), call, { answer: ANSWER }))).toBe(true);
+      const drained = core.drain(timeoutMs);
+      await sleep(400);
+      if (timeoutMs < 400) {
+        await drained;
+        expect(
+          credit.snapshot().leases.filter((l) => l.closedAt === null),
+          "left open for the undo",
+        ).toHaveLength(1);
+      }
+      store.comeBack();
+      await drained;
+      await vi.waitFor(() => expect(credit.snapshot().leases.every((l) => l.closedAt !== null)).toBe(true), {
+        timeout: 10_000,
+      });
+      expect(await credit.recent(owner, 10), "undone").toHaveLength(0);
+      expect(await credit.balance(owner), "nothing taken").toBe(100_000n);
+      expect(lots(), "every lease gone back").toBe(100_000n);
+    }
+  });
+
+  it("answers 503 settlement_unavailable for a leased call whose recording could not be confirmed, and undoes what its handler did (nothing taken)", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buyCredit(world, core, 100_000n);
+    const { credit } = world.ledger;
+    storeOutage(credit).goDown();
+    nextWriteDropped(credit, "recordSpend", { landed: false });
+    const { call, effects, undo } = monitorApp(core);
+    expect(await call({ authorization: `Bearer ${token}` })).toEqual([503, "settlement_unavailable"]);
+    expect(undo).toHaveBeenCalledOnce();
+    expect(effects).toEqual([]);
+    expect(await credit.balance(owner)).toBe(100_000n);
+  });
+
+  it("answers a held call whose spent write landed with its acknowledgement lost; one not confirmed is 503 settlement_unavailable, undone, its hold given back", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buyCredit(world, core, 100_000n);
+    const { credit } = world.ledger;
+    const store = storeOutage(credit);
+    const { call, effects, undo } = monitorApp(core);
+    const headers = (paymentId: string) => ({ authorization: `Bearer ${token}`, "payment-identifier": paymentId });
+    nextWriteDropped(credit, "spent", { landed: true });
+    expect(await call(headers("pid_landed_0123456789"))).toEqual([200, ""]);
+    expect(await credit.balance(owner)).toBe(90_000n);
+    nextWriteDropped(credit, "spent", { landed: false });
+    store.goDown();
+    expect(await call(headers("pid_not_landed_0123456789"))).toEqual([503, "settlement_unavailable"]);
+    expect(undo).toHaveBeenCalledOnce();
+    expect(effects).toEqual(["monitor created"]);
+    await vi.waitFor(async () => expect(await credit.balance(owner), "the hold given back").toBe(90_000n));
+    expect((await credit.recent(owner, 10)).length).toBe(1);
+  });
+
+  it("refuses a call whose token is revoked while it runs, on a free-read route and with a Payment-Identifier (401, nothing taken)", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buyCredit(world, core, 100_000n);
+    const paymentId = "pid_revoked_0123456789";
+    // Held first (from the lots), then leased (the lease takes the rest).
+    const held = claimOf(await core.admitCredit(SCREEN, screenWith({ paymentId }), { token }));
+    const read = claimOf(await core.admitCredit(SIGNAL, signal(), { token }));
+    await world.ledger.credit.revokeTokens(owner);
+    for (const [route, request, claim] of [
+      [SCREEN, screenWith({ paymentId }), held],
+      [SIGNAL, signal(), read],
+    ] as const) {
+      const refused = await core.conclude(route, request, claim, { answer: ANSWER });
+      expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+        401,
+        "credit_token_invalid",
+      ]);
+    }
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+    expect(await world.ledger.credit.recent(owner, 10)).toEqual([]);
+    expect(await world.ledger.credit.find(owner, paymentId), "the hold released").toBeUndefined();
   });
 
   it("shares the balance between replicas' leases: one asks, the other gives back what it did not spend, and a drained replica gives back all", async () => {

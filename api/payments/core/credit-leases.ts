@@ -19,8 +19,12 @@ const LEASE_IDLE_MS = 1_000;
 const LEASE_WAIT_MS = 5_000;
 const POLL_MS = 50;
 
-/** How long a refused call whose recording was not confirmed is looked for, to be undone, while the store comes back. */
+/** How long a refused call whose spend was not confirmed is looked for, to be undone, while the store comes back. */
 const UNDO_WITHIN_MS = 60_000;
+
+/** Asks `undo` (of a refused call's spend) until the store answers, for up to UNDO_WITHIN_MS. */
+export const askUntilUndone = <T>(undo: () => Promise<T>) =>
+  askUntilAnswered(undo, UNDO_WITHIN_MS, { firstPause: POLL_MS, maxPause: 5_000 });
 
 /** Until when a call that finds the lots short may wait for leases to come back (LEASE_WAIT_MS from now). */
 export const leaseWaitDeadline = () => Date.now() + LEASE_WAIT_MS;
@@ -49,6 +53,8 @@ export class CreditLeases {
   private readonly opening = new Map<Address, Promise<CreditShort | undefined>>();
   /** Every lease not yet closed (current and retiring). */
   private readonly open = new Set<Lease>();
+  /** The undos under way of refused calls' recordings (refusedUnconfirmed): closeAll waits for them. */
+  private readonly undoing = new Set<Promise<void>>();
 
   constructor(private readonly ledger: CreditLedger) {}
 
@@ -100,22 +106,25 @@ export class CreditLeases {
    * A call refused because its recording could not be confirmed (the store did not answer): the
    * recording may have landed all the same, charging a call not answered. It is undone as soon as
    * the store answers again (voidSpend: the price back to the lease, which its call keeps open
-   * meanwhile); only then is the price this replica's to spend again.
+   * meanwhile, shutdown included: closeAll); only then is the price this replica's to spend again.
    */
   refusedUnconfirmed(lease: Lease, id: string, price: bigint): void {
-    void (async () => {
-      const asked = await askUntilAnswered(() => this.ledger.voidSpend(id, lease.id), UNDO_WITHIN_MS, {
-        firstPause: POLL_MS,
-        maxPause: 5_000,
-      });
+    const undoing = (async () => {
+      const asked = await askUntilUndone(() => this.ledger.voidSpend(id, lease.id));
       if ("error" in asked)
         log.error(
           `[payments] credit spend ${id}: whether it was recorded is unknown (${firstLine(asked.error)}); if it was, its owner paid for a call not answered`,
         );
       else if (asked.answer)
         log.warn(`[payments] credit spend ${id} was recorded though its answer was refused: undone`);
+      // Not undone, yet recorded: its lease was closed first (by the sweep), with this call counted.
+      else if (await this.ledger.spendRecorded(id).catch(() => false))
+        log.error(
+          `[payments] credit spend ${id}: recorded though its answer was refused, and its lease ${lease.id} was closed before it could be undone: its owner paid for a call not answered`,
+        );
       this.finish(lease, price, false);
-    })();
+    })().finally(() => this.undoing.delete(undoing));
+    this.undoing.add(undoing);
   }
 
   /** No new call takes from this lease; it goes back once its calls end (another replica wants it, or it ran short). */
@@ -125,9 +134,14 @@ export class CreditLeases {
     if (lease.inflight === 0) void this.close(lease);
   }
 
-  /** At shutdown, once no call runs: every lease goes back. */
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.open].map((lease) => this.close(lease)));
+  /**
+   * At shutdown, once no call runs: every lease goes back, after the undos under way (until
+   * `deadline`). Closed first, a lease would make its undo fail and keep a refused call charged; one
+   * still undoing at the deadline is left open: it goes back when its undo ends, or on the sweep.
+   */
+  async closeAll(deadline: number): Promise<void> {
+    while (this.undoing.size > 0 && Date.now() < deadline) await sleep(POLL_MS);
+    await Promise.all([...this.open].map((lease) => (lease.inflight > 0 ? this.retire(lease) : this.close(lease))));
   }
 
   /** Opens a lease for `owner` (shared by its calls meanwhile): undefined when it did, else the lots' balance and what other leases hold. */

@@ -1,23 +1,25 @@
 import { randomUUID } from "node:crypto";
 import { isValidPaymentId } from "@x402/extensions/payment-identifier";
 import type { Address } from "../../../config/addresses.ts";
-import { askUntilAnswered, sleep } from "../../../shared/async.ts";
+import { askUntilAnswered, firstLine, sleep } from "../../../shared/async.ts";
+import { log } from "../../../shared/log.ts";
 import type { CreditSpendRow } from "../../store/schema.ts";
 import { freeBilling } from "../billing.ts";
 import { hashCreditToken } from "../credit-token.ts";
 import { PaymentError } from "../errors.ts";
 import { fingerprintOf } from "../fingerprint.ts";
 import { paidRecently } from "../free-read.ts";
-import type { CreditHold, NewSpend, StoredAnswer } from "../ledger/ledger.ts";
+import type { CreditHold, HeldSpendOutcome, NewSpend, StoredAnswer } from "../ledger/ledger.ts";
 import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
 import { checkCaller } from "../verify.ts";
 import type { CoreContext } from "./context.ts";
-import { leaseWaitDeadline } from "./credit-leases.ts";
+import { askUntilUndone, leaseWaitDeadline } from "./credit-leases.ts";
 import { MAX_ROUNDS } from "./decide.ts";
 import {
   creditGivenBack,
   creditInsufficient,
   creditTokenInvalid,
+  ledgerDown,
   paymentIdReused,
   sanctionedPayer,
   settlementPending,
@@ -65,6 +67,9 @@ export async function admitCredit(
   const fingerprint = fingerprintOf(route, request);
   let who: { owner: Address } | { tokenHash: string } =
     "wallet" in payer ? { owner: payer.wallet } : { tokenHash: hashCreditToken(payer.token) };
+  // Kept once the token is swapped for its owner (a retry, a free read): the call's spend is refused
+  // if the token is revoked while it runs.
+  const tokenHash = "tokenHash" in who ? who.tokenHash : null;
   const mayBeFree = route.freeRead !== undefined && request.subject !== undefined;
   if ((paymentId || mayBeFree) && "tokenHash" in who) {
     // A retry is looked up by its owner's identifier, and a free read by its owner's payments:
@@ -81,7 +86,7 @@ export async function admitCredit(
     if (refusal) throw refusal;
     return { free: freeBilling(ctx.settings.tokens, who.owner) };
   }
-  if (!paymentId) return admitLeased(ctx, route, request, who, known, checked, fingerprint);
+  if (!paymentId) return admitLeased(ctx, route, request, tokenHash, known, checked, fingerprint);
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {
       const earlier = await ctx.ledger.credit.find(who.owner, paymentId);
@@ -129,7 +134,7 @@ export async function admitCredit(
         verified: null,
         waived: false,
         billing: { chargedUnits: route.microUsd, token, payer: owner, waived: false, creditLeft: hold.balance },
-        credit: { spend: hold.held.id, balance: hold.balance },
+        credit: { spend: hold.held.id, balance: hold.balance, tokenHash },
       },
     };
   }
@@ -159,12 +164,11 @@ async function admitLeased(
   ctx: CoreContext,
   route: PricedRoute,
   request: PaymentRequest,
-  who: { owner: Address } | { tokenHash: string },
+  tokenHash: string | null,
   known: Address | undefined,
   checked: Promise<Error | undefined> | undefined,
   fingerprint: string,
 ): Promise<CreditAdmission> {
-  const tokenHash = "tokenHash" in who ? who.tokenHash : null;
   let owner = known;
   if (!owner) {
     owner = await ctx.ledger.credit.tokenOwner(tokenHash!);
@@ -233,24 +237,47 @@ function rememberOwner(ctx: CoreContext, tokenHash: string, owner: Address): voi
  * After the handler of a credit claim: its answer stored (the price stays taken), or the price
  * given back. A leased call's spend is recorded before its answer leaves; a token revoked
  * meanwhile, or a hold released or a lease closed under it (its replica stalled past
- * ABANDONED_AFTER_MS), refuses it.
+ * ABANDONED_AFTER_MS), refuses it. A spend whose write failed and that is not found written is
+ * refused (the store is down: 503, so that the middleware undoes what the handler did).
  */
 export async function concludeCredit(
   ctx: CoreContext,
   credit: NonNullable<Claim["credit"]>,
   answer: StoredAnswer | undefined,
 ): Promise<{ headers: Record<string, string> } | { refused: PaymentError }> {
-  const { spend, balance, leased } = credit;
+  const { spend, balance, leased, tokenHash = null } = credit;
   if (leased) return concludeLeased(ctx, leased, balance, answer);
   if (!answer) {
-    // A release the store refuses now is made by the sweeper once the hold is abandoned.
-    await ctx.ledger.credit.release(spend).catch(() => undefined);
+    await releaseHold(ctx, spend);
     return { headers: {} };
   }
+  let outcome: HeldSpendOutcome;
+  try {
+    outcome = await ctx.ledger.credit.spent(spend, answer, tokenHash);
+  } catch (error) {
+    // As a leased call's recording (concludeLeased): found, the answer leaves; not found, refused,
+    // and the hold given back once the store answers (else the sweep does). A write that landed
+    // after all is answered to a retry under the same identifier.
+    if (!(await recordedAfterAll(ctx, spend))) {
+      void askUntilUndone(() => ctx.ledger.credit.release(spend)).then((asked) => {
+        if ("error" in asked)
+          log.warn(`[payments] credit hold ${spend} not released (${firstLine(asked.error)}): the sweep will`);
+      });
+      return unconfirmed(spend, error);
+    }
+    outcome = "spent";
+  }
+  if (outcome === "revoked") {
+    await releaseHold(ctx, spend);
+    return { refused: creditTokenInvalid() };
+  }
   // Released under it (held past ABANDONED_AFTER_MS, the sweep gave the price back): not answered.
-  if (!(await ctx.ledger.credit.spent(spend, answer))) return { refused: creditGivenBack() };
+  if (outcome === "released") return { refused: creditGivenBack() };
   return { headers: creditHeaders(spend, balance) };
 }
+
+/** A hold given back now; one the store refuses now is released by the sweep once it is abandoned. */
+const releaseHold = (ctx: CoreContext, id: string) => ctx.ledger.credit.release(id).catch(() => undefined);
 
 async function concludeLeased(
   ctx: CoreContext,
@@ -272,7 +299,7 @@ async function concludeLeased(
     // store answers again.
     if (!(await recordedAfterAll(ctx, spend.id))) {
       ctx.leases.refusedUnconfirmed(lease, spend.id, spend.amount);
-      throw error;
+      return unconfirmed(spend.id, error);
     }
     recorded = { outcome: "recorded", wanted: false };
   }
@@ -284,15 +311,23 @@ async function concludeLeased(
   return { headers: creditHeaders(spend.id, balance) };
 }
 
-/** How long a call whose recording failed asks the ledger whether it landed (the store may be coming back). */
+/** How long a call whose spend's write failed asks the ledger whether it landed (the store may be coming back). */
 const RECORDED_CHECK_MS = 2_000;
 
-/** Whether a recording that failed landed all the same, asked until RECORDED_CHECK_MS has passed. */
+/** Whether a spend whose write failed (a recording, or a hold's spent) is spent all the same, asked until RECORDED_CHECK_MS has passed. */
 async function recordedAfterAll(ctx: CoreContext, id: string): Promise<boolean> {
   const asked = await askUntilAnswered(() => ctx.ledger.credit.spendRecorded(id), RECORDED_CHECK_MS, {
     firstPause: POLL_MS,
   });
   return "answer" in asked && asked.answer;
+}
+
+/** A call whose spend's write failed and was not found written: refused as the ledger being down (nothing known taken). */
+function unconfirmed(id: string, error: unknown): { refused: PaymentError } {
+  log.error(
+    `[payments] credit spend ${id}: its write failed and could not be confirmed (${firstLine(error)}): refused`,
+  );
+  return { refused: ledgerDown() };
 }
 
 /** What a credit-paid answer says of its payment: the spend's ledger reference and the balance left (micro-USD). */

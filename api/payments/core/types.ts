@@ -51,8 +51,9 @@ export type Claim = {
   /**
    * Paid from prepaid credit (core/credit.ts): the spend holding the price, and the balance left
    * after it (micro-USD); `leased` when the price was taken from a lease (the spend is recorded once answered).
+   * `tokenHash`: the credit token that pays a held call (its spend is refused once the token is revoked).
    */
-  credit?: { spend: string; balance: bigint; leased?: LeasedCall };
+  credit?: { spend: string; balance: bigint; leased?: LeasedCall; tokenHash?: string | null };
 };
 
 /** A call paid from a lease: the lease, and the spend to record once answered. */

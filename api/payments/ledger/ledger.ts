@@ -216,6 +216,9 @@ export type LeaseSpend = {
   answer: StoredAnswer;
 };
 
+/** A held spend's answer: written, refused (its token was revoked), or too late (its hold was released). */
+export type HeldSpendOutcome = "spent" | "revoked" | "released";
+
 /** A spend's recording: done, refused (its token was revoked), or too late (its lease was closed). */
 export type LeaseSpendOutcome = "recorded" | "revoked" | "closed";
 
@@ -239,9 +242,11 @@ export interface CreditLedger {
   find(owner: Address, paymentId: string): Promise<CreditSpendRow | undefined>;
   /**
    * The held call was answered: the price stays taken (the answer's body kept for a Payment-Identifier's
-   * retries). False when the hold is no longer there (released as abandoned): the answer must not leave.
+   * retries). Not written, and the answer must not leave: `revoked` when `tokenHash` (the credit
+   * token that pays it) was revoked (the hold stays, to be released), `released` when the hold is no
+   * longer there (released as abandoned).
    */
-  spent(id: string, answer: StoredAnswer): Promise<boolean>;
+  spent(id: string, answer: StoredAnswer, tokenHash?: string | null): Promise<HeldSpendOutcome>;
   /** The held call failed before its answer left: the price goes back to its lots. */
   release(id: string): Promise<void>;
   /** Holds older than ABANDONED_AFTER_MS (their request died) are released; how many. */

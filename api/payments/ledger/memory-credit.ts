@@ -8,6 +8,7 @@ import {
   type CreditLedger,
   type CreditShort,
   type CreditSpending,
+  type HeldSpendOutcome,
   keyId,
   type LeaseOpening,
   type LeaseSpend,
@@ -151,9 +152,14 @@ export class MemoryCredit implements CreditLedger {
     return row && { ...row };
   }
 
-  async spent(id: string, answer: { status: number; type: string; body: string }): Promise<boolean> {
+  async spent(
+    id: string,
+    answer: { status: number; type: string; body: string },
+    tokenHash: string | null = null,
+  ): Promise<HeldSpendOutcome> {
+    if (tokenHash !== null && !this.tokens.has(tokenHash)) return "revoked";
     const row = this.spends.get(id);
-    if (!this.allowed(row, "spent")) return false;
+    if (!this.allowed(row, "spent")) return "released";
     Object.assign(row!, {
       status: "spent",
       responseStatus: answer.status,
@@ -161,7 +167,7 @@ export class MemoryCredit implements CreditLedger {
       responseBody: row!.paymentId === null ? null : answer.body,
       updatedAt: new Date(this.now()),
     });
-    return true;
+    return "spent";
   }
 
   private giveBack(id: string, event: SpendEvent): boolean {

@@ -6,7 +6,7 @@ import { coalesced } from "../../../store/coalesce.ts";
 import { creditLease, creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
 import { type SpendEvent, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
 import { ABANDONED_AFTER_MS } from "../../lifecycle.ts";
-import type { CreditLedger, LeaseSpend, LeaseSpendOutcome, StoredAnswer } from "../ledger.ts";
+import type { CreditLedger, HeldSpendOutcome, LeaseSpend, LeaseSpendOutcome, StoredAnswer } from "../ledger.ts";
 import { batch, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
 
 const spendRowOf = rowMapper(creditSpend);
@@ -111,23 +111,33 @@ const HOLD = statement(sql`
     (select token from draw order by amount desc limit 1) as first_token, ins.*
   from unsynced, who, total left join ins on true`);
 
-type Spent = { id: string; answer: StoredAnswer };
+type Spent = { id: string; answer: StoredAnswer; tokenHash: string | null };
 const SPENTS = batch<Spent>([
   { name: "id", type: "text", of: (i) => i.id },
+  { name: "token_hash", type: "text", of: (i) => i.tokenHash },
   { name: "response_status", type: "integer", of: (i) => i.answer.status },
   { name: "response_type", type: "text", of: (i) => i.answer.type },
   { name: "response_body", type: "text", of: (i) => i.answer.body },
 ]);
 /**
- * Held spends answered (spent): the calls of a moment in one statement. The answer's body is kept
+ * Held spends answered (spent): the calls of a moment in one statement. One paid by a token revoked
+ * since is not written (revoked), nor one whose hold is gone (released). The answer's body is kept
  * only for a spend with a Payment-Identifier, the only one a retry can ask for again.
  */
 const SPENT = statement(sql`
-  update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = v.response_status,
-    response_type = v.response_type,
-    response_body = case when ${creditSpend.paymentId} is null then null else v.response_body end, updated_at = now()
-  from ${SPENTS.from} where ${creditSpend.id} = v.id and ${spendGuard("spent")}
-  returning ${creditSpend.id}`);
+  with v as (select * from ${SPENTS.from}),
+  live as (
+    select v.* from v where v.token_hash is null
+      or exists (select 1 from ${creditToken} t where t.hash = v.token_hash and t.revoked_at is null)),
+  done as (
+    update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = live.response_status,
+      response_type = live.response_type,
+      response_body = case when ${creditSpend.paymentId} is null then null else live.response_body end, updated_at = now()
+    from live where ${creditSpend.id} = live.id and ${spendGuard("spent")}
+    returning ${creditSpend.id})
+  select v.id, case when v.id in (select id from done) then 'spent'
+      when v.id in (select id from live) then 'released' else 'revoked' end as outcome
+  from v`);
 
 /**
  * A lease's opening, $1..$4: want, least, owner, id. The owner's spendable lots are locked in the
@@ -200,11 +210,18 @@ const RECORD = statement(sql`
 
 /** Prepaid credit in the service store (api/payments/credit-lifecycle.ts). */
 export function sqlCredit(store: Store): CreditLedger {
-  const spentRows = coalesced(async (items: Spent[]): Promise<boolean[]> => {
-    const updated = new Set(
-      (await queryPrepared<{ id: string }>(await store, "credit_spent", SPENT, SPENTS.values(items))).map((r) => r.id),
+  const spentRows = coalesced(async (items: Spent[]): Promise<HeldSpendOutcome[]> => {
+    const outcomes = new Map(
+      (
+        await queryPrepared<{ id: string; outcome: HeldSpendOutcome }>(
+          await store,
+          "credit_spent",
+          SPENT,
+          SPENTS.values(items),
+        )
+      ).map((r) => [r.id, r.outcome]),
     );
-    return items.map((item) => updated.has(item.id));
+    return items.map((item) => outcomes.get(item.id)!);
   });
   const recordRows = coalesced(async (items: LeaseSpend[]) =>
     (
@@ -313,7 +330,7 @@ export function sqlCredit(store: Store): CreditLedger {
       return row;
     },
 
-    spent: (id, answer) => spentRows({ id, answer }),
+    spent: (id, answer, tokenHash = null) => spentRows({ id, answer, tokenHash }),
 
     async release(id) {
       await (await store).execute(releasing(sql`${creditSpend.id} = ${id} and ${spendGuard("released")}`));
