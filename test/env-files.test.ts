@@ -1,12 +1,19 @@
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { updateEnvFile } from "../config/env-file-update.ts";
 import { loadEnvFiles } from "../config/env-files.ts";
 
+/** The directories made, removed once the file's tests ran. */
+const made: string[] = [];
+afterAll(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
 const dirWith = (files: Record<string, string>) => {
   const dir = mkdtempSync(join(tmpdir(), "env-files-"));
+  made.push(dir);
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
   return dir;
 };

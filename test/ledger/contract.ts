@@ -53,6 +53,19 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
       ({ ledger, elapse } = await makeLedger());
     });
 
+    /** A queued row a worker took and recorded transaction 0xt on (signed, about to be sent). */
+    const sentRow = async (nonce: string): Promise<PaymentKey> => {
+      const key = await rowIn("queued", nonce);
+      await ledger.takeQueued(1, [usdt]);
+      await ledger.settling(key, null, {
+        transaction: "0xt",
+        settler: "0xr",
+        settlerNonce: 3,
+        rawTransaction: "0xraw",
+      });
+      return key;
+    };
+
     /** A row brought to `status` through the ledger's own writes. */
     const rowIn = async (status: PaymentStatus, nonce: string, more: Partial<NewPayment> = {}): Promise<PaymentKey> => {
       const e = entry(nonce, more);
@@ -266,14 +279,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     });
 
     it("puts a deferred settlement back in the queue, counting the attempts made", async () => {
-      const key = await rowIn("queued", "0x01");
-      await ledger.takeQueued(1, [usdt]);
-      await ledger.settling(key, null, {
-        transaction: "0xt",
-        settler: "0xr",
-        settlerNonce: 3,
-        rawTransaction: "0xraw",
-      });
+      const key = await sentRow("0x01");
       // Decided from a read made before this transaction was recorded: the row keeps it.
       await ledger.requeue(key, false, { transaction: null });
       expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt" });
@@ -296,14 +302,7 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
     });
 
     it("fails a taken deferred row only while its transaction is still the one read", async () => {
-      const key = await rowIn("queued", "0x01");
-      await ledger.takeQueued(1, [usdt]);
-      await ledger.settling(key, null, {
-        transaction: "0xt",
-        settler: "0xr",
-        settlerNonce: 3,
-        rawTransaction: "0xraw",
-      });
+      const key = await sentRow("0x01");
       // A worker that read the row before this transaction was recorded: the row keeps it.
       await ledger.failed(key, "refused", undefined, { transaction: null });
       expect(await ledger.find(key)).toMatchObject({ status: "settling", transaction: "0xt", failure: null });
