@@ -1002,6 +1002,59 @@ describe("deferred settlement", () => {
     expect((await world.ledger.outcomeCounts()).owedUnits).toBe("10000");
   });
 
+  it("refuses a deferred answer the store did not take (503 settlement_unavailable, nothing charged); one it took after all is settled and answered to a retry", async () => {
+    const world = new World("deferred");
+    const core = world.core();
+    const settle = async () => {
+      const worker = new SettlementWorker(core);
+      await worker.run();
+      await worker.stop();
+    };
+    const queue = world.ledger.queuedWithinCaps.bind(world.ledger);
+    const lost = (landed: boolean) =>
+      vi.spyOn(world.ledger, "queuedWithinCaps").mockImplementationOnce(async (...args) => {
+        if (landed) await queue(...args);
+        throw new Error("Connection terminated unexpectedly");
+      });
+
+    // Not taken: the claim is given up, and the same payment sent again pays, once.
+    const signed = await sign(alice);
+    lost(false);
+    const refused = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
+      answered,
+    );
+    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
+      503,
+      "settlement_unavailable",
+    ]);
+    expect(await world.row(signed)).toMatchObject({ status: "failed" });
+    await settle();
+    expect(world.charged(signed)).toHaveLength(0);
+    const again = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+    expect("headers" in (await core.conclude(SCREEN, paidRequest({}), again, answered))).toBe(true);
+    await settle();
+    expect(world.charged(signed)).toHaveLength(1);
+
+    // Taken, its acknowledgement lost: settled, and the retry gets the answer it paid for.
+    const landed = await sign(bob);
+    lost(true);
+    const unseen = await core.conclude(
+      SCREEN,
+      paidRequest({}),
+      claimOf(await core.admit(SCREEN, paidRequest(xPayment(landed)))),
+      answered,
+    );
+    expect("reply" in unseen && codeOf(unseen.reply)).toBe("settlement_unavailable");
+    await settle();
+    expect(world.charged(landed)).toHaveLength(1);
+    const replay = await core.admit(SCREEN, paidRequest(xPayment(landed)));
+    expect("reply" in replay && [replay.reply.status, replay.reply.body]).toEqual([200, ANSWER.body]);
+    expect((await world.ledger.outcomeCounts()).owedUnits).toBe("0");
+  });
+
   it("leaves the shared queue to a replica that can settle: one without a relayer key takes nothing", async () => {
     const deferred = new World("deferred");
     const core = deferred.core();

@@ -8,7 +8,7 @@ import { type Settler, type SubmitResult, usedIn } from "../relayer.ts";
 import type { VerifiedPayment } from "../verify.ts";
 import { type CoreContext, reconcileDeps } from "./context.ts";
 import { concludeCredit } from "./credit.ts";
-import { chainUnavailable, settlementFailed, settlementPending } from "./refusals.ts";
+import { chainUnavailable, ledgerDown, settlementFailed, settlementPending } from "./refusals.ts";
 import { capNotice, receiptHeaders } from "./replies.ts";
 import type { Claim, HandlerOutcome } from "./types.ts";
 
@@ -50,16 +50,24 @@ export async function concludeClaim(
   }
   const verified = claim.verified!;
   const { timing } = settings;
-  if (
-    claim.deferred &&
-    timing.mode === "deferred" &&
-    (await ledger.queuedWithinCaps(key, outcome.answer, {
-      perPayer: timing.maxPerPayerMicroUsd,
-      total: timing.maxTotalMicroUsd,
-    }))
-  ) {
-    ctx.deps.onQueued?.();
-    return { headers: receiptHeaders(null, settings.network, verified.payer) };
+  if (claim.deferred && timing.mode === "deferred") {
+    let queued: boolean;
+    try {
+      queued = await ledger.queuedWithinCaps(key, outcome.answer, {
+        perPayer: timing.maxPerPayerMicroUsd,
+        total: timing.maxTotalMicroUsd,
+      });
+    } catch (error) {
+      // The store did not take the answer: it does not leave, and the claim is given up (nothing
+      // charged; a retry pays anew). A write that landed all the same is settled and answered to a
+      // retry of the same payment.
+      await release(ctx, key, `deferred answer not queued (${firstLine(error)}); nothing settled`);
+      return { refused: ledgerDown() };
+    }
+    if (queued) {
+      ctx.deps.onQueued?.();
+      return { headers: receiptHeaders(null, settings.network, verified.payer) };
+    }
   }
   // Not deferrable, or past a cap: settled before the answer.
   const { settler } = ctx.facilitator;
