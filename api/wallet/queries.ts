@@ -16,12 +16,18 @@ export type WalletPosition = {
   fingerprint: string;
 };
 
-/** The positions of wallets in one statement (a batch's cache check is one round trip, not one per wallet), balances in token order. */
+/**
+ * The positions of wallets in one statement (a batch's cache check is one round trip, not one per
+ * wallet), balances in token order. One wallet (every screen's cache check) is asked by its own
+ * statement: Postgres plans an array parameter again at each call (its custom plan, knowing the
+ * array, always looks cheaper than the generic one), a scalar one once per connection.
+ */
 export async function walletPositions(
   db: IndexDb,
   schema: string,
   addresses: readonly Address[],
 ): Promise<Map<Address, WalletPosition>> {
+  const one = addresses.length === 1;
   const rows = await queryPrepared<{
     address: Address;
     token: Address;
@@ -32,9 +38,9 @@ export async function walletPositions(
     last_at: string;
   }>(
     db,
-    `positions:${schema}`,
-    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = any($1::text[]) order by address, token`,
-    [addresses],
+    `${one ? "position" : "positions"}:${schema}`,
+    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where ${one ? "address = $1" : "address = any($1::text[])"} order by address, token`,
+    [one ? addresses[0] : addresses],
   );
   return new Map(addresses.map((address) => [address, positionOf(rows.filter((r) => r.address === address))]));
 }
