@@ -20,6 +20,14 @@ type RawClient = {
 };
 
 /**
+ * Array parameter `$n` of element `type` in a prepared statement, read through a scalar subquery so
+ * that the planner does not see the array: seen (as each custom plan sees it), a short array always
+ * looks cheaper than the generic plan's guess, and every call is planned again; unseen, the
+ * generic plan is kept after five calls (Postgres's plan cache), as for a scalar parameter.
+ */
+export const arrayParam = (n: number, type: string) => `(select $${n}::${type}[])::${type}[]`;
+
+/**
  * Runs raw SQL the builder cannot express (lateral joins, array parameters), prepared once per
  * Postgres connection under `name` so it is parsed once, not on every request (PGlite, in
  * process, plans each call). Name tables with their schema, as above. The index's `db` or the

@@ -5,7 +5,7 @@ import type { Address } from "../../config/addresses.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { firstLine } from "../../shared/async.ts";
 import { log } from "../../shared/log.ts";
-import { type IndexDb, queryPrepared } from "../db.ts";
+import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
 import type { IndexState } from "../indexing/state.ts";
 import { sanctionsVersion } from "../sanctions/queries.ts";
 import { monitor, monitorCursor, monitorEvent, webhookDelivery, webhookEndpoint } from "../store/schema.ts";
@@ -136,7 +136,7 @@ export class MonitorWatcher {
     const rows = await queryPrepared<{ wallet: Address }>(
       db,
       `monitor_touched:${target.schema}`,
-      `select w.address as wallet from unnest($1::text[]) as w(address)
+      `select w.address as wallet from unnest(${arrayParam(1, "text")}) as w(address)
        where exists (select 1 from "${target.schema}".transfer where "from" = w.address and timestamp >= $2 and block_number > $3)
           or exists (select 1 from "${target.schema}".transfer where "to" = w.address and timestamp >= $2 and block_number > $3)
           or exists (select 1 from "${target.schema}".report where wallet = w.address

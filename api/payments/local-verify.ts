@@ -4,7 +4,7 @@ import type { TokenInfo } from "../../config/celo.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { firstLine } from "../../shared/async.ts";
-import { type IndexDb, queryPrepared } from "../db.ts";
+import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
 import { coalesced } from "../store/coalesce.ts";
 import { PaymentError } from "./errors.ts";
 import type { PaymentAttempt } from "./header.ts";
@@ -124,7 +124,7 @@ export function indexedPayerState(db: IndexDb, target: Pick<IndexTarget, "schema
       `select k.i::text as i,
               (select balance::text from "${schema}".balance where address = k.wallet and token = k.token) as balance,
               (select kind from "${schema}".authorization_state where token = k.token and authorizer = k.wallet and nonce = k.nonce) as nonce
-       from unnest($1::text[], $2::text[], $3::text[]) with ordinality as k(wallet, token, nonce, i)`,
+       from unnest(${arrayParam(1, "text")}, ${arrayParam(2, "text")}, ${arrayParam(3, "text")}) with ordinality as k(wallet, token, nonce, i)`,
       [reads.map((r) => r.wallet), reads.map((r) => r.token), reads.map((r) => r.nonce.toLowerCase())],
     );
     const facts: PayerFacts[] = [];

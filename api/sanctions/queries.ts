@@ -1,5 +1,5 @@
 import type { Address } from "../../config/addresses.ts";
-import { type IndexDb, queryPrepared } from "../db.ts";
+import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
 import type { SanctionsFacts } from "../scoring/facts.ts";
 import { windowStart } from "../stats/queries.ts";
 
@@ -26,7 +26,7 @@ export async function sanctionsOf(
       db,
       `sanctions_listings:${schema}`,
       `select address, listed_block::text, listed_at::text, delisted_block::text, delisted_at::text
-       from "${schema}".sanctions_listing where address = any($1::text[]) order by listed_block`,
+       from "${schema}".sanctions_listing where address = any(${arrayParam(1, "text")}) order by listed_block`,
       [addresses],
     ),
     // From the wallet's own flow rows (both covering indexes), each counterparty probed in the listing's key.
@@ -35,7 +35,7 @@ export async function sanctionsOf(
       `sanctions_exposure:${schema}`,
       `select w.address as wallet, f.counterparty as listed, sum(f.transfers)::int as transfers,
               sum(f.total)::text as total, max(f.last_at)::text as last_at
-       from unnest($1::text[]) as w(address)
+       from unnest(${arrayParam(1, "text")}) as w(address)
        cross join lateral (
          select "to" as counterparty, transfers, total, last_at from "${schema}".flow where "from" = w.address and last_at > ${since}
          union all

@@ -1,7 +1,7 @@
 import { desc, inArray } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
-import { type IndexDb, queryPrepared } from "../db.ts";
+import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
 import { sanctionsOf } from "../sanctions/queries.ts";
 import { type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
@@ -39,7 +39,7 @@ export async function walletPositions(
   }>(
     db,
     `${one ? "position" : "positions"}:${schema}`,
-    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where ${one ? "address = $1" : "address = any($1::text[])"} order by address, token`,
+    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where ${one ? "address = $1" : `address = any(${arrayParam(1, "text")})`} order by address, token`,
     [one ? addresses[0] : addresses],
   );
   return new Map(addresses.map((address) => [address, positionOf(rows.filter((r) => r.address === address))]));
@@ -95,7 +95,7 @@ async function windowTransfers(
     db,
     `window_transfers:${schema}`,
     // Per wallet, two index-only range scans; all wallets in one round trip.
-    `select w.address as wallet, t.* from unnest($1::text[]) as w(address) cross join lateral (
+    `select w.address as wallet, t.* from unnest(${arrayParam(1, "text")}) as w(address) cross join lateral (
        select 'out' as direction, "to" as counterparty, token, value::text, timestamp::text as at
          from "${schema}".transfer where "from" = w.address and timestamp > ${since}
        union all
@@ -213,7 +213,7 @@ async function drainSinksFirstSeen(
     `select w.address as wallet, o.payee as address, least(
        (select min(timestamp) from "${schema}".transfer where "to" = o.payee),
        (select min(timestamp) from "${schema}".transfer where "from" = o.payee))::text as first_at
-     from unnest($1::text[]) as w(address)
+     from unnest(${arrayParam(1, "text")}) as w(address)
      cross join lateral (
        select "to" as payee, min(timestamp) as paid_at from "${schema}".transfer
        where "from" = w.address and timestamp > ${since} group by "to" having count(*) = ${DRAIN_SINK_PAYMENTS}
@@ -268,7 +268,7 @@ function outflowsOf(db: IndexDb, schema: string): OutflowReader {
       db,
       `outflows:${schema}`,
       `select m.member, p.payee, p.total::text as total, p.flows, coalesce(r.total, 0)::text as received
-       from unnest($1::text[]) as m(member)
+       from unnest(${arrayParam(1, "text")}) as m(member)
        cross join lateral (
          select "to" as payee, sum(total) as total, sum(count(*)) over () as flows
          from (

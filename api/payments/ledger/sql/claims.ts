@@ -84,7 +84,7 @@ const SETTLINGS = batch<Settling>([
 ]);
 type Signed = Required<SettlementRecord>;
 /** The signed transactions of a SETTLING batch, each once (a transaction settles many payments): the four parameters after the batch's. */
-const SIGNED = [1, 2, 3, 4].map((n) => SETTLINGS.param(n));
+const SIGNED = (["text", "text", "integer", "text"] as const).map((type, i) => SETTLINGS.array(i + 1, type));
 /**
  * Settlements about to be broadcast (settling): the transaction, and the answer unless it is stored
  * already; a signed transaction is recorded once, with the first of its payments still this request's.
@@ -98,7 +98,7 @@ const SETTLING = statement(sql`
     returning ${payment.token}, ${payment.payer}, ${payment.nonce}, ${payment.transaction}),
   recorded as (
     insert into ${settlementTransaction} (transaction, settler, settler_nonce, raw_transaction)
-    select * from unnest(${SIGNED[0]}::text[], ${SIGNED[1]}::text[], ${SIGNED[2]}::integer[], ${SIGNED[3]}::text[]) as t(transaction, settler, settler_nonce, raw_transaction)
+    select * from unnest(${SIGNED[0]}, ${SIGNED[1]}, ${SIGNED[2]}, ${SIGNED[3]}) as t(transaction, settler, settler_nonce, raw_transaction)
     where t.transaction in (select transaction from updated)
     on conflict do nothing)
   select token, payer, nonce from updated`);

@@ -1,5 +1,5 @@
 import { and, inArray, lt, sql } from "drizzle-orm";
-import { queryPrepared } from "../../../db.ts";
+import { arrayParam, queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
@@ -20,7 +20,7 @@ const QUEUE_ANSWERS = statement(sql`
   from ${QUEUED.from}
   where ${byValues} and ${guard("queued")}
     and (select coalesce(max(s), 0) <= ${QUEUED.param(1)}::numeric from (
-          select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any($2::text[]) group by ${payment.payer}) as per_payer)
+          select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any(${sql.raw(arrayParam(2, "text"))}) group by ${payment.payer}) as per_payer)
     and (select coalesce(sum(${payment.amount}), 0) <= ${QUEUED.param(2)}::numeric from ${payment} where ${OPEN_EXPOSURE})
   returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
 

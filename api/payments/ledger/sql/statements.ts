@@ -1,5 +1,6 @@
 import { and, eq, getTableColumns, type SQL, sql, type Table } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
+import { arrayParam } from "../../../db.ts";
 import { type PaymentRow, payment } from "../../../store/schema.ts";
 import type { ServiceDb } from "../../../store/store.ts";
 import type { PaymentKey } from "../ledger.ts";
@@ -30,19 +31,21 @@ export const keyColumns = <T>(key: (item: T) => PaymentKey): BatchColumn<T>[] =>
 ];
 
 /**
- * A batch of rows as one parameter per column: `from` is `unnest($1::type[], …) as v(name, …)`
- * (with `ordinal`, `v.i` numbers them from 1), `values` the arrays in that same order, `param(n)`
- * the $ of the n-th parameter after them. Both come from one column list, so they cannot diverge.
+ * A batch of rows as one array parameter per column (arrayParam): `from` is `unnest($1, …) as
+ * v(name, …)` (with `ordinal`, `v.i` numbers them from 1), `values` the arrays in that same order,
+ * `param(n)` the $ of the n-th parameter after them, `array(n, type)` the same as an array. Both
+ * come from one column list, so they cannot diverge.
  */
 export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
   const names = columns.map((c) => c.name);
-  const arrays = columns.map((c, i) => `$${i + 1}::${c.type}[]`);
+  const arrays = columns.map((c, i) => arrayParam(i + 1, c.type));
   return {
     names: names.join(", "),
     from: sql.raw(
       `unnest(${arrays.join(", ")})${ordinal ? " with ordinality" : ""} as v(${names.join(", ")}${ordinal ? ", i" : ""})`,
     ),
     param: (n: number) => sql.raw(`$${columns.length + n}`),
+    array: (n: number, type: string) => sql.raw(arrayParam(columns.length + n, type)),
     values: (items: readonly T[]): unknown[][] => columns.map((c) => items.map(c.of)),
   };
 }
