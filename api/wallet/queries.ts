@@ -1,4 +1,4 @@
-import { desc, inArray } from "ponder";
+import { desc, eq, inArray, sql } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
 import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
@@ -305,17 +305,38 @@ export async function recentReports(db: IndexDb, wallet: Address): Promise<Valid
  * a paid, attested report), so all of theirs are read and each list is cut after.
  */
 export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]): Promise<Map<Address, ValidReport[]>> {
-  const rows = await db
-    .select()
-    .from(report)
-    .where(inArray(report.wallet, [...wallets]))
-    .orderBy(desc(report.publishedAt));
+  const rows =
+    wallets.length === 1
+      ? await oneWalletsReports(db).execute({ wallet: wallets[0] })
+      : await db
+          .select()
+          .from(report)
+          .where(inArray(report.wallet, [...wallets]))
+          .orderBy(desc(report.publishedAt));
   const byWallet = new Map<Address, ValidReport[]>(wallets.map((w) => [w, []]));
   for (const r of rows) {
     const list = byWallet.get(r.wallet as Address);
     if (list && list.length < RECENT_REPORTS) list.push(r);
   }
   return byWallet;
+}
+
+/**
+ * One wallet's passports (every screen's), as a statement prepared once per connection: built by
+ * the builder each call, it was parsed and planned again each call.
+ */
+const preparedReports = new WeakMap<IndexDb, ReturnType<typeof prepareReports>>();
+const prepareReports = (db: IndexDb) =>
+  db
+    .select()
+    .from(report)
+    .where(eq(report.wallet, sql.placeholder("wallet")))
+    .orderBy(desc(report.publishedAt))
+    .prepare("recent_reports");
+function oneWalletsReports(db: IndexDb) {
+  let prepared = preparedReports.get(db);
+  if (!prepared) preparedReports.set(db, (prepared = prepareReports(db)));
+  return prepared;
 }
 
 /** A passport's standing at `asOf` from its attestation alone (its pinned content's integrity aside). */
