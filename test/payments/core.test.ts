@@ -1011,25 +1011,20 @@ describe("deferred settlement", () => {
       await worker.stop();
     };
     const queue = world.ledger.queuedWithinCaps.bind(world.ledger);
-    const lost = (landed: boolean) =>
+    /** A call paid by `signed` whose answer's queueing loses its connection, after the write `landed` or before it. */
+    const queueingLost = async (signed: Awaited<ReturnType<typeof sign>>, landed: boolean) => {
       vi.spyOn(world.ledger, "queuedWithinCaps").mockImplementationOnce(async (...args) => {
         if (landed) await queue(...args);
         throw new Error("Connection terminated unexpectedly");
       });
+      const claim = claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed))));
+      const refused = await core.conclude(SCREEN, paidRequest({}), claim, answered);
+      return "reply" in refused && [refused.reply.status, codeOf(refused.reply)];
+    };
 
     // Not taken: the claim is given up, and the same payment sent again pays, once.
     const signed = await sign(alice);
-    lost(false);
-    const refused = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(signed)))),
-      answered,
-    );
-    expect("reply" in refused && [refused.reply.status, codeOf(refused.reply)]).toEqual([
-      503,
-      "settlement_unavailable",
-    ]);
+    expect(await queueingLost(signed, false)).toEqual([503, "settlement_unavailable"]);
     expect(await world.row(signed)).toMatchObject({ status: "failed" });
     await settle();
     expect(world.charged(signed)).toHaveLength(0);
@@ -1040,14 +1035,7 @@ describe("deferred settlement", () => {
 
     // Taken, its acknowledgement lost: settled, and the retry gets the answer it paid for.
     const landed = await sign(bob);
-    lost(true);
-    const unseen = await core.conclude(
-      SCREEN,
-      paidRequest({}),
-      claimOf(await core.admit(SCREEN, paidRequest(xPayment(landed)))),
-      answered,
-    );
-    expect("reply" in unseen && codeOf(unseen.reply)).toBe("settlement_unavailable");
+    expect(await queueingLost(landed, true)).toEqual([503, "settlement_unavailable"]);
     await settle();
     expect(world.charged(landed)).toHaveLength(1);
     const replay = await core.admit(SCREEN, paidRequest(xPayment(landed)));
