@@ -1,3 +1,4 @@
+import { type Placeholder, sql } from "drizzle-orm";
 import type { ReadonlyDrizzle } from "ponder";
 import type * as schema from "../ponder.schema.ts";
 import type { ServiceDb } from "./store/store.ts";
@@ -26,6 +27,9 @@ type RawClient = {
  * generic plan is kept after five calls (Postgres's plan cache), as for a scalar parameter.
  */
 export const arrayParam = (n: number, type: string) => `(select $${n}::${type}[])::${type}[]`;
+/** arrayParam for a statement the builder prepares: `value` (a placeholder) read the same way. */
+export const builderArrayParam = (value: Placeholder, type: string) =>
+  sql`(select ${value}::${sql.raw(type)}[])::${sql.raw(type)}[]`;
 
 /**
  * Runs raw SQL the builder cannot express (lateral joins, array parameters), prepared once per

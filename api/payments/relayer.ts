@@ -368,7 +368,7 @@ function refusedSend(error: unknown, payersTransfer: boolean): SubmitResult {
 /** The node ran the transfer and it reverted (as opposed to refusing the request itself). */
 const isRevert = (error: unknown) =>
   (error instanceof BaseError && !!error.walk((e) => e instanceof ExecutionRevertedError)) ||
-  /execution reverted|\brevert/i.test(fullMessage(error));
+  /\brevert/i.test(fullMessage(error));
 
 /**
  * The relayer cannot pay for gas: refused when sent, and when estimated nodes answer that the gas

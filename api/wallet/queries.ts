@@ -1,7 +1,7 @@
-import { desc, eq, inArray, sql } from "ponder";
+import { desc, sql } from "ponder";
 import type { Address } from "../../config/addresses.ts";
 import { report } from "../../ponder.schema.ts";
-import { arrayParam, type IndexDb, queryPrepared } from "../db.ts";
+import { arrayParam, builderArrayParam, type IndexDb, queryPrepared } from "../db.ts";
 import { sanctionsOf } from "../sanctions/queries.ts";
 import { type WalletFacts, type WalletTransfer, WINDOW_DAYS } from "../scoring/facts.ts";
 import { DRAIN_SECONDS, DRAIN_SINK_PAYMENTS, DUST_FLOOR_UNITS } from "../scoring/rules.ts";
@@ -16,18 +16,12 @@ export type WalletPosition = {
   fingerprint: string;
 };
 
-/**
- * The positions of wallets in one statement (a batch's cache check is one round trip, not one per
- * wallet), balances in token order. One wallet (every screen's cache check) is asked by its own
- * statement: Postgres plans an array parameter again at each call (its custom plan, knowing the
- * array, always looks cheaper than the generic one), a scalar one once per connection.
- */
+/** The positions of wallets in one statement (a batch's cache check is one round trip, not one per wallet), balances in token order. */
 export async function walletPositions(
   db: IndexDb,
   schema: string,
   addresses: readonly Address[],
 ): Promise<Map<Address, WalletPosition>> {
-  const one = addresses.length === 1;
   const rows = await queryPrepared<{
     address: Address;
     token: Address;
@@ -38,9 +32,9 @@ export async function walletPositions(
     last_at: string;
   }>(
     db,
-    `${one ? "position" : "positions"}:${schema}`,
-    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where ${one ? "address = $1" : `address = any(${arrayParam(1, "text")})`} order by address, token`,
-    [one ? addresses[0] : addresses],
+    `positions:${schema}`,
+    `select address, token, balance::text, transfers_in, transfers_out, first_at::text, last_at::text from "${schema}".balance where address = any(${arrayParam(1, "text")}) order by address, token`,
+    [addresses],
   );
   return new Map(addresses.map((address) => [address, positionOf(rows.filter((r) => r.address === address))]));
 }
@@ -305,14 +299,7 @@ export async function recentReports(db: IndexDb, wallet: Address): Promise<Valid
  * a paid, attested report), so all of theirs are read and each list is cut after.
  */
 export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]): Promise<Map<Address, ValidReport[]>> {
-  const rows =
-    wallets.length === 1
-      ? await oneWalletsReports(db).execute({ wallet: wallets[0] })
-      : await db
-          .select()
-          .from(report)
-          .where(inArray(report.wallet, [...wallets]))
-          .orderBy(desc(report.publishedAt));
+  const rows = await reportsOf(db).execute({ wallets: [...wallets] });
   const byWallet = new Map<Address, ValidReport[]>(wallets.map((w) => [w, []]));
   for (const r of rows) {
     const list = byWallet.get(r.wallet as Address);
@@ -322,18 +309,19 @@ export async function recentReportsOf(db: IndexDb, wallets: readonly Address[]):
 }
 
 /**
- * One wallet's passports (every screen's), as a statement prepared once per connection: built by
- * the builder each call, it was parsed and planned again each call.
+ * The passports of wallets (every screen's lookup), as a statement prepared once per connection,
+ * its array read through arrayParam: built by the builder at each call, it was parsed and planned
+ * again each time.
  */
 const preparedReports = new WeakMap<IndexDb, ReturnType<typeof prepareReports>>();
 const prepareReports = (db: IndexDb) =>
   db
     .select()
     .from(report)
-    .where(eq(report.wallet, sql.placeholder("wallet")))
+    .where(sql`${report.wallet} = any(${builderArrayParam(sql.placeholder("wallets"), "text")})`)
     .orderBy(desc(report.publishedAt))
     .prepare("recent_reports");
-function oneWalletsReports(db: IndexDb) {
+function reportsOf(db: IndexDb) {
   let prepared = preparedReports.get(db);
   if (!prepared) preparedReports.set(db, (prepared = prepareReports(db)));
   return prepared;
