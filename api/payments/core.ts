@@ -67,7 +67,7 @@ export class PaymentCore {
       ledger: this.ledger,
       inflight: this.inflight,
       tokenOwners: new Map(),
-      leases: new CreditLeases(this.ledger.credit),
+      leases: new CreditLeases(this.ledger.credit, deps.leaseWaitMs),
       draining: () => this.draining,
     };
   }

@@ -34,6 +34,10 @@ import {
 // charge per request at most, and the lifecycle's invariants on every row.
 
 const CAPS = { perPayer: 30_000n, total: 50_000n };
+// A credit call whose owner's lots are short waits for the owner's leases to come back: 5 s in
+// production. The memory ledger closes a lease at once, so a few polls decide it here; waiting the
+// full 5 s was most of this test's time.
+const CORE_WAITS = { leaseWaitMs: 250 };
 const SUBJECTS = [
   "0x00000000000000000000000000000000000000b0",
   "0x00000000000000000000000000000000000000b1",
@@ -242,7 +246,7 @@ class Model {
 
   constructor(readonly mode: Mode) {
     this.world = new World(mode, { caps: CAPS });
-    this.core = this.world.core();
+    this.core = this.world.core(undefined, CORE_WAITS);
   }
 
   private fresh(payer: number): Signed | undefined {
@@ -377,7 +381,7 @@ class Model {
 
   /** A new process on the same ledger and chain; what the dead one claimed is abandoned by the time a retry comes. */
   private restart() {
-    this.core = this.world.core();
+    this.core = this.world.core(undefined, CORE_WAITS);
     skew += ABANDONED_AFTER_MS + 1_000;
   }
 
@@ -435,7 +439,7 @@ class Model {
       `  request ${request.id} (${request.route.name.split(" ")[1]}, payer ${request.payer}${request.paymentId ? ", with id" : ""}), authorization ${signed.authorization.nonce.slice(0, 8)}`,
     );
     const crash = step.crashAt > 0 ? mortal(this.world.ledger, step.crashAt) : undefined;
-    const core = crash ? this.world.core(crash.ledger) : this.core;
+    const core = crash ? this.world.core(crash.ledger, CORE_WAITS) : this.core;
     if (this.world.settler) this.world.settler.script = [step.outcome];
     else this.world.facilitator.script = [step.outcome];
     const http = {

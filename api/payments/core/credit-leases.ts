@@ -27,7 +27,7 @@ export const askUntilUndone = <T>(undo: () => Promise<T>) =>
   askUntilAnswered(undo, UNDO_WITHIN_MS, { firstPause: POLL_MS, maxPause: 5_000 });
 
 /** Until when a call that finds the lots short may wait for leases to come back (LEASE_WAIT_MS from now). */
-export const leaseWaitDeadline = () => Date.now() + LEASE_WAIT_MS;
+export const leaseWaitDeadline = (waitMs = LEASE_WAIT_MS) => Date.now() + waitMs;
 
 /** A lease this replica holds. `left` is what its calls may still take (answered or running ones took the rest). */
 export type Lease = {
@@ -56,11 +56,15 @@ export class CreditLeases {
   /** The undos under way of refused calls' recordings (refusedUnconfirmed): closeAll waits for them. */
   private readonly undoing = new Set<Promise<void>>();
 
-  constructor(private readonly ledger: CreditLedger) {}
+  constructor(
+    private readonly ledger: CreditLedger,
+    /** LEASE_WAIT_MS unless the core's deps shorten it (PaymentDeps.leaseWaitMs). */
+    readonly waitMs = LEASE_WAIT_MS,
+  ) {}
 
   /** Takes `price` from the owner's lease, opening one when it has too little; `short` (the owner's whole balance) when the credit is. */
   async take(owner: Address, price: bigint): Promise<LeaseTake> {
-    const deadline = leaseWaitDeadline();
+    const deadline = leaseWaitDeadline(this.waitMs);
     for (;;) {
       const lease = this.current.get(owner);
       if (lease && lease.left >= price) {

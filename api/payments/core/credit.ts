@@ -146,7 +146,7 @@ export async function admitCredit(
  * goes back, the others are asked back by the hold): refused only once LEASE_WAIT_MS has passed.
  */
 async function holdOrWait(ctx: CoreContext, price: bigint, spend: NewSpend): Promise<CreditHold> {
-  const deadline = leaseWaitDeadline();
+  const deadline = leaseWaitDeadline(ctx.leases.waitMs);
   for (;;) {
     const hold = await ctx.ledger.credit.hold(spend);
     if (!("short" in hold)) return hold;

@@ -80,6 +80,8 @@ export type PaymentDeps = {
   receiptWaitMs?: number;
   /** How long a retry waits for a settlement whose outcome is unknown before answering settlement_pending (SETTLING_WAIT_MS). */
   settlingWaitMs?: number;
+  /** How long a credit call whose owner's lots are short waits for the owner's leases to come back before it is refused (LEASE_WAIT_MS). */
+  leaseWaitMs?: number;
   /** What must follow an outcome read from the chain, before it is recorded (reconcile.ts OnOutcome): the report route revokes unpaid passports. */
   onOutcome?: (row: PaymentRow, outcome: Resolution) => Promise<void>;
   /** Deferred mode: the indexed payer state that verifies without RPC (api/payments/local-verify.ts). Without it, verification uses the RPC. */
