@@ -111,10 +111,14 @@ export const envSchema = z.object({
   X402_FACILITATOR_URL: z.preprocess(blankAsUndefined, z.url().optional()),
   /** x402: "before" settles each payment, then answers (the x402 convention); "deferred" answers once the payment is verified and claimed, and a worker settles it (docs/payments.md). */
   X402_SETTLEMENT: z.preprocess(blankAsUndefined, z.enum(["before", "deferred"]).default("before")),
-  /** x402 deferred mode: most unsettled value per payer, in USD; past it, that payer's call settles first. */
-  X402_DEFERRED_MAX_PER_PAYER: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("0.05", 6))),
-  /** x402 deferred mode: most unsettled value across all payers, in USD; past it, calls settle first. */
-  X402_DEFERRED_MAX_TOTAL: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("5", 6))),
+  /**
+   * x402 deferred mode: most unsettled value per payer, in USD; past it, that payer's call settles first.
+   * A payer's unsettled value is its rate times the time a deferred answer takes to settle (0.8 s p50,
+   * 1.4 s p99 with 1 s blocks): 25 calls keep a payer calling up to about 15 a second deferred.
+   */
+  X402_DEFERRED_MAX_PER_PAYER: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("0.25", 6))),
+  /** x402 deferred mode: most unsettled value across all payers, in USD (the most the service can lose at once); past it, calls settle first. */
+  X402_DEFERRED_MAX_TOTAL: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("20", 6))),
   /** Prepaid credit: the most one purchase (POST /api/credit) may buy, in USD; the least is 0.10. */
   CREDIT_MAX_USD: z.preprocess(blankAsUndefined, usdAmount.default(parseUnits("50", 6))),
   /** Chat model mode: an OpenAI-compatible chat-completions endpoint (base URL, e.g. http://127.0.0.1:11434/v1). Unset: the deterministic engine answers. */

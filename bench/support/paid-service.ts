@@ -17,8 +17,8 @@ import * as schema from "../../ponder.schema.ts";
 import type { Logger } from "../../shared/log.ts";
 
 /**
- * The service's app over a stopped indexer's tables, paid in `mode` (deferred: 0.05 unsettled per
- * payer, 5.00 in all), with its settlement worker running and the payer's sanctions check wired as
+ * The service's app over a stopped indexer's tables, paid in `mode` (deferred: the default caps of
+ * X402_DEFERRED_MAX_PER_PAYER and X402_DEFERRED_MAX_TOTAL), with its settlement worker running and the payer's sanctions check wired as
  * src/api/index.ts wires it: what the payment benchmarks measure.
  */
 export function paidService(
@@ -32,8 +32,15 @@ export function paidService(
     logger: Logger;
   },
 ) {
+  const defaults = readEnv({});
   const timing: SettlementTiming =
-    mode === "deferred" ? { mode, maxPerPayerMicroUsd: 50_000n, maxTotalMicroUsd: 5_000_000n } : { mode: "before" };
+    mode === "deferred"
+      ? {
+          mode,
+          maxPerPayerMicroUsd: defaults.X402_DEFERRED_MAX_PER_PAYER,
+          maxTotalMicroUsd: defaults.X402_DEFERRED_MAX_TOTAL,
+        }
+      : { mode: "before" };
   let worker: SettlementWorker | undefined;
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,
