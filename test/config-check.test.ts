@@ -44,6 +44,11 @@ function runScript(script: string, args: string[], env: Record<string, string>, 
       clearTimeout(timer);
       done({ code, stdout, stderr });
     });
+    // tsx not on PATH (vitest run directly, not through npm test): a failure that says so, not a hang.
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      done({ code: null, stdout, stderr: `${stderr}${error.message}` });
+    });
   });
 }
 
