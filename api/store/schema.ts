@@ -119,7 +119,7 @@ export const payment = service.table(
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
     index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
     // One payment-identifier per payer: the id names one paid request, however many times it is sent.
-    uniqueIndex("payment_payer_id").on(t.payer, t.paymentId),
+    uniqueIndex("payment_payer_id").on(t.payer, t.paymentId).where(sql.raw("payment_id is not null")),
     // Read on every paid call: the open rows (claimed, not settled; or failed), a payer's and, when
     // deferred, all of them (the exposure caps). Settled rows leave these indexes, so the reads
     // stay as small as what is open, however long the ledger grows.
@@ -461,7 +461,8 @@ export const creditSpend = service.table(
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    uniqueIndex("credit_spend_owner_id").on(t.owner, t.paymentId),
+    // Only spends with a Payment-Identifier: a leased call (none) adds no entry to it.
+    uniqueIndex("credit_spend_owner_id").on(t.owner, t.paymentId).where(sql.raw("payment_id is not null")),
     index("credit_spend_owner_created").on(t.owner, t.createdAt),
     index("credit_spend_held").on(t.updatedAt).where(sql.raw("status = 'held'")),
     check(
