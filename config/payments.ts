@@ -52,6 +52,19 @@ export const PAYMENT_LIMITS = {
 
 type PaymentTarget = Pick<IndexTarget, "network" | "tokens" | "rpcUrls">;
 
+/** When payments settle (X402_SETTLEMENT) and, deferred, the caps on what may stay unsettled. */
+export function settlementTiming(
+  env: Pick<Env, "X402_SETTLEMENT" | "X402_DEFERRED_MAX_PER_PAYER" | "X402_DEFERRED_MAX_TOTAL">,
+): SettlementTiming {
+  return env.X402_SETTLEMENT === "deferred"
+    ? {
+        mode: "deferred",
+        maxPerPayerMicroUsd: env.X402_DEFERRED_MAX_PER_PAYER,
+        maxTotalMicroUsd: env.X402_DEFERRED_MAX_TOTAL,
+      }
+    : { mode: "before" };
+}
+
 /** How the service is paid, or a StartupError listing every problem (the treasury and the settlement both). */
 export function resolvePaymentSettings(target: PaymentTarget, env: Env = readEnv()): PaymentSettings {
   const problems: string[] = [];
@@ -59,14 +72,7 @@ export function resolvePaymentSettings(target: PaymentTarget, env: Env = readEnv
   const settlement = collectProblems(problems, () => resolveSettlement(target, env));
   if (!payTo || !settlement) throw new StartupError(problems);
   const tokens = [...target.tokens].sort((a, b) => (a.symbol === "USDT" ? -1 : b.symbol === "USDT" ? 1 : 0));
-  const timing: SettlementTiming =
-    env.X402_SETTLEMENT === "deferred"
-      ? {
-          mode: "deferred",
-          maxPerPayerMicroUsd: env.X402_DEFERRED_MAX_PER_PAYER,
-          maxTotalMicroUsd: env.X402_DEFERRED_MAX_TOTAL,
-        }
-      : { mode: "before" };
+  const timing = settlementTiming(env);
   return {
     chainId: CELO_CHAIN_ID,
     network: CELO_NETWORK,

@@ -9,7 +9,7 @@ import { payerSanctions } from "../../api/sanctions/payers.ts";
 import type { ServiceDb } from "../../api/store/store.ts";
 import type { Address } from "../../config/addresses.ts";
 import { readEnv } from "../../config/env.ts";
-import type { PaymentSettings, SettlementTiming } from "../../config/payments.ts";
+import { type PaymentSettings, type SettlementTiming, settlementTiming } from "../../config/payments.ts";
 import { type IndexTarget, resolveIndexTarget } from "../../config/target.ts";
 import { stoppedIndexerState } from "../../harness/index-db.ts";
 import type { indexedPostgresDevnet } from "../../harness/postgres-devnet.ts";
@@ -32,15 +32,7 @@ export function paidService(
     logger: Logger;
   },
 ) {
-  const defaults = readEnv({});
-  const timing: SettlementTiming =
-    mode === "deferred"
-      ? {
-          mode,
-          maxPerPayerMicroUsd: defaults.X402_DEFERRED_MAX_PER_PAYER,
-          maxTotalMicroUsd: defaults.X402_DEFERRED_MAX_TOTAL,
-        }
-      : { mode: "before" };
+  const timing = settlementTiming({ ...readEnv({}), X402_SETTLEMENT: mode });
   let worker: SettlementWorker | undefined;
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,

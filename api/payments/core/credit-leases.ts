@@ -26,9 +26,6 @@ const UNDO_WITHIN_MS = 60_000;
 export const askUntilUndone = <T>(undo: () => Promise<T>) =>
   askUntilAnswered(undo, UNDO_WITHIN_MS, { firstPause: POLL_MS, maxPause: 5_000 });
 
-/** Until when a call that finds the lots short may wait for leases to come back (LEASE_WAIT_MS from now). */
-export const leaseWaitDeadline = (waitMs = LEASE_WAIT_MS) => Date.now() + waitMs;
-
 /** A lease this replica holds. `left` is what its calls may still take (answered or running ones took the rest). */
 export type Lease = {
   id: string;
@@ -59,12 +56,17 @@ export class CreditLeases {
   constructor(
     private readonly ledger: CreditLedger,
     /** LEASE_WAIT_MS unless the core's deps shorten it (PaymentDeps.leaseWaitMs). */
-    readonly waitMs = LEASE_WAIT_MS,
+    private readonly waitMs = LEASE_WAIT_MS,
   ) {}
+
+  /** Until when a call that finds the lots short may wait for leases to come back (waitMs from now). */
+  waitDeadline(): number {
+    return Date.now() + this.waitMs;
+  }
 
   /** Takes `price` from the owner's lease, opening one when it has too little; `short` (the owner's whole balance) when the credit is. */
   async take(owner: Address, price: bigint): Promise<LeaseTake> {
-    const deadline = leaseWaitDeadline(this.waitMs);
+    const deadline = this.waitDeadline();
     for (;;) {
       const lease = this.current.get(owner);
       if (lease && lease.left >= price) {

@@ -13,7 +13,7 @@ import type { CreditHold, HeldSpendOutcome, NewSpend, StoredAnswer } from "../le
 import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
 import { checkCaller } from "../verify.ts";
 import type { CoreContext } from "./context.ts";
-import { askUntilUndone, leaseWaitDeadline } from "./credit-leases.ts";
+import { askUntilUndone } from "./credit-leases.ts";
 import { MAX_ROUNDS } from "./decide.ts";
 import {
   creditGivenBack,
@@ -146,7 +146,7 @@ export async function admitCredit(
  * goes back, the others are asked back by the hold): refused only once LEASE_WAIT_MS has passed.
  */
 async function holdOrWait(ctx: CoreContext, price: bigint, spend: NewSpend): Promise<CreditHold> {
-  const deadline = leaseWaitDeadline(ctx.leases.waitMs);
+  const deadline = ctx.leases.waitDeadline();
   for (;;) {
     const hold = await ctx.ledger.credit.hold(spend);
     if (!("short" in hold)) return hold;
