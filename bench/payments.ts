@@ -340,7 +340,10 @@ try {
     if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
     await untilSettled();
     const unpaidBefore = unpaidRun;
+    // Profiled too, so that the paid run's profile can be read against the same calls unpaid.
+    const unpaidProfiler = values.profile ? await startProfiler() : undefined;
     unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
+    if (unpaidProfiler) profiles.push(await unpaidProfiler.stop(`payments-unpaid-after-${mode}`));
     // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
     const deferredRows = (await store.db.select().from(payment)).filter(
       (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
