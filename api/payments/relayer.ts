@@ -17,12 +17,12 @@ import {
   parseSignature,
   TimeoutError,
   type TransactionReceipt,
-  withTimeout,
 } from "viem";
 import type { privateKeyToAccount } from "viem/accounts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
-import { firstLine, sleep } from "../../shared/async.ts";
+import { firstLine } from "../../shared/async.ts";
+import { receiptWatcher } from "./receipts.ts";
 
 /** A settlement transaction signed and about to be broadcast: what the ledger records first. */
 export type SignedSettlement = { transaction: Hex; settler: Hex; settlerNonce: number; rawTransaction: Hex };
@@ -99,7 +99,8 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
   let nextNonce: number | undefined;
   const queue: Waiting[] = [];
   let sending = false;
-  const receipts = new Map<string, Promise<TransactionReceipt | undefined>>();
+  const waits = new Map<string, Promise<TransactionReceipt | undefined>>();
+  const receipts = receiptWatcher(client);
   /** The fees of the last FEE_TTL_MS: a batch a few ms after another pays what it did, without asking the node twice more. */
   let fees: { at: number; value: Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> } | undefined;
   /** Gas per authorization of the last estimate, by the batch's tokens (their costs differ). A reverted or refused send forgets them all. */
@@ -231,16 +232,19 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
     receipt(hash, timeoutMs) {
       // The payments of one transaction wait for one receipt: one poll, however many ask.
       const key = `${hash}:${timeoutMs}`;
-      let waiting = receipts.get(key);
+      let waiting = waits.get(key);
       if (!waiting) {
-        waiting = pollReceipt(hash, timeoutMs)
+        waiting = receipts
+          .wait(hash, timeoutMs)
           .then((receipt) => {
             // Out of gas, or anything else: the next batch asks the node for its gas again.
             if (receipt?.status === "reverted") gasPerItem.clear();
+            // Dropped, perhaps: its nonce must not leave a gap.
+            if (!receipt) nextNonce = undefined;
             return receipt;
           })
-          .finally(() => receipts.delete(key));
-        receipts.set(key, waiting);
+          .finally(() => waits.delete(key));
+        waits.set(key, waiting);
       }
       return waiting;
     },
@@ -248,34 +252,6 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       await client.sendRawTransaction({ serializedTransaction: raw }).catch(() => undefined);
     },
   };
-
-  /**
-   * Not viem's waitForTransactionReceipt: that one asks for the block number and the transaction
-   * too on each round and gives up on the first RPC error; this one asks only for the receipt and
-   * rides out a failing RPC until the deadline (the transaction is recorded, the chain decides).
-   */
-  async function pollReceipt(hash: Hex, timeoutMs: number): Promise<TransactionReceipt | undefined> {
-    const deadline = Date.now() + timeoutMs;
-    // A local chain mines at once and Celo in about a second: ask again soon, then every 100 ms.
-    let pause = 10;
-    for (;;) {
-      try {
-        // One call may not outlast the wait (a stalled RPC holds it up to its transport timeout).
-        const receipt = await withTimeout(() => client.getTransactionReceipt({ hash }), {
-          timeout: Math.max(1, deadline - Date.now()),
-        });
-        if (receipt) return receipt;
-      } catch {
-        // not mined yet, or the RPC did not answer: wait, the transaction is recorded
-      }
-      if (Date.now() >= deadline) {
-        nextNonce = undefined; // a dropped transaction must not leave a gap
-        return undefined;
-      }
-      await sleep(pause);
-      pause = Math.min(100, pause * 2);
-    }
-  }
 }
 
 /** One authorization: transferWithAuthorization on its token. Several: aggregate3, each allowed to fail alone. */
