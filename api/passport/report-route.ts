@@ -77,7 +77,7 @@ export const reportRoute = declareRoute("report", {
   ok: reportResultSchema,
   errors: { 404: ["wallet_not_indexed"], 503: ["passport_publish_failed", "reporter_unavailable", "ipfs_unavailable"] },
   middleware: [indexedWallet],
-  // A passport is an on-chain publication: never on credit, in either settlement mode.
+  // A passport is an on-chain publication: never answered before it is paid, in either settlement mode.
   payment: { ...walletRequest, onSettlementFailed: revokeRefused, settleFirst: true },
 });
 
@@ -160,7 +160,7 @@ export function reportHandler({
         }
         // Named in the ledger before it exists on chain: if the process dies before the answer is
         // stored, the reconciler still knows which passport an unpaid claim must revoke.
-        await c.var.payments.ledger.reference(c.var.claim.key, reportId);
+        await c.var.payments.reference(c.var.claim, reportId);
         const document = passportDocument(assessment, {
           reportId,
           buyer,

@@ -5,7 +5,7 @@ import type { PaymentRow } from "../store/schema.ts";
 import { admitPayment } from "./core/admit.ts";
 import type { CoreContext } from "./core/context.ts";
 import { reconcileDeps } from "./core/context.ts";
-import { admitCredit, type CreditPayer } from "./core/credit.ts";
+import { admitCredit, type CreditPayer, releaseAbandonedHolds } from "./core/credit.ts";
 import { CreditLeases } from "./core/credit-leases.ts";
 import { ledgerDown } from "./core/refusals.ts";
 import { refusalReply } from "./core/replies.ts";
@@ -131,6 +131,17 @@ export class PaymentCore {
     }
   }
 
+  /**
+   * Names, before it exists, what the claimed call makes that must not stand unpaid (a passport's
+   * report id): if the request dies before its answer leaves, the reconciler undoes it
+   * (PaymentDeps.onOutcome) when the payment turns out unpaid, or, paid from credit, before the
+   * hold goes back.
+   */
+  async reference(claim: Claim, reference: string): Promise<void> {
+    if (claim.credit) await this.ledger.credit.reference(claim.credit.spend, reference);
+    else await this.ledger.reference(claim.key, reference);
+  }
+
   /** The refusal for `error`: a 402 with the payment requirements, or the error body with its status. */
   refusal(route: PricedRoute, url: string, error: PaymentError): Reply {
     return refusalReply(this.settings, route, url, error);
@@ -159,7 +170,7 @@ export class PaymentCore {
     const outcomes: (Resolution | "pending")[] = [];
     for (const row of rows) outcomes.push(await this.reconcileOne(row));
     // Credit held by requests that died goes back to its owners (nothing was answered).
-    const released = await this.ledger.credit.releaseAbandoned();
+    const released = await releaseAbandonedHolds(this.context);
     if (released > 0) log.info(`[payments] ${released} credit holds of requests that died were released`);
     const closed = await this.ledger.credit.closeAbandonedLeases();
     if (closed > 0) log.info(`[payments] ${closed} credit leases of replicas that died were closed`);

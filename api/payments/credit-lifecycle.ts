@@ -18,12 +18,26 @@ type SpendTransition = {
   to: SpendPlace;
   /** Only when the hold is older than ABANDONED_AFTER_MS: its request died. */
   abandoned?: true;
+  /** Only while the hold is younger than ABANDONED_AFTER_MS: past it, the sweep may be undoing what the call did. */
+  fresh?: true;
   means: string;
 };
 
 const SPEND_TRANSITIONS = {
   held: { from: [ABSENT], to: "held", means: "the call's price is taken from the balance as the call is claimed" },
-  spent: { from: ["held"], to: "spent", means: "its answer is stored: the price stays taken" },
+  referenced: {
+    from: ["held"],
+    to: "held",
+    fresh: true,
+    means:
+      "what the call makes outside the ledger that must not stand unpaid is named before it exists (a passport's report id): an abandoned hold hands it to the sweep, which undoes it before the price goes back",
+  },
+  spent: {
+    from: ["held"],
+    to: "spent",
+    fresh: true,
+    means: "its answer is stored: the price stays taken (not once abandoned: the sweep may be undoing the call)",
+  },
   recorded: {
     from: [ABSENT],
     to: "spent",
@@ -54,7 +68,16 @@ export type SpendEvent = keyof typeof SPEND_TRANSITIONS;
 export function spendAllows(place: SpendPlace, event: SpendEvent, updatedAt?: Date, now = Date.now()): boolean {
   const t: SpendTransition = SPEND_TRANSITIONS[event];
   if (!t.from.includes(place)) return false;
-  return !t.abandoned || (updatedAt !== undefined && now - updatedAt.getTime() > ABANDONED_AFTER_MS);
+  const age = updatedAt === undefined ? undefined : now - updatedAt.getTime();
+  if (t.abandoned) return age !== undefined && age > ABANDONED_AFTER_MS;
+  if (t.fresh) return age !== undefined && age <= ABANDONED_AFTER_MS;
+  return true;
+}
+
+/** The age condition of `event`, if any: the hold older than ABANDONED_AFTER_MS, or not. */
+export function spendAge(event: SpendEvent): "abandoned" | "fresh" | undefined {
+  const t: SpendTransition = SPEND_TRANSITIONS[event];
+  return t.abandoned ? "abandoned" : t.fresh ? "fresh" : undefined;
 }
 
 /** The statuses `event` leaves (ABSENT excluded: an insert has no WHERE). */

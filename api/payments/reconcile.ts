@@ -20,7 +20,11 @@ export type ReconcileChain = Pick<
  * payment that did not settle). Called before the outcome is recorded: a crash or a throw leaves the
  * row to the next sweep, so it runs at least once per outcome and must be idempotent.
  */
-type OnOutcome = (row: PaymentRow, outcome: Resolution) => Promise<void>;
+/** What must follow a payment's outcome (a passport revoked when unpaid): what it needs of the payment. */
+export type OnOutcome = (
+  row: Pick<PaymentRow, "route" | "responseBody" | "reference">,
+  outcome: Resolution,
+) => Promise<void>;
 
 export type ReconcileDeps = {
   chain: ReconcileChain;

@@ -453,6 +453,8 @@ export const creditSpend = service.table(
     draws: jsonb("draws").$type<Record<string, string>>(),
     /** The lease (credit_lease) it was paid from: a call without a Payment-Identifier, recorded once answered. */
     lease: text("lease"),
+    /** What the held call makes outside the ledger that must not stand unpaid (a passport's report id), named before it exists. */
+    reference: text("reference"),
     status: text("status").$type<CreditSpendStatus>().notNull(),
     responseStatus: integer("response_status"),
     responseType: text("response_type"),

@@ -268,6 +268,31 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     });
   });
 
+  it("issues a passport paid from prepaid credit: its price held, then spent once it is published", async () => {
+    const bought = await api("POST", "/api/credit", await pay(200_000n), { amount: "0.20" });
+    expect(bought.status, JSON.stringify(bought.body)).toBe(200);
+    const treasury = await treasuryUsdt();
+    const res = await api(
+      "POST",
+      "/api/agent/report",
+      { authorization: `Bearer ${bought.body.creditToken}` },
+      { walletAddress: persona("dormant"), callerAddress: lender.address },
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.reportId).toMatch(/^REP-[A-Z0-9]{10}$/);
+    expect(res.headers.get("credit-balance")).toBe("100000");
+    expect(res.headers.get("credit-spend")).toBeTruthy();
+    // Nothing settled per call: only the attestation went on chain.
+    expect(await treasuryUsdt()).toBe(treasury);
+    await indexedUpTo();
+    expect((await verify(res.body.reportId)).body).toMatchObject({
+      status: "confirmed",
+      valid: true,
+      walletAddress: persona("dormant"),
+      revokedAt: null,
+    });
+  });
+
   it("shows the passport to a person: the page in Chromium, and the badge", async () => {
     const p = issued.second;
     const badge = await fetch(`${p.verifyUrl}/badge.svg`);

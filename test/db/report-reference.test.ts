@@ -1,12 +1,16 @@
+import { sql } from "drizzle-orm";
 import { createPublicClient, type Hex, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import { routeName } from "../../api/http/declare.ts";
 import { reportRoute, revokeUnpaidReports, UNPAID_REASON } from "../../api/passport/report-route.ts";
 import { createReporter } from "../../api/passport/reporter.ts";
+import { ABANDONED_AFTER_MS } from "../../api/payments/lifecycle.ts";
 import { createPayments } from "../../api/payments/payments.ts";
 import { keyOf } from "../../api/payments/reconcile.ts";
+import { creditSpend } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
+import type { Address } from "../../config/addresses.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
 import { devnetPaymentSettings, nowSeconds, randomNonce } from "../support/payments.ts";
@@ -91,6 +95,89 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     expect(await payments.reconcileOne({ ...abandoned, updatedAt: new Date(0) })).toMatchObject({ status: "expired" });
     const [, revoked] = await status();
     expect(revoked).toBe(true);
+    expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
+  });
+
+  it("paid from credit, is revoked by the sweep from the reference its hold recorded, before the price goes back", async () => {
+    const { rpcUrl, reporter: deployed, service, lenders, personas } = devnet.manifest;
+    const reporter = createReporter({
+      rpcUrl,
+      contract: deployed.address,
+      privateKey: service.reporter.privateKey as Hex,
+      original: null,
+    });
+    const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, {
+      onOutcome: revokeUnpaidReports(reporter),
+    });
+    const { ledger } = payments;
+    const owner = lenders[1]!.address.toLowerCase() as Address;
+    const reportId = "REP-CRASHED002";
+
+    // Credit bought by a payment that settled, then the report's price held from it, the passport
+    // named in the hold, and published; the process "dies" here, before the spend is recorded.
+    const purchase = {
+      token: devnet.manifest.tokens.USDT.address,
+      payer: owner,
+      nonce: randomNonce(),
+      amount: 1_000_000n,
+      route: "POST /api/credit",
+      subject: null,
+      fingerprint: "p".repeat(64),
+      signatureHash: "q".repeat(64),
+      encoding: "x-payment-json",
+      validBefore: nowSeconds() + 3_600n,
+    };
+    expect(await ledger.claim(purchase)).toBe(true);
+    const bought = { status: 200, type: "application/json", body: "{}" };
+    expect(await ledger.settling(keyOf(purchase), bought)).toBe(true);
+    await ledger.settled(keyOf(purchase), `0x${"ab".repeat(32)}`);
+    await ledger.credit.addLot(keyOf(purchase), 1_000_000n, new Date(Date.now() + 86_400_000));
+    const hold = await ledger.credit.hold({
+      id: "report-hold",
+      payer: { owner },
+      route: routeName(reportRoute),
+      subject: personas.merchant!.address,
+      fingerprint: "f".repeat(64),
+      paymentId: null,
+      amount: 100_000n,
+    });
+    expect("held" in hold).toBe(true);
+    await ledger.credit.reference("report-hold", reportId);
+    await reporter.exclusive(() =>
+      reporter.publish({
+        wallet: personas.merchant!.address,
+        buyer: owner,
+        reputationScore: 70,
+        financialHealthScore: 70,
+        loanCapacity: "1000",
+        reportId,
+        reportHash: "bafkreiexamplecredit",
+        expiresAt: nowSeconds() + 86_400n,
+        supersedes: "",
+      }),
+    );
+    const revoked = async () =>
+      (
+        await createPublicClient({ transport: http(rpcUrl) }).readContract({
+          address: deployed.address,
+          abi: reputationReporterAbi,
+          functionName: "reportStatus",
+          args: [reportId],
+        })
+      )[1];
+    expect(await revoked()).toBe(false);
+    expect(await ledger.credit.balance(owner)).toBe(900_000n);
+
+    // A sweep before ABANDONED_AFTER_MS leaves it (its request may still be running); one after it
+    // (the hold's clock moved back, as two minutes passing would) revokes, then gives the price back.
+    await payments.reconcileUnresolved(0);
+    expect(await revoked()).toBe(false);
+    await store.db.update(creditSpend).set({
+      updatedAt: sql`${creditSpend.updatedAt} - ${sql.raw(`interval '${ABANDONED_AFTER_MS + 1_000} milliseconds'`)}`,
+    });
+    await payments.reconcileUnresolved(0);
+    expect(await revoked()).toBe(true);
+    expect(await ledger.credit.balance(owner)).toBe(1_000_000n);
     expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
   });
 });

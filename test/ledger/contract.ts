@@ -618,6 +618,32 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(day).toMatchObject({ route: "POST /api/lender/screen", calls: 1, amount: 10_000n });
       });
 
+      it("keeps an abandoned hold that names what its call made until that is undone, and no longer lets it be spent", async () => {
+        await purchase(50_000n);
+        await held("published", 10_000n);
+        await ledger.credit.reference("published", "REP-0001");
+        await held("plain", 10_000n);
+        expect(await ledger.credit.abandonedReferenced()).toEqual([]);
+        await elapse(ABANDONED_AFTER_MS + 1_000);
+        // Its request died after publishing: the plain hold goes back, the named one waits for its undo.
+        expect(await ledger.credit.releaseAbandoned()).toBe(1);
+        expect(await ledger.credit.abandonedReferenced()).toEqual([
+          { id: "published", route: "POST /api/lender/screen", reference: "REP-0001" },
+        ]);
+        expect(await ledger.credit.balance(owner)).toBe(40_000n);
+        // A stalled request coming back now finds its hold abandoned: its answer must not leave.
+        expect(await ledger.credit.spent("published", answer)).toBe("released");
+        await ledger.credit.reference("published", "REP-0002");
+        expect((await ledger.credit.abandonedReferenced())[0]?.reference, "not renamed once abandoned").toBe(
+          "REP-0001",
+        );
+        // Undone: given back like any release, once.
+        await ledger.credit.release("published");
+        await ledger.credit.release("published");
+        expect(await ledger.credit.abandonedReferenced()).toEqual([]);
+        expect(await ledger.credit.balance(owner)).toBe(50_000n);
+      });
+
       it("holds one spend per Payment-Identifier of an owner: a second hold takes nothing", async () => {
         await purchase(50_000n);
         await held("p1", 10_000n, "pid_0123456789abcdef");

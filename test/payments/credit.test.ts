@@ -84,14 +84,18 @@ const MONITOR: PricedRoute = {
   settleFirst: true,
 };
 
-/** An app serving MONITOR: the effects its handler left, and the undo the middleware runs for a call not paid. */
-function monitorApp(core: PaymentCore) {
+/**
+ * An app serving MONITOR: the effects its handler left, and the undo the middleware runs for a call
+ * not paid. `leased`: declared without settleFirst, so that a credit call takes its price from a lease.
+ */
+function monitorApp(core: PaymentCore, { leased = false } = {}) {
   const effects: string[] = [];
   const undo = vi.fn(async () => void effects.pop());
+  const route = leased ? { ...MONITOR, settleFirst: false } : MONITOR;
   const app = paidApp(core, (a) =>
     a.post(
       "/api/monitors",
-      payment(MONITOR, { ...walletRequest, settleFirst: true, onSettlementFailed: undo }),
+      payment(route, { ...walletRequest, settleFirst: !leased, onSettlementFailed: undo }),
       async (c) => {
         await c.var.billing;
         effects.push("monitor created");
@@ -265,6 +269,41 @@ describe("prepaid credit", () => {
     expect(world.ledger.credit.snapshot().leases.map((l) => [l.spent, l.closedAt !== null])).toEqual([["0", true]]);
   });
 
+  it("holds a settle-first call paid from credit, naming what it made: if its request dies, the sweep undoes that before the price goes back", async () => {
+    const world = new World("before-remote");
+    const undone: string[] = [];
+    let undoFails = true;
+    // The route's undo (the report route revokes the passport): the RPC down at first.
+    const onOutcome = vi.fn(async (row: { route: string; reference: string | null }, outcome: { status: string }) => {
+      if (undoFails) throw new Error("fetch failed");
+      undone.push(`${row.route} ${row.reference} ${outcome.status}`);
+    });
+    const core = world.core(undefined, { onOutcome });
+    await buyCredit(world, core, 100_000n);
+    const request = paidRequest({}, SUBJECT, "/api/monitors");
+    const claim = claimOf(await core.admitCredit(MONITOR, request, { wallet: owner }));
+    expect(claim.credit?.leased, "held in a row, not taken from a lease in memory").toBeUndefined();
+    await core.reference(claim, "REP-DIES");
+    // The request dies here: what it made stands, its answer never left.
+    expect(await world.ledger.credit.balance(owner)).toBe(90_000n);
+    world.ledger.age(ABANDONED_AFTER_MS + 1_000);
+    const sweeper = world.core(undefined, { onOutcome });
+    await sweeper.reconcileUnresolved(0);
+    expect(await world.ledger.credit.balance(owner), "not undone: the price stays taken, for the next sweep").toBe(
+      90_000n,
+    );
+    undoFails = false;
+    await sweeper.reconcileUnresolved(0);
+    expect(undone).toEqual(["POST /api/monitors REP-DIES failed"]);
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+    await sweeper.reconcileUnresolved(0);
+    expect(onOutcome, "undone once").toHaveBeenCalledTimes(2);
+    // The request was only stalled, and comes back: refused, nothing taken.
+    const late = await core.conclude(MONITOR, request, claim, { answer: ANSWER });
+    expect("reply" in late && codeOf(late.reply)).toBe("settlement_unavailable");
+    expect(await world.ledger.credit.balance(owner)).toBe(100_000n);
+  });
+
   it("refuses a call whose lease was closed under it (503, nothing taken), and pays the next from a new lease", async () => {
     const world = new World("before-remote");
     const core = world.core();
@@ -431,7 +470,7 @@ describe("prepaid credit", () => {
     const { credit } = world.ledger;
     storeOutage(credit).goDown();
     nextWriteDropped(credit, "recordSpend", { landed: false });
-    const { call, effects, undo } = monitorApp(core);
+    const { call, effects, undo } = monitorApp(core, { leased: true });
     expect(await call({ authorization: `Bearer ${token}` })).toEqual([503, "settlement_unavailable"]);
     expect(undo).toHaveBeenCalledOnce();
     expect(effects).toEqual([]);

@@ -9,7 +9,7 @@ import { hashCreditToken } from "../credit-token.ts";
 import { PaymentError } from "../errors.ts";
 import { fingerprintOf } from "../fingerprint.ts";
 import { paidRecently } from "../free-read.ts";
-import type { CreditHold, HeldSpendOutcome, NewSpend, StoredAnswer } from "../ledger/ledger.ts";
+import type { CreditHold, HeldSpendOutcome, NewSpend, Resolution, StoredAnswer } from "../ledger/ledger.ts";
 import { ABANDONED_AFTER_MS } from "../lifecycle.ts";
 import { checkCaller } from "../verify.ts";
 import type { CoreContext } from "./context.ts";
@@ -86,7 +86,10 @@ export async function admitCredit(
     if (refusal) throw refusal;
     return { free: freeBilling(ctx.settings.tokens, who.owner) };
   }
-  if (!paymentId) return admitLeased(ctx, route, request, tokenHash, known, checked, fingerprint);
+  // A settle-first route's call makes something outside the ledger (a passport on chain): it is
+  // held, in a row that can name it (PaymentCore.reference), so that a crash before its answer
+  // leaves is undone by the sweep rather than left standing unpaid, as a leased call would be.
+  if (!paymentId && !route.settleFirst) return admitLeased(ctx, route, request, tokenHash, known, checked, fingerprint);
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (paymentId && "owner" in who) {
       const earlier = await ctx.ledger.credit.find(who.owner, paymentId);
@@ -356,9 +359,41 @@ async function waitWhileHeld(ctx: CoreContext, owner: Address, paymentId: string
     const row = await ctx.ledger.credit.find(owner, paymentId);
     if (row?.status !== "held") return;
     if (Date.now() - row.updatedAt.getTime() > ABANDONED_AFTER_MS) {
-      await ctx.ledger.credit.releaseAbandoned();
+      await releaseAbandonedHolds(ctx);
       return;
     }
   }
   throw settlementPending();
+}
+
+/** How an abandoned hold's call is told to what undoes it: its payment failed, as far as the ledger knows. */
+const ABANDONED_HOLD: Resolution = {
+  status: "failed",
+  failure: "paid from credit, its request died before the answer left: the price went back to the credit",
+};
+
+/**
+ * Gives back the holds of requests that died (older than ABANDONED_AFTER_MS). One that names what
+ * its call made outside the ledger (a passport) is released only once the route's undo
+ * (PaymentDeps.onOutcome) has run: if it fails, the hold stays for the next sweep, the price still
+ * taken, so that the undo is never lost. How many holds went back.
+ */
+export async function releaseAbandonedHolds(ctx: CoreContext): Promise<number> {
+  let released = 0;
+  for (const spend of await ctx.ledger.credit.abandonedReferenced()) {
+    try {
+      await ctx.deps.onOutcome?.(
+        { route: spend.route, responseBody: null, reference: spend.reference },
+        ABANDONED_HOLD,
+      );
+    } catch (error) {
+      log.warn(
+        `[payments] credit hold ${spend.id}: undoing ${spend.reference} failed, left to the next sweep (${firstLine(error)})`,
+      );
+      continue;
+    }
+    await ctx.ledger.credit.release(spend.id);
+    released++;
+  }
+  return released + (await ctx.ledger.credit.releaseAbandoned());
 }

@@ -1,13 +1,12 @@
 import type { PublicClient } from "viem";
 import type { Address } from "../../../config/addresses.ts";
 import type { PaymentSettings } from "../../../config/payments.ts";
-import type { PaymentRow } from "../../store/schema.ts";
 import type { Billing } from "../billing.ts";
 import type { Facilitator } from "../facilitator.ts";
 import type { PaymentHeaders } from "../header.ts";
-import type { LeaseSpend, Ledger, PaymentKey, Resolution, StoredAnswer } from "../ledger/ledger.ts";
+import type { LeaseSpend, Ledger, PaymentKey, StoredAnswer } from "../ledger/ledger.ts";
 import type { PayerState } from "../local-verify.ts";
-import type { ReconcileChain } from "../reconcile.ts";
+import type { OnOutcome, ReconcileChain } from "../reconcile.ts";
 import type { VerifiedPayment } from "../verify.ts";
 import type { Lease } from "./credit-leases.ts";
 
@@ -83,7 +82,7 @@ export type PaymentDeps = {
   /** How long a credit call whose owner's lots are short waits for the owner's leases to come back before it is refused (LEASE_WAIT_MS). */
   leaseWaitMs?: number;
   /** What must follow an outcome read from the chain, before it is recorded (reconcile.ts OnOutcome): the report route revokes unpaid passports. */
-  onOutcome?: (row: PaymentRow, outcome: Resolution) => Promise<void>;
+  onOutcome?: OnOutcome;
   /** Deferred mode: the indexed payer state that verifies without RPC (api/payments/local-verify.ts). Without it, verification uses the RPC. */
   payerState?: PayerState;
   /** Called when a deferred payment joins the settlement queue (the in-process worker starts at once). */

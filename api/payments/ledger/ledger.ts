@@ -225,6 +225,9 @@ export type LeaseSpendOutcome = "recorded" | "revoked" | "closed";
 /** A purchase of credit, with its payment's status (spendable only once `settled`). */
 export type CreditLot = CreditLotRow & { status: PaymentStatus | null; transaction: string | null };
 
+/** A hold whose request died, and what its call made that must not stand unpaid. */
+export type AbandonedSpend = { id: string; route: string; reference: string };
+
 /** What an owner spent, by route and UTC day (micro-USD). */
 export type CreditSpending = { day: string; route: string; calls: number; amount: bigint };
 
@@ -249,8 +252,16 @@ export interface CreditLedger {
   spent(id: string, answer: StoredAnswer, tokenHash?: string | null): Promise<HeldSpendOutcome>;
   /** The held call failed before its answer left: the price goes back to its lots. */
   release(id: string): Promise<void>;
-  /** Holds older than ABANDONED_AFTER_MS (their request died) are released; how many. */
+  /**
+   * Names what the held call makes outside the ledger before it exists (a passport's report id): if
+   * its request dies, the hold is not released with the others (releaseAbandoned) but listed by
+   * abandonedReferenced, for the sweep to undo that first. Not written once the hold is abandoned.
+   */
+  reference(id: string, reference: string): Promise<void>;
+  /** Holds older than ABANDONED_AFTER_MS (their request died) and naming nothing to undo are released; how many. */
   releaseAbandoned(): Promise<number>;
+  /** Holds older than ABANDONED_AFTER_MS that name something to undo, oldest first: released (release) once it is undone. */
+  abandonedReferenced(): Promise<AbandonedSpend[]>;
   /** Takes a slice of the owner's balance in one write (soonest to expire first), or asks other open leases back. */
   openLease(lease: NewLease): Promise<LeaseOpening>;
   /** Records an answered call (the calls of a moment in one write): its outcome, and whether another replica wants its lease back. */

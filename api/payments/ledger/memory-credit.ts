@@ -4,6 +4,7 @@ import type { CreditLeaseRow, CreditLotRow, CreditSpendRow, PaymentRow } from ".
 import { type SpendEvent, spendAllows } from "../credit-lifecycle.ts";
 import { ABANDONED_AFTER_MS, ABSENT } from "../lifecycle.ts";
 import {
+  type AbandonedSpend,
   type CreditHold,
   type CreditLedger,
   type CreditShort,
@@ -136,6 +137,7 @@ export class MemoryCredit implements CreditLedger {
       amount: spend.amount.toString(),
       draws,
       lease: null,
+      reference: null,
       status: "held",
       responseStatus: null,
       responseType: null,
@@ -185,8 +187,20 @@ export class MemoryCredit implements CreditLedger {
     this.giveBack(id, "released");
   }
 
+  async reference(id: string, reference: string): Promise<void> {
+    const row = this.spends.get(id);
+    if (this.allowed(row, "referenced")) Object.assign(row!, { reference, updatedAt: new Date(this.now()) });
+  }
+
   async releaseAbandoned(): Promise<number> {
-    return [...this.spends.keys()].filter((id) => this.giveBack(id, "abandoned")).length;
+    return [...this.spends.values()].filter((s) => s.reference === null && this.giveBack(s.id, "abandoned")).length;
+  }
+
+  async abandonedReferenced(): Promise<AbandonedSpend[]> {
+    return [...this.spends.values()]
+      .filter((s) => s.reference !== null && this.allowed(s, "abandoned"))
+      .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime())
+      .map((s) => ({ id: s.id, route: s.route, reference: s.reference! }));
   }
 
   async openLease(lease: NewLease): Promise<LeaseOpening> {
@@ -234,6 +248,7 @@ export class MemoryCredit implements CreditLedger {
       amount: spend.amount.toString(),
       draws: null,
       lease: spend.lease,
+      reference: null,
       status: "spent",
       responseStatus: spend.answer.status,
       responseType: spend.answer.type,

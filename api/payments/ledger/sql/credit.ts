@@ -4,20 +4,37 @@ import { queryPrepared } from "../../../db.ts";
 import { minUnits } from "../../../money.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { creditLease, creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
-import { type SpendEvent, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
+import { type SpendEvent, spendAge, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
 import { ABANDONED_AFTER_MS } from "../../lifecycle.ts";
-import type { CreditLedger, HeldSpendOutcome, LeaseSpend, LeaseSpendOutcome, StoredAnswer } from "../ledger.ts";
+import type {
+  AbandonedSpend,
+  CreditLedger,
+  HeldSpendOutcome,
+  LeaseSpend,
+  LeaseSpendOutcome,
+  StoredAnswer,
+} from "../ledger.ts";
 import { batch, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
 
 const spendRowOf = rowMapper(creditSpend);
 
-/** The WHERE guard of a spend's write, generated from SPEND_TRANSITIONS. */
-const spendGuard = (event: SpendEvent) =>
-  sql`${creditSpend.status} in (${sql.raw(
+/**
+ * The WHERE guard of a spend's write, generated from SPEND_TRANSITIONS: its statuses, and its age
+ * against ABANDONED_AFTER_MS on the database's clock (the one every replica shares).
+ */
+const spendGuard = (event: SpendEvent) => {
+  const statuses = sql`${creditSpend.status} in (${sql.raw(
     spendFrom(event)
       .map((s) => `'${s}'`)
       .join(", "),
   )})`;
+  const age = spendAge(event);
+  if (!age) return statuses;
+  const cutoff = sql.raw(`now() - interval '${ABANDONED_AFTER_MS} milliseconds'`);
+  return age === "abandoned"
+    ? sql`${statuses} and ${creditSpend.updatedAt} < ${cutoff}`
+    : sql`${statuses} and ${creditSpend.updatedAt} >= ${cutoff}`;
+};
 
 /** The owner's lots that can be spent now: unexpired, and bought by a payment that settled (balance and HOLD). */
 const spendable = (owner: Address | SQL) => sql`
@@ -336,12 +353,26 @@ export function sqlCredit(store: Store): CreditLedger {
       await (await store).execute(releasing(sql`${creditSpend.id} = ${id} and ${spendGuard("released")}`));
     },
 
+    async reference(id, reference) {
+      await (await store)
+        .update(creditSpend)
+        .set({ reference, updatedAt: sql`now()` })
+        .where(and(eq(creditSpend.id, id), spendGuard("referenced")));
+    },
+
     async releaseAbandoned() {
-      const before = new Date(Date.now() - ABANDONED_AFTER_MS);
       const result = await (await store).execute(
-        releasing(sql`${spendGuard("abandoned")} and ${creditSpend.updatedAt} < ${before}`),
+        releasing(sql`${spendGuard("abandoned")} and ${creditSpend.reference} is null`),
       );
       return Number(rowsOf<{ released: number }>(result)[0]?.released ?? 0);
+    },
+
+    async abandonedReferenced() {
+      return (await store)
+        .select({ id: creditSpend.id, route: creditSpend.route, reference: creditSpend.reference })
+        .from(creditSpend)
+        .where(and(spendGuard("abandoned"), sql`${creditSpend.reference} is not null`))
+        .orderBy(creditSpend.updatedAt) as Promise<AbandonedSpend[]>;
     },
 
     async openLease(lease) {

@@ -1,0 +1,1 @@
+ALTER TABLE "service"."credit_spend" ADD COLUMN "reference" text;
