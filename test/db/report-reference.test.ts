@@ -36,8 +36,9 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     await devnet?.stop();
   });
 
-  it("is revoked on chain by the reconciler, from the reference its ledger row recorded", async () => {
-    const { rpcUrl, reporter: deployed, service, lenders, personas } = devnet.manifest;
+  /** The service's reporter, and a payment core whose reconciler revokes unpaid passports (as src/api/index.ts wires it). */
+  const wiredService = () => {
+    const { rpcUrl, reporter: deployed, service } = devnet.manifest;
     const reporter = createReporter({
       rpcUrl,
       contract: deployed.address,
@@ -47,6 +48,37 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, {
       onOutcome: revokeUnpaidReports(reporter),
     });
+    /** Publishes `reportId` about `wallet`, as the report route does once its call is claimed and the passport named. */
+    const publish = (reportId: string, wallet: Hex, buyer: Hex, reportHash: string) =>
+      reporter.exclusive(() =>
+        reporter.publish({
+          wallet,
+          buyer,
+          reputationScore: 70,
+          financialHealthScore: 70,
+          loanCapacity: "1000",
+          reportId,
+          reportHash,
+          expiresAt: nowSeconds() + 86_400n,
+          supersedes: "",
+        }),
+      );
+    /** Whether `reportId` is revoked, read from the contract. */
+    const revoked = async (reportId: string) =>
+      (
+        await createPublicClient({ transport: http(rpcUrl) }).readContract({
+          address: deployed.address,
+          abi: reputationReporterAbi,
+          functionName: "reportStatus",
+          args: [reportId],
+        })
+      )[1];
+    return { reporter, payments, publish, revoked };
+  };
+
+  it("is revoked on chain by the reconciler, from the reference its ledger row recorded", async () => {
+    const { lenders, personas } = devnet.manifest;
+    const { reporter, payments, publish, revoked } = wiredService();
     const payer = lenders[0]!.address as Hex;
     const reportId = "REP-CRASHED001";
 
@@ -66,49 +98,21 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     };
     expect(await payments.ledger.claim(entry)).toBe(true);
     await payments.ledger.reference(entry, reportId);
-    await reporter.exclusive(() =>
-      reporter.publish({
-        wallet: personas.salaried!.address,
-        buyer: payer,
-        reputationScore: 70,
-        financialHealthScore: 70,
-        loanCapacity: "1000",
-        reportId,
-        reportHash: "bafkreiexample",
-        expiresAt: nowSeconds() + 86_400n,
-        supersedes: "",
-      }),
-    );
-    const status = () =>
-      createPublicClient({ transport: http(rpcUrl) }).readContract({
-        address: deployed.address,
-        abi: reputationReporterAbi,
-        functionName: "reportStatus",
-        args: [reportId],
-      });
-    expect((await status())[1]).toBe(false);
+    await publish(reportId, personas.salaried!.address, payer, "bafkreiexample");
+    expect(await revoked(reportId)).toBe(false);
 
     // A later sweep (ABANDONED_AFTER_MS passed: the row is read as its request died) decides it.
     const [row] = await payments.ledger.unresolved(0).then((rows) => rows.filter((r) => r.nonce === entry.nonce));
     const abandoned = row ?? (await payments.ledger.find(keyOf(entry)))!;
     expect(abandoned.responseBody).toBeNull();
     expect(await payments.reconcileOne({ ...abandoned, updatedAt: new Date(0) })).toMatchObject({ status: "expired" });
-    const [, revoked] = await status();
-    expect(revoked).toBe(true);
+    expect(await revoked(reportId)).toBe(true);
     expect(await reporter.revokeOnce(reportId, UNPAID_REASON)).toBe(false);
   });
 
   it("paid from credit, is revoked by the sweep from the reference its hold recorded, before the price goes back", async () => {
-    const { rpcUrl, reporter: deployed, service, lenders, personas } = devnet.manifest;
-    const reporter = createReporter({
-      rpcUrl,
-      contract: deployed.address,
-      privateKey: service.reporter.privateKey as Hex,
-      original: null,
-    });
-    const payments = createPayments(devnetPaymentSettings(devnet.manifestPath), store.db, undefined, {
-      onOutcome: revokeUnpaidReports(reporter),
-    });
+    const { lenders, personas } = devnet.manifest;
+    const { reporter, payments, publish, revoked: revokedOf } = wiredService();
     const { ledger } = payments;
     const owner = lenders[1]!.address.toLowerCase() as Address;
     const reportId = "REP-CRASHED002";
@@ -143,28 +147,8 @@ describe(`a passport published by a claim that never settled (${testDatabase})`,
     });
     expect("held" in hold).toBe(true);
     await ledger.credit.reference("report-hold", reportId);
-    await reporter.exclusive(() =>
-      reporter.publish({
-        wallet: personas.merchant!.address,
-        buyer: owner,
-        reputationScore: 70,
-        financialHealthScore: 70,
-        loanCapacity: "1000",
-        reportId,
-        reportHash: "bafkreiexamplecredit",
-        expiresAt: nowSeconds() + 86_400n,
-        supersedes: "",
-      }),
-    );
-    const revoked = async () =>
-      (
-        await createPublicClient({ transport: http(rpcUrl) }).readContract({
-          address: deployed.address,
-          abi: reputationReporterAbi,
-          functionName: "reportStatus",
-          args: [reportId],
-        })
-      )[1];
+    await publish(reportId, personas.merchant!.address, owner, "bafkreiexamplecredit");
+    const revoked = () => revokedOf(reportId);
     expect(await revoked()).toBe(false);
     expect(await ledger.credit.balance(owner)).toBe(900_000n);
 
