@@ -4,11 +4,12 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import { ApiError } from "../../shared/errors.ts";
 import type { AppEnv } from "../http/app-env.ts";
-import { declareRoute, jsonBody } from "../http/declare.ts";
+import { declareRoute, jsonBody, routeName } from "../http/declare.ts";
 import { validatedInput, walletRequest } from "../http/payment.ts";
 import { x402Billing } from "../payments/billing.ts";
 import type { Claim } from "../payments/core.ts";
 import { MONITOR_PERIOD_MS } from "../payments/prices.ts";
+import type { OnOutcome } from "../payments/reconcile.ts";
 import type { ServiceDb } from "../store/store.ts";
 import {
   activeCount,
@@ -183,6 +184,9 @@ export const createMonitorsHandler: RouteHandler<typeof createMonitorsRoute, App
   const now = new Date();
   const paidUntil = new Date(now.getTime() + MONITOR_PERIOD_MS);
   const ref = paymentRef(claim);
+  // Named in the ledger before the monitors exist: if the process dies before the payment is
+  // settled (or, from credit, recorded), the reconciler removes them (removeUnpaidMonitors).
+  await c.var.payments.reference(claim, ref);
   const { monitors, endpoint } = await db.transaction(async (t) => {
     const tx = t as unknown as ServiceDb;
     await tx.execute(sql`select pg_advisory_xact_lock(${OWNER_LOCK}, hashtext(${owner}))`);
@@ -214,6 +218,19 @@ export const createMonitorsHandler: RouteHandler<typeof createMonitorsRoute, App
     200,
   );
 };
+
+/**
+ * The payment reconciler's hook (PaymentDeps.onOutcome): monitors created by a call whose payment
+ * turned out unpaid after its request died (the chain says not settled, or a credit hold was
+ * abandoned) never stood: they are removed, as the call's own undo would have.
+ */
+export function removeUnpaidMonitors(store: Promise<ServiceDb>): OnOutcome {
+  const name = routeName(createMonitorsRoute);
+  return async (row, outcome) => {
+    if (outcome.status === "settled" || row.route !== name || !row.reference) return;
+    await removeUnpaid(await store, row.reference);
+  };
+}
 
 /** Before payment: only an existing monitor can be renewed. */
 const monitorExists: MiddlewareHandler<AppEnv> = async (c, next) => {

@@ -137,7 +137,7 @@ export class PaymentCore {
    * (PaymentDeps.onOutcome) when the payment turns out unpaid, or, paid from credit, before the
    * hold goes back.
    */
-  async reference(claim: Claim, reference: string): Promise<void> {
+  async reference(claim: Pick<Claim, "key"> & { credit?: { spend: string } }, reference: string): Promise<void> {
     if (claim.credit) await this.ledger.credit.reference(claim.credit.spend, reference);
     else await this.ledger.reference(claim.key, reference);
   }

@@ -26,6 +26,13 @@ export type OnOutcome = (
   outcome: Resolution,
 ) => Promise<void>;
 
+/** Several routes' hooks as one: each in turn (each ignores the others' routes); the first that fails fails it, to be run again. */
+export const eachOutcome =
+  (...hooks: OnOutcome[]): OnOutcome =>
+  async (row, outcome) => {
+    for (const hook of hooks) await hook(row, outcome);
+  };
+
 export type ReconcileDeps = {
   chain: ReconcileChain;
   ledger: Pick<Ledger, "requeue" | "resolve" | "signedTransaction">;

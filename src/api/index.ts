@@ -8,6 +8,7 @@ import { sqlOverHttp } from "../../api/data/sql.ts";
 import { checkPonderVersion, hostOnPonder, indexesHere, ponderMetrics, ponderSchema } from "../../api/host/ponder.ts";
 import { IndexState } from "../../api/indexing/state.ts";
 import { openedOnUse, openServiceIpfs } from "../../api/ipfs/open.ts";
+import { removeUnpaidMonitors } from "../../api/monitors/routes.ts";
 import { monitorSettings } from "../../api/monitors/settings.ts";
 import { MonitorWatcher } from "../../api/monitors/watcher.ts";
 import { WebhookWorker } from "../../api/monitors/webhooks/worker.ts";
@@ -16,7 +17,7 @@ import { createReporter, resolveReporterSettings } from "../../api/passport/repo
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { indexedPayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
-import { startReconciler } from "../../api/payments/reconcile.ts";
+import { eachOutcome, startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import { payerSanctions } from "../../api/sanctions/payers.ts";
@@ -35,7 +36,8 @@ const store = openServiceStore(serviceStoreLocation(target.database));
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
 // Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
 const reporter = createReporter(resolveReporterSettings(target));
-// A passport whose payment the reconciler finds unsettled is revoked on chain (durable: the ledger row names it).
+// A passport whose payment the reconciler finds unsettled is revoked on chain, and monitors created
+// by such a call are removed (durable: the ledger row, or the credit hold, names them).
 // Deferred settlement (X402_SETTLEMENT=deferred) verifies from the indexed payer state and queues
 // the settlement for the worker, which every replica runs on the shared queue.
 let worker: SettlementWorker | undefined;
@@ -44,7 +46,7 @@ const payments = createPayments(
   store.then((s) => s.db),
   undefined,
   {
-    onOutcome: revokeUnpaidReports(reporter),
+    onOutcome: eachOutcome(revokeUnpaidReports(reporter), removeUnpaidMonitors(store.then((s) => s.db))),
     payerState: indexedPayerState(db, target),
     onQueued: () => worker?.kick(),
     // Once per payer at each indexed checkpoint (the gate's read before the payment names it).
