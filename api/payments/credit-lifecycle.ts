@@ -66,12 +66,12 @@ export type SpendEvent = keyof typeof SPEND_TRANSITIONS;
 
 /** Whether `event` may happen to a spend in `place`, last written at `updatedAt`. */
 export function spendAllows(place: SpendPlace, event: SpendEvent, updatedAt?: Date, now = Date.now()): boolean {
-  const t: SpendTransition = SPEND_TRANSITIONS[event];
-  if (!t.from.includes(place)) return false;
-  const age = updatedAt === undefined ? undefined : now - updatedAt.getTime();
-  if (t.abandoned) return age !== undefined && age > ABANDONED_AFTER_MS;
-  if (t.fresh) return age !== undefined && age <= ABANDONED_AFTER_MS;
-  return true;
+  if (!(SPEND_TRANSITIONS[event].from as readonly SpendPlace[]).includes(place)) return false;
+  const age = spendAge(event);
+  if (!age) return true;
+  if (updatedAt === undefined) return false;
+  const abandoned = now - updatedAt.getTime() > ABANDONED_AFTER_MS;
+  return age === "abandoned" ? abandoned : !abandoned;
 }
 
 /** The age condition of `event`, if any: the hold older than ABANDONED_AFTER_MS, or not. */

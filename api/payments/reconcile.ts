@@ -16,11 +16,11 @@ export type ReconcileChain = Pick<
 >;
 
 /**
- * What must follow an outcome read from the chain (the report route revokes the passport of a
- * payment that did not settle). Called before the outcome is recorded: a crash or a throw leaves the
- * row to the next sweep, so it runs at least once per outcome and must be idempotent.
+ * What must follow an outcome read from the chain, or a credit hold abandoned (the report route
+ * revokes the passport of a payment that did not settle). Called before the outcome is recorded: a
+ * crash or a throw leaves the row to the next sweep, so it runs at least once per outcome and must
+ * be idempotent.
  */
-/** What must follow a payment's outcome (a passport revoked when unpaid): what it needs of the payment. */
 export type OnOutcome = (
   row: Pick<PaymentRow, "route" | "responseBody" | "reference">,
   outcome: Resolution,
