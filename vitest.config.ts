@@ -94,8 +94,8 @@ export default defineConfig({
           include: ["test/db/**/*.test.ts"],
           exclude: postgresOnly,
           env: { ...env, TEST_DATABASE: "pglite" },
-          // One empty PGlite cluster that every slot copies (test/support/pglite-template.ts).
-          globalSetup: ["test/support/pglite-template.ts"],
+          // The clusters every slot copies, migrated once (test/support/slot-templates.ts).
+          globalSetup: ["test/support/slot-templates.ts"],
           ...timeouts,
         },
       },
@@ -105,6 +105,8 @@ export default defineConfig({
           include: ["test/db/**/*.test.ts"],
           exclude: pgliteOnly,
           env: { ...env, TEST_DATABASE: "postgres" },
+          // The database every slot is created from, migrated once (test/support/slot-templates.ts).
+          globalSetup: ["test/support/slot-templates.ts"],
           ...timeouts,
         },
       },

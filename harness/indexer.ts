@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
@@ -35,16 +35,31 @@ export type DatabaseSlot = {
   store: ServiceStoreLocation;
 };
 
+/**
+ * What a slot's databases start as, instead of empty: PGlite, cluster directories copied (the index's
+ * and the service store's); Postgres, the database to create the slot's from (CREATE DATABASE ... TEMPLATE).
+ */
+export type SlotTemplates = { pglite?: { index: string; store: string }; postgres?: string };
+
 /** `postgresUrl`: the server a Postgres slot lives on (a test's private cluster; the shared one by default). */
-export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = POSTGRES_URL): DatabaseSlot {
+export function databaseSlot(
+  kind: TestDatabase = testDatabase,
+  postgresUrl = POSTGRES_URL,
+  templates: SlotTemplates = {},
+): DatabaseSlot {
   const schema = `t_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   if (kind === "pglite") {
     const dir = mkdtempSync(join(tmpdir(), "pglite-"));
+    const store = serviceStoreLocation({ kind: "pglite", directory: dir });
     return {
       kind,
       env: { PGLITE_DIR: dir, DATABASE_SCHEMA: schema },
       schema,
-      prepare: async () => {},
+      prepare: async () => {
+        if (!templates.pglite) return;
+        cpSync(templates.pglite.index, dir, { recursive: true });
+        if (store.kind === "pglite") cpSync(templates.pglite.store, store.directory, { recursive: true });
+      },
       read: async (fn) => {
         const db = new PGlite(dir);
         try {
@@ -59,7 +74,7 @@ export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = PO
         rmSync(`${dir}-service`, { recursive: true, force: true });
         rmSync(`${dir}-ipfs`, { recursive: true, force: true });
       },
-      store: serviceStoreLocation({ kind: "pglite", directory: dir }),
+      store,
     };
   }
   // Ponder caches blocks per database by chain id, and every test devnet is chain 42220: each
@@ -82,7 +97,11 @@ export function databaseSlot(kind: TestDatabase = testDatabase, postgresUrl = PO
     kind,
     env: { DATABASE_URL: base.toString(), DATABASE_SCHEMA: schema },
     schema,
-    prepare: () => withClient(null, async (client) => void (await client.query(`create database "${devnetDb}"`))),
+    prepare: () =>
+      withClient(null, async (client) => {
+        const template = templates.postgres ? ` template "${templates.postgres}"` : "";
+        await client.query(`create database "${devnetDb}"${template}`);
+      }),
     read: (fn) =>
       withClient(devnetDb, async (client) => {
         await client.query(`set search_path to "${schema}"`);

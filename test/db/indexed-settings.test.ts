@@ -36,10 +36,10 @@ const base: IndexTarget = {
   ipfsDirectory: join(pgliteDir, "ipfs"),
 };
 
-// PGlite: the clusters start as copies of the run's empty one (test/support/pglite-template.ts), as
-// the slots' do, rather than each running initdb (~6 CPU-s). The store's before the first guard; the
+// PGlite: the clusters start as copies of the run's empty one (test/support/slot-templates.ts)
+// rather than each running initdb (~6 CPU-s). The store's before the first guard; the
 // index's when something is first indexed into it, so that the first guard still finds no index.
-const template = database.kind === "pglite" ? inject("pgliteTemplate") : undefined;
+const template = database.kind === "pglite" ? inject("pgliteEmpty") : undefined;
 
 async function exec(sql: string): Promise<void> {
   if (database.kind === "pglite") {

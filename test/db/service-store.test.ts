@@ -20,7 +20,8 @@ import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexe
 
 const slots: DatabaseSlot[] = [];
 async function freshLocation(): Promise<ServiceStoreLocation> {
-  const slot = databaseSlot();
+  // What the migrations make is the subject here: a store none has touched (not the slots' migrated copy).
+  const slot = databaseSlot(testDatabase, undefined, { migrated: false });
   slots.push(slot);
   await slot.prepare();
   return slot.store;

@@ -1,24 +1,23 @@
-import { cpSync } from "node:fs";
 import { inject } from "vitest";
-import { type DatabaseSlot, databaseSlot as freshSlot } from "../../harness/indexer.ts";
+import { type DatabaseSlot, databaseSlot as freshSlot, POSTGRES_URL } from "../../harness/indexer.ts";
 
 // The harness is shared with the benchmarks (bench/ does not import from test/): harness/indexer.ts.
 export * from "../../harness/indexer.ts";
 
 /**
- * harness/indexer.ts's slot, whose PGlite databases (the index and the service store) start as
- * copies of the run's empty cluster (test/support/pglite-template.ts) rather than each running initdb.
+ * harness/indexer.ts's slot, whose databases start as copies of the run's templates
+ * (test/support/slot-templates.ts): Ponder's sync tables and the service store already migrated,
+ * and on PGlite no initdb. `migrated: false`: a store no migration has touched (on PGlite, copies
+ * of the empty cluster). A Postgres slot on a server of a test's own (a private cluster) starts empty.
  */
-export function databaseSlot(...args: Parameters<typeof freshSlot>): DatabaseSlot {
-  const slot = freshSlot(...args);
-  const template = slot.kind === "pglite" ? inject("pgliteTemplate") : undefined;
-  if (!template) return slot;
-  return {
-    ...slot,
-    prepare: async () => {
-      await slot.prepare();
-      for (const dir of [slot.env.PGLITE_DIR!, slot.store.kind === "pglite" ? slot.store.directory : undefined])
-        if (dir) cpSync(template, dir, { recursive: true });
-    },
-  };
+export function databaseSlot(
+  kind?: Parameters<typeof freshSlot>[0],
+  postgresUrl?: string,
+  { migrated = true }: { migrated?: boolean } = {},
+): DatabaseSlot {
+  const [index, store] = migrated
+    ? [inject("pgliteTemplate"), inject("pgliteStoreTemplate")]
+    : [inject("pgliteEmpty"), inject("pgliteEmpty")];
+  const postgres = migrated && (postgresUrl ?? POSTGRES_URL) === POSTGRES_URL ? inject("postgresTemplate") : undefined;
+  return freshSlot(kind, postgresUrl, { pglite: index && store ? { index, store } : undefined, postgres });
 }
