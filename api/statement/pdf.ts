@@ -1,4 +1,3 @@
-import pdfmake from "pdfmake";
 import { zeroAddress } from "viem";
 import type { StatementData, StatementPeriod } from "./data.ts";
 import { formatAmount, shortHash, utcDate, utcDateTime } from "./format.ts";
@@ -12,9 +11,16 @@ const HELVETICA = {
   bolditalics: "Helvetica-BoldOblique",
 };
 const FONT_NAMES = new Set(Object.values(HELVETICA));
-pdfmake.setFonts({ Helvetica: HELVETICA });
-pdfmake.setUrlAccessPolicy(() => false);
-pdfmake.setLocalAccessPolicy((path) => FONT_NAMES.has(path));
+
+let loading: Promise<typeof import("pdfmake").default> | undefined;
+/** pdfmake and pdfkit, loaded with the first statement (or the warm-up): a process that makes none never pays for them. */
+const loadPdfmake = () =>
+  (loading ??= import("pdfmake").then(({ default: pdfmake }) => {
+    pdfmake.setFonts({ Helvetica: HELVETICA });
+    pdfmake.setUrlAccessPolicy(() => false);
+    pdfmake.setLocalAccessPolicy((path) => FONT_NAMES.has(path));
+    return pdfmake;
+  }));
 
 const PERIOD_WORDS: Record<StatementPeriod, string> = {
   "1M": "1 month",
@@ -356,6 +362,7 @@ export async function statementPdf(data: StatementData, csvCid: string): Promise
           },
     ],
   };
+  const pdfmake = await loadPdfmake();
   return new Uint8Array(await pdfmake.createPdf(definition).getBuffer());
 }
 
