@@ -27,18 +27,34 @@ function postgresCpuMs(): number {
   return (ticks * 1000) / TICKS_PER_SECOND;
 }
 
-/** Where the CPU of `calls` calls went: this process (client and app) and the Postgres server, ms per call. */
+/**
+ * CPU time (ms) all of this machine's cores have been busy so far, from /proc/stat (Linux; 0
+ * elsewhere): besides this process and Postgres, the chain (anvil), the indexer and the kernel.
+ */
+function machineBusyMs(): number {
+  try {
+    const ticks = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const [, , , idle = 0, iowait = 0] = ticks;
+    return ((ticks.reduce((a, b) => a + b, 0) - idle - iowait) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/** Where the CPU of `calls` calls went: this process (client and app), the Postgres server and the whole machine, ms per call. */
 export async function cpuPerCall<T>(
   calls: number,
   run: () => Promise<T>,
-): Promise<{ result: T; processMs: number; postgresMs: number }> {
+): Promise<{ result: T; processMs: number; postgresMs: number; machineMs: number }> {
   const process0 = process.cpuUsage();
   const postgres0 = postgresCpuMs();
+  const machine0 = machineBusyMs();
   const result = await run();
   const used = process.cpuUsage(process0);
   return {
     result,
     processMs: (used.user + used.system) / 1000 / calls,
     postgresMs: (postgresCpuMs() - postgres0) / calls,
+    machineMs: (machineBusyMs() - machine0) / calls,
   };
 }
