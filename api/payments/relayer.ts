@@ -15,8 +15,11 @@ import {
   parseErc6492Signature,
   parseEventLogs,
   parseSignature,
+  prepareEncodeFunctionData,
   TimeoutError,
   type TransactionReceipt,
+  zeroAddress,
+  zeroHash,
 } from "viem";
 import type { privateKeyToAccount } from "viem/accounts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
@@ -256,26 +259,39 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
 
 /** One authorization: transferWithAuthorization on its token. Several: aggregate3, each allowed to fail alone. */
 function batchCall(batch: Waiting[]): { to: Hex; data: Hex } {
-  if (batch.length === 1)
-    return { to: getAddress(batch[0]!.requirements.asset), data: transferCalldata(batch[0]!.payload) };
+  if (batch.length === 1) return { to: lower(batch[0]!.requirements.asset), data: transferCalldata(batch[0]!.payload) };
   const calls = batch.map((w) => ({
-    target: getAddress(w.requirements.asset),
+    target: lower(w.requirements.asset),
     allowFailure: true,
     callData: transferCalldata(w.payload),
   }));
-  return {
-    to: getAddress(MULTICALL3),
-    data: encodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3", args: [calls] }),
-  };
+  return { to: MULTICALL3_TO, data: encodeFunctionData({ ...AGGREGATE3, args: [calls] }) };
 }
+
+// Each function's ABI item and selector, found once: encodeFunctionData would otherwise pick the
+// overload by checking every argument, and hash its signature, for each payment of each batch.
+const AGGREGATE3 = prepareEncodeFunctionData({ abi: multicall3Abi, functionName: "aggregate3" });
+const TRANSFER_VRS = prepareEncodeFunctionData({
+  abi: eip3009ABI,
+  functionName: "transferWithAuthorization",
+  args: [zeroAddress, zeroAddress, 0n, 0n, 0n, zeroHash, 0, zeroHash, zeroHash],
+});
+const TRANSFER_BYTES = prepareEncodeFunctionData({
+  abi: eip3009ABI,
+  functionName: "transferWithAuthorization",
+  args: [zeroAddress, zeroAddress, 0n, 0n, 0n, zeroHash, "0x"],
+});
+const MULTICALL3_TO = getAddress(MULTICALL3);
+/** Addresses in lower case: encoded the same, and checked without the checksum's hash (viem's isAddress). */
+const lower = (address: string) => address.toLowerCase() as Hex;
 
 /** transferWithAuthorization calldata as the x402 package encodes it: (v, r, s) for an EOA signature, bytes otherwise. */
 export function transferCalldata(payload: PaymentPayload): Hex {
   const { authorization: a, signature } = payload.payload as { authorization: Record<string, string>; signature: Hex };
   const inner = parseErc6492Signature(signature).signature;
   const args = [
-    getAddress(a.from!),
-    getAddress(a.to!),
+    lower(a.from!),
+    lower(a.to!),
     BigInt(a.value!),
     BigInt(a.validAfter!),
     BigInt(a.validBefore!),
@@ -284,12 +300,11 @@ export function transferCalldata(payload: PaymentPayload): Hex {
   if (inner.length === 132) {
     const sig = parseSignature(inner);
     return encodeFunctionData({
-      abi: eip3009ABI,
-      functionName: "transferWithAuthorization",
+      ...TRANSFER_VRS,
       args: [...args, Number(sig.v ?? BigInt(sig.yParity + 27)), sig.r, sig.s],
     });
   }
-  return encodeFunctionData({ abi: eip3009ABI, functionName: "transferWithAuthorization", args: [...args, inner] });
+  return encodeFunctionData({ ...TRANSFER_BYTES, args: [...args, inner] });
 }
 
 const authorizationUsedAbi = parseAbi(["event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)"]);
