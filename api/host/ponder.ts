@@ -38,13 +38,18 @@ const WHAT_TO_CHECK = [
   "its SIGTERM/SIGINT handlers are installed before the API module loads and close the server, then exit",
 ];
 
-/** The version of the `ponder` package this process resolves, read from its package.json (not exported by the package). */
+/** The directory of the `ponder` package this process resolves (its package.json is not exported, so not resolvable itself). */
+export function installedPonderDirectory(): string | undefined {
+  return createRequire(import.meta.url)
+    .resolve.paths("ponder")
+    ?.map((dir) => join(dir, "ponder"))
+    .find((dir) => existsSync(join(dir, "package.json")));
+}
+
+/** The version of the `ponder` package this process resolves, read from its package.json. */
 export function installedPonderVersion(): string | undefined {
-  for (const dir of createRequire(import.meta.url).resolve.paths("ponder") ?? []) {
-    const file = join(dir, "ponder", "package.json");
-    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
-  }
-  return undefined;
+  const dir = installedPonderDirectory();
+  return dir ? (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { version: string }).version : undefined;
 }
 
 class PonderVersionMismatch extends Error {

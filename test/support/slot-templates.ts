@@ -1,4 +1,4 @@
-import { cpSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,7 +6,7 @@ import { pathToFileURL } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
-import { installedPonderVersion, PONDER_VERSION } from "../../api/host/ponder.ts";
+import { installedPonderDirectory, installedPonderVersion, PONDER_VERSION } from "../../api/host/ponder.ts";
 import { openServiceStore } from "../../api/store/store.ts";
 import { POSTGRES_URL } from "../../harness/indexer.ts";
 
@@ -25,7 +25,7 @@ declare module "vitest" {
 
 /**
  * vitest globalSetup of the database projects. Every indexer a test starts would otherwise begin by
- * making what every other one makes, on an empty database: Ponder's sync tables (its 27 migrations)
+ * making what every other one makes, on an empty database: Ponder's sync tables (its migrations)
  * and the service store (ours). Made once here, each slot starts from a copy (test/support/indexer.ts):
  * on PGlite about a CPU-second less per indexer started, as well as initdb. What the tests check of
  * those migrations keeps a store of its own (service-store.test.ts: `{ migrated: false }`).
@@ -80,7 +80,7 @@ type PonderInternals = {
  * Ponder's own migrations of its sync tables, run as Ponder runs them (database/index.js,
  * migrateSync): its migration provider, with the Kysely it ships. Not part of Ponder's interface,
  * so only for the version api/host/ponder.ts was written for: on another, nothing is made and each
- * indexer migrates its own database. On that version a file not found fails the run, loudly.
+ * indexer migrates its own database.
  */
 async function ponderInternals(): Promise<PonderInternals | undefined> {
   const installed = installedPonderVersion();
@@ -90,11 +90,7 @@ async function ponderInternals(): Promise<PonderInternals | undefined> {
     );
     return undefined;
   }
-  const dir = createRequire(import.meta.url)
-    .resolve.paths("ponder")
-    ?.map((d) => join(d, "ponder"))
-    .find((d) => existsSync(join(d, "package.json")));
-  if (!dir) throw new Error("Ponder's package directory was not found");
+  const dir = installedPonderDirectory()!;
   const load = (path: string) => import(pathToFileURL(join(dir, "dist/esm", path)).href);
   const kysely = await import(pathToFileURL(createRequire(join(dir, "package.json")).resolve("kysely")).href);
   const { buildMigrationProvider } = await load("sync-store/migrations.js");
