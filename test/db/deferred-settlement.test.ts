@@ -212,13 +212,16 @@ describe(`deferred settlement (${testDatabase})`, () => {
     const { res } = await paidScreen(payer, wallets()[0]!);
     expect(res.status).toBe(200);
     expect(receipt(res).transaction).toBe("");
-    // Right after calling, the payer moves its balance away, paying more gas than the relayer: it is mined first.
+    // Right after calling, the payer moves its balance away, paying more gas than the relayer: it is
+    // mined first. Its gas is given, not estimated: the relayer's settlement may already be pending,
+    // and an estimate against the pending block would find the balance gone.
     const wallet = createWalletClient({ account, chain: celoChain(rpcUrl), transport: http(rpcUrl) });
     await wallet.writeContract({
       address: usdt().address,
       abi: devStablecoinAbi,
       functionName: "transfer",
       args: [devnet.manifest.lenders[0]!.address as Hex, PRICE],
+      gas: 100_000n,
       maxPriorityFeePerGas: parseGwei("50"),
       maxFeePerGas: parseGwei("500"),
     });
