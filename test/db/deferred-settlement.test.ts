@@ -1,7 +1,7 @@
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from "@x402/core/http";
 import { createPublicClient, createWalletClient, type Hex, http, parseGwei } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { celoChain } from "../../config/celo.ts";
 import { rpc } from "../../devnet/rpc.ts";
@@ -88,8 +88,10 @@ describe(`deferred settlement (${testDatabase})`, () => {
     await waitForBlock(service, devnet.manifest.headBlock);
   }, 240_000);
 
+  // A test that fails with automining off would otherwise leave the next ones waiting for blocks.
+  afterEach(() => automine(true).catch(() => undefined));
+
   afterAll(async () => {
-    await automine(true).catch(() => undefined);
     await service?.stop();
     await env?.stop();
   });
