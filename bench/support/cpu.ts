@@ -33,9 +33,15 @@ function postgresCpuMs(): number {
  */
 function machineBusyMs(): number {
   try {
-    const ticks = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-    const [, , , idle = 0, iowait = 0] = ticks;
-    return ((ticks.reduce((a, b) => a + b, 0) - idle - iowait) * 1000) / TICKS_PER_SECOND;
+    // user nice system idle iowait irq softirq steal guest guest_nice: the busy ones, without the
+    // guest times (already in user and nice) and steal (the hypervisor's, not this machine's work).
+    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0] = readFileSync("/proc/stat", "utf8")
+      .split("\n")[0]!
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    return ((user + nice + system + irq + softirq) * 1000) / TICKS_PER_SECOND;
   } catch {
     return 0;
   }
