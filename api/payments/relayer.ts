@@ -8,7 +8,6 @@ import {
   type Hex,
   HttpRequestError,
   InsufficientFundsError,
-  keccak256,
   type Log,
   type PublicClient,
   parseAbi,
@@ -25,6 +24,7 @@ import type { privateKeyToAccount } from "viem/accounts";
 import { multicall3Abi } from "../../abis/Multicall3.ts";
 import { MULTICALL3 } from "../../config/celo.ts";
 import { firstLine } from "../../shared/async.ts";
+import { keccak256 } from "./keccak.ts";
 import { receiptWatcher } from "./receipts.ts";
 
 /** A settlement transaction signed and about to be broadcast: what the ledger records first. */
@@ -178,7 +178,12 @@ export function relayerSettler(client: RelayerClient, account: ReturnType<typeof
       const rawTransaction = await account.signTransaction({ ...(prepared as object), nonce } as Parameters<
         typeof account.signTransaction
       >[0]);
-      const signed = { transaction: keccak256(rawTransaction), settler: relayer, settlerNonce: nonce, rawTransaction };
+      const signed = {
+        transaction: keccak256(rawTransaction, "hex"),
+        settler: relayer,
+        settlerNonce: nonce,
+        rawTransaction,
+      };
       // Each payment's row records the transaction before it leaves. A row that refuses (no longer
       // its request's) drops out: the others are signed again without it, in the next transaction.
       const recorded = await Promise.all(

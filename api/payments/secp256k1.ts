@@ -7,7 +7,6 @@ import {
   hashDomain,
   hashTypedData,
   hexToBytes,
-  keccak256,
   recoverAddress,
   type SerializeTransactionFn,
   serializeTransaction,
@@ -16,6 +15,7 @@ import {
 } from "viem";
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts";
 import type { Address } from "../../config/addresses.ts";
+import { keccak256 } from "./keccak.ts";
 
 type NativeSecp256k1 = {
   ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed: false): Uint8Array;
@@ -159,7 +159,7 @@ export function nativeAccount(privateKey: Hex): PrivateKeyAccount {
     ) {
       const serializer = options?.serializer ?? (serializeTransaction as SerializeTransactionFn<T>);
       const signable = transaction.type === "eip4844" ? { ...transaction, sidecars: false } : transaction;
-      const { signature, recid } = native.ecdsaSign(hexToBytes(keccak256(await serializer(signable))), key);
+      const { signature, recid } = native.ecdsaSign(keccak256(await serializer(signable), "bytes"), key);
       const [r, s] = [bytesToHex(signature.subarray(0, 32)), bytesToHex(signature.subarray(32, 64))];
       return (await serializer(transaction, { r, s, yParity: recid, v: BigInt(27 + recid) })) as never;
     },
