@@ -25,7 +25,7 @@ import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { SettlementTiming } from "../config/payments.ts";
 import { rpc } from "../devnet/rpc.ts";
 import { stoppedIndexerState } from "../harness/index-db.ts";
-import { waitForBlock } from "../harness/indexer.ts";
+import { POSTGRES_URL, waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { sleep } from "../shared/async.ts";
@@ -35,6 +35,7 @@ import { summarizeProfile } from "./support/cpuprofile.ts";
 import { log, ms, pct } from "./support/figures.ts";
 import { indexedReads, paidService } from "./support/paid-service.ts";
 import { fundedPayers } from "./support/payers.ts";
+import { statementsOf } from "./support/statements.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -52,6 +53,7 @@ if (process.argv.includes("--chaos")) {
 // (throughput); then the deferred queue drained and the treasury checked against the ledger.
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 // --profile writes a CPU profile of each paid throughput run and prints where its time went.
+// --statements prints Postgres's time in each paid throughput run by statement, per call.
 // --sustained: sustained load (issue 26's targets): 1,600 calls in the throughput run, 16 in flight,
 // 64 payers, a block a second, deferred mode (each can still be set by hand).
 // --modes credit: the same screens paid from prepaid credit (each payer first buys its share of
@@ -69,6 +71,8 @@ const { values } = parseArgs({
     payers: { type: "string", default: "64" },
     /** CPU-profile each paid throughput run (this process: the app, the worker, the relayer) and summarize it. */
     profile: { type: "boolean", default: false },
+    /** Postgres's statements during each paid throughput run, per call (pg_stat_statements, when the server preloads it). */
+    statements: { type: "boolean", default: false },
     sustained: { type: "boolean", default: false },
   },
 });
@@ -336,8 +340,10 @@ try {
     const settledFirstBefore = await settledFirst();
     const startedAt = new Date();
     const profiler = values.profile ? await startProfiler() : undefined;
+    const statements = values.statements ? await statementsOf(POSTGRES_URL, `${chain.slot.schema}_devnet`) : undefined;
     const run = await throughput(paidApp, pay, requests / 2);
     if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
+    if (statements) profiles.push(await statements.report(`the paid ${mode} throughput run`, requests / 2));
     await untilSettled();
     const unpaidBefore = unpaidRun;
     // Profiled too, so that the paid run's profile can be read against the same calls unpaid.
