@@ -251,7 +251,7 @@ try {
     let i = 0;
     const wal0 = await walBytes();
     const t0 = performance.now();
-    const { processMs, postgresMs, machineMs } = await cpuPerCall(n, () =>
+    const { processMs, postgresMs, machineMs, stolen } = await cpuPerCall(n, () =>
       Promise.all(
         Array.from({ length: concurrency }, async () => {
           while (i < n) await call(app, i++, pay);
@@ -259,11 +259,11 @@ try {
       ),
     );
     const rate = (n / (performance.now() - t0)) * 1000;
-    return { rate, processMs, postgresMs, machineMs, walKb: ((await walBytes()) - wal0) / 1024 / n };
+    return { rate, processMs, postgresMs, machineMs, stolen, walKb: ((await walBytes()) - wal0) / 1024 / n };
   };
   type Throughput = Awaited<ReturnType<typeof throughput>>;
   const cpuOf = (t: Throughput) =>
-    `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}, the whole machine ${ms(t.machineMs)}; Postgres log ${t.walKb.toFixed(1)} kB per call`;
+    `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}, the whole machine ${ms(t.machineMs)} (${(100 * t.stolen).toFixed(0)}% of its cores' time stolen by the hypervisor meanwhile); Postgres log ${t.walKb.toFixed(1)} kB per call`;
   // Warm the result cache over the same wallets, so the figures differ only by payment.
   for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, "unpaid");
   await throughput(unpaidApp, "unpaid", warmCalls);

@@ -30,37 +30,45 @@ function postgresCpuMs(): number {
 /**
  * CPU time (ms) all of this machine's cores have been busy so far, from /proc/stat (Linux; 0
  * elsewhere): besides this process and Postgres, the chain (anvil), the indexer and the kernel.
+ * And the time the hypervisor ran others on them (steal): on a shared VM, what makes two runs of
+ * the same code differ.
  */
-function machineBusyMs(): number {
+function machineMs(): { busy: number; stolen: number; all: number } {
   try {
     // user nice system idle iowait irq softirq steal guest guest_nice: the busy ones, without the
     // guest times (already in user and nice) and steal (the hypervisor's, not this machine's work).
-    const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0] = readFileSync("/proc/stat", "utf8")
-      .split("\n")[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    return ((user + nice + system + irq + softirq) * 1000) / TICKS_PER_SECOND;
+    const times = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = times;
+    const ms = (ticks: number) => (ticks * 1000) / TICKS_PER_SECOND;
+    return {
+      busy: ms(user + nice + system + irq + softirq),
+      stolen: ms(steal),
+      all: ms(user + nice + system + idle + iowait + irq + softirq + steal),
+    };
   } catch {
-    return 0;
+    return { busy: 0, stolen: 0, all: 0 };
   }
 }
 
-/** Where the CPU of `calls` calls went: this process (client and app), the Postgres server and the whole machine, ms per call. */
+/**
+ * Where the CPU of `calls` calls went: this process (client and app), the Postgres server and the
+ * whole machine, ms per call; and the share of the cores' time stolen by the hypervisor meanwhile.
+ */
 export async function cpuPerCall<T>(
   calls: number,
   run: () => Promise<T>,
-): Promise<{ result: T; processMs: number; postgresMs: number; machineMs: number }> {
+): Promise<{ result: T; processMs: number; postgresMs: number; machineMs: number; stolen: number }> {
   const process0 = process.cpuUsage();
   const postgres0 = postgresCpuMs();
-  const machine0 = machineBusyMs();
+  const machine0 = machineMs();
   const result = await run();
   const used = process.cpuUsage(process0);
+  const machine = machineMs();
   return {
     result,
     processMs: (used.user + used.system) / 1000 / calls,
     postgresMs: (postgresCpuMs() - postgres0) / calls,
-    machineMs: (machineBusyMs() - machine0) / calls,
+    machineMs: (machine.busy - machine0.busy) / calls,
+    stolen: (machine.stolen - machine0.stolen) / Math.max(1, machine.all - machine0.all),
   };
 }
