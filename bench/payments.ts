@@ -54,8 +54,10 @@ if (process.argv.includes("--chaos")) {
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 // --profile writes a CPU profile of each paid throughput run and prints where its time went.
 // --statements prints Postgres's time in each paid throughput run by statement, per call.
+// --rounds 3: each mode's throughput run and the unpaid run after it, three times: the figures are
+// the median round's (by the throughput ratio), and every round's ratio is printed.
 // --sustained: sustained load (issue 26's targets): 1,600 calls in the throughput run, 16 in flight,
-// 64 payers, a block a second, deferred mode (each can still be set by hand).
+// 64 payers, a block a second, deferred mode, 3 rounds (each can still be set by hand).
 // --modes credit: the same screens paid from prepaid credit (each payer first buys its share of
 // the calls by POST /api/credit, settled on chain), by credit token: nothing settled per call.
 const { values } = parseArgs({
@@ -71,6 +73,8 @@ const { values } = parseArgs({
     payers: { type: "string", default: "64" },
     /** CPU-profile each paid throughput run (this process: the app, the worker, the relayer) and summarize it. */
     profile: { type: "boolean", default: false },
+    /** Paid throughput runs per mode, each between unpaid ones: one figure of a noisy machine is the median round's. */
+    rounds: { type: "string" },
     /** Postgres's statements during each paid throughput run, per call (pg_stat_statements, when the server preloads it). */
     statements: { type: "boolean", default: false },
     sustained: { type: "boolean", default: false },
@@ -81,6 +85,7 @@ const sustained = values.sustained;
 const requests = Number(values.requests ?? (sustained ? 3200 : 400));
 const concurrency = Number(values.concurrency ?? (sustained ? 16 : 8));
 const blockTime = Number(values["block-time"] ?? (sustained ? 1 : 0));
+const rounds = Number(values.rounds ?? (sustained ? 3 : 1));
 /** Settlement modes, and `credit`: calls paid from prepaid credit (bought first, settled before it exists). */
 type Mode = SettlementTiming["mode"] | "credit";
 const modes = (values.modes ?? (sustained ? "deferred" : "before,deferred")).split(",") as Mode[];
@@ -98,8 +103,16 @@ try {
   const settings = devnetPaymentSettings(devnet.manifestPath);
   const payments = createPayments(settings, store.db);
   const { db, target, wallets } = await indexedReads(chain);
-  // Credit mode buys each payer's calls first: a second USDT each, so that the x402 modes still have one.
-  const funding = modes.includes("credit") ? 2 : 1;
+  /** Calls with `concurrency` in flight before each app's timed runs: its pools' connections opened and its statements prepared, as in a server that has been up a while. */
+  const warmCalls = Math.max(concurrency * 10, requests / 8);
+  const toSign = modes.length * (requests + 100 + warmCalls + ((rounds - 1) * requests) / 2) + 400;
+  /** What each payer's credit buys in credit mode: its share of the calls, in cents. */
+  const creditCents =
+    Math.ceil((wallets.length + warmCalls + requests + ((rounds - 1) * requests) / 2) / Number(values.payers)) + 2;
+  // Whole USDT each, enough for every authorization signed, and in credit mode for its purchase too.
+  const funding =
+    Math.ceil((toSign * Number(PRICES.screen)) / Number(values.payers) / 1e6) +
+    (modes.includes("credit") ? Math.ceil(creditCents / 100) : 0);
   log(`funding ${values.payers} payers (${funding} USDT each) and indexing their balances…`);
   const payers = await fundedPayers(devnet.manifest, indexer, Number(values.payers), BigInt(funding) * 1_000_000n);
   // Everything timed below reads what is indexed by now. The indexer stops here: in production it
@@ -112,9 +125,6 @@ try {
       header: specHeader(await signAuthorization(payer.key, USDT, { to: treasury }), USDT.address),
     };
   };
-  /** Calls with `concurrency` in flight before each app's timed runs: its pools' connections opened and its statements prepared, as in a server that has been up a while. */
-  const warmCalls = Math.max(concurrency * 10, requests / 8);
-  const toSign = modes.length * (requests + 100 + warmCalls) + 400;
   log(`signing ${toSign} authorizations (client side, not timed)…`);
   const signed = await Promise.all(Array.from({ length: toSign }, (_, i) => sign(i)));
   let next = 0;
@@ -272,12 +282,11 @@ try {
 
   /** Every payer buys the credit its share of the calls needs (one x402 payment each, settled on chain before the answer), not timed. */
   const buyCredit = async (app: App) => {
-    const cents = Math.ceil((wallets.length + warmCalls + requests) / payers.length) + 2;
-    const amount = (cents / 100).toFixed(2);
+    const amount = (creditCents / 100).toFixed(2);
     log(`credit: ${payers.length} payers buy ${amount} each…`);
     await Promise.all(
       payers.map(async (payer) => {
-        const value = BigInt(cents) * 10_000n;
+        const value = BigInt(creditCents) * 10_000n;
         const header = specHeader(await signAuthorization(payer.key, USDT, { to: treasury, value }), USDT.address);
         const res = await app.request("/api/credit", {
           method: "POST",
@@ -291,15 +300,14 @@ try {
   };
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
   const profiles: string[] = [];
+  /** One paid throughput run, between the unpaid runs just before and after it. */
+  type Round = { run: Throughput; unpaidRuns: [Throughput, Throughput]; settledFirst: number; openFor: number[] };
   const results: {
     mode: string;
     latency: number[];
     unpaidLatency: number[];
-    run: Throughput;
-    unpaidRuns: [Throughput, Throughput];
     phases: Record<string, number[]>;
-    settledFirst: number;
-    openFor: number[];
+    rounds: Round[];
   }[] = [];
   /** Waits until no payment is claimed and unsettled (the worker running meanwhile), at most a minute. */
   const untilSettled = async () => {
@@ -332,40 +340,41 @@ try {
     const { paid: paidLatency, unpaid: unpaidLatency } = await latency(paidApp, pay, sequential);
     const phases = phaseTimes;
     phaseTimes = undefined;
-    // The throughput run starts with nothing open: the warm-up's and the latency run's deferred
-    // rows, still unsettled, would otherwise count against their payers' caps in it.
-    await untilSettled();
     const settledFirst = async () =>
       (await store.db.select({ deferred: payment.deferred }).from(payment)).filter((r) => !r.deferred).length;
-    const settledFirstBefore = await settledFirst();
-    const startedAt = new Date();
-    const profiler = values.profile ? await startProfiler() : undefined;
-    const statements = values.statements ? await statementsOf(POSTGRES_URL, `${chain.slot.schema}_devnet`) : undefined;
-    const run = await throughput(paidApp, pay, requests / 2);
-    if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
-    if (statements) profiles.push(await statements.report(`the paid ${mode} throughput run`, requests / 2));
-    await untilSettled();
-    const unpaidBefore = unpaidRun;
-    // Profiled too, so that the paid run's profile can be read against the same calls unpaid.
-    const unpaidProfiler = values.profile ? await startProfiler() : undefined;
-    unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
-    if (unpaidProfiler) profiles.push(await unpaidProfiler.stop(`payments-unpaid-after-${mode}`));
-    // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
-    const deferredRows = (await store.db.select().from(payment)).filter(
-      (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
-    );
-    const openFor = deferredRows.map((r) => r.settledAt!.getTime() - r.createdAt.getTime());
-    // Deferred calls past a payer's cap settle first (a block each): how many did, in the throughput run.
-    results.push({
-      mode,
-      latency: paidLatency,
-      unpaidLatency,
-      run,
-      unpaidRuns: [unpaidBefore, unpaidRun],
-      phases,
-      settledFirst: (await settledFirst()) - settledFirstBefore,
-      openFor,
-    });
+    const runs: Round[] = [];
+    for (let round = 0; round < rounds; round++) {
+      // Each throughput run starts with nothing open: the rows an earlier run left unsettled would
+      // otherwise count against their payers' caps in it.
+      await untilSettled();
+      const settledFirstBefore = await settledFirst();
+      const startedAt = new Date();
+      // The first round is profiled (--profile) and its statements counted (--statements).
+      const profiler = values.profile && round === 0 ? await startProfiler() : undefined;
+      const statements =
+        values.statements && round === 0 ? await statementsOf(POSTGRES_URL, `${chain.slot.schema}_devnet`) : undefined;
+      const run = await throughput(paidApp, pay, requests / 2);
+      if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
+      if (statements) profiles.push(await statements.report(`the paid ${mode} throughput run`, requests / 2));
+      await untilSettled();
+      const unpaidBefore = unpaidRun;
+      // Profiled too, so that the paid run's profile can be read against the same calls unpaid.
+      const unpaidProfiler = profiler ? await startProfiler() : undefined;
+      unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
+      if (unpaidProfiler) profiles.push(await unpaidProfiler.stop(`payments-unpaid-after-${mode}`));
+      // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
+      const deferredRows = (await store.db.select().from(payment)).filter(
+        (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
+      );
+      runs.push({
+        run,
+        unpaidRuns: [unpaidBefore, unpaidRun],
+        // Deferred calls past a payer's cap settle first (a block each): how many did, in the throughput run.
+        settledFirst: (await settledFirst()) - settledFirstBefore,
+        openFor: deferredRows.map((r) => r.settledAt!.getTime() - r.createdAt.getTime()),
+      });
+    }
+    results.push({ mode, latency: paidLatency, unpaidLatency, phases, rounds: runs });
     await worker.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
@@ -402,14 +411,21 @@ try {
   console.log(
     `(2) screens one at a time (latency, paid and unpaid alternately), then ${requests / 2} with ${concurrency} in flight (throughput, unpaid just before and after)`,
   );
-  for (const r of results) {
+  /** A round's throughput against the mean of the unpaid runs around it. */
+  const ratioOf = (r: Round) => r.run.rate / ((r.unpaidRuns[0].rate + r.unpaidRuns[1].rate) / 2);
+  for (const result of results) {
+    const byRatio = [...result.rounds].sort((a, b) => ratioOf(a) - ratioOf(b));
+    // The median round's figures (the lower middle one of an even count), and every round's ratio.
+    const r = { ...result, ...byRatio[Math.floor((byRatio.length - 1) / 2)]! };
+    const allRounds = `${result.rounds.length * (requests / 2)} calls in ${result.rounds.length} rounds`;
+    const settledFirstAll = result.rounds.reduce((sum, x) => sum + x.settledFirst, 0);
     const unpaidRate = (r.unpaidRuns[0].rate + r.unpaidRuns[1].rate) / 2;
     console.log(
       `    unpaid           p50 ${ms(pct(r.unpaidLatency, 50))}  p99 ${ms(pct(r.unpaidLatency, 99))}  ${unpaidRate.toFixed(1)} req/s (${r.unpaidRuns.map((x) => x.rate.toFixed(0)).join(" before, ")} after); ${cpuOf(r.unpaidRuns[0])}`,
     );
     const capped =
       r.mode === "deferred"
-        ? ` (${r.settledFirst} of ${requests / 2} settled first, past a cap: ${((100 * r.settledFirst) / (requests / 2)).toFixed(1)}%)`
+        ? ` (${settledFirstAll} of ${allRounds} settled first, past a cap: ${((100 * settledFirstAll) / (result.rounds.length * (requests / 2))).toFixed(1)}%)`
         : "";
     console.log(
       `    paid ${r.mode.padEnd(9)}   p50 ${ms(pct(r.latency, 50))}  p99 ${ms(pct(r.latency, 99))}  ${r.run.rate.toFixed(1)} req/s${capped}; ${cpuOf(r.run)}`,
@@ -420,6 +436,10 @@ try {
     console.log(
       `      vs unpaid: +${ms(pct(r.latency, 50) - pct(r.unpaidLatency, 50))} at p50${blocks}; throughput x${(r.run.rate / unpaidRate).toFixed(3)}; the machine's CPU per call x${(r.run.machineMs / unpaidMachineMs).toFixed(2)}`,
     );
+    if (result.rounds.length > 1)
+      console.log(
+        `      throughput ratio of each round, in order: ${result.rounds.map((x) => `x${ratioOf(x).toFixed(3)}`).join(", ")} (the figures above: the median round's)`,
+      );
     console.log(
       `      Server-Timing p50: ${Object.entries(r.phases)
         .map(([name, xs]) => `${name} ${ms(pct(xs, 50))}`)
