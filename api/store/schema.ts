@@ -128,6 +128,9 @@ export const payment = service.table(
       .where(sql.raw(`status in (${OPEN_STATUSES})`)),
     index("payment_open_deferred").on(t.payer).where(sql.raw(OPEN_DEFERRED_ROWS)),
     index("payment_status_updated").on(t.status, t.updatedAt),
+    // The settlement queue in the order the worker takes it (soonest validBefore first) and expires
+    // it: a take reads the batch it takes, not every queued row (a backlog after an outage).
+    index("payment_queued_valid_before").on(t.validBefore).where(sql.raw("status = 'queued'")),
     check("payment_status_check", sql.raw(`${t.status.name} in (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
 );

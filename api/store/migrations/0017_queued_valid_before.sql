@@ -1,0 +1,1 @@
+CREATE INDEX "payment_queued_valid_before" ON "service"."payment" USING btree ("valid_before") WHERE status = 'queued';

@@ -1,0 +1,92 @@
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { createSqlLedger } from "../api/payments/ledger/sql/sql-ledger.ts";
+import { EXPIRY_MARGIN_SECONDS } from "../api/payments/lifecycle.ts";
+import { openServiceStore } from "../api/store/store.ts";
+import { POSTGRES_URL } from "../harness/indexer.ts";
+import { log, ms, pct } from "./support/figures.ts";
+
+// npm run bench:queue -- [--backlog 20000] [--settled 180000] [--batch 40] [--runs 20]
+// The deferred settlement queue after an outage (the RPC down, say): `backlog` answers queued and
+// not sent yet, among `settled` payments settled long ago, in a Postgres store of their own. What
+// the settlement worker pays on each run for the queue: taking one batch (soonest validBefore
+// first) and looking for authorizations about to expire (none here). Measured with the queue's
+// index (payment_queued_valid_before) and again without it, dropped in this run's database: the
+// ratio is what the index saves.
+const { values } = parseArgs({
+  options: {
+    backlog: { type: "string", default: "20000" },
+    settled: { type: "string", default: "180000" },
+    batch: { type: "string", default: "40" },
+    runs: { type: "string", default: "20" },
+  },
+});
+const [backlog, settled, batch, runs] = [values.backlog, values.settled, values.batch, values.runs].map(Number) as [
+  number,
+  number,
+  number,
+  number,
+];
+const TOKEN = "0x00000000000000000000000000000000000000a1";
+
+const database = `bench_queue_${process.pid}`;
+const admin = new pg.Client({ connectionString: POSTGRES_URL });
+await admin.connect();
+await admin.query(`create database "${database}"`);
+const url = new URL(POSTGRES_URL);
+url.pathname = `/${database}`;
+const store = await openServiceStore({ kind: "postgres", connectionString: url.toString() });
+const sqlOn = new pg.Client({ connectionString: url.toString() });
+await sqlOn.connect();
+
+try {
+  log(`${backlog} queued payments among ${backlog + settled}, answers of 2.5 kB each…`);
+  // Every (backlog + settled)/backlog-th row queued, the rest settled: the queue spread over the table.
+  const every = Math.max(1, Math.round((backlog + settled) / backlog));
+  await sqlOn.query(
+    `insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding,
+       status, deferred, signature, valid_after, valid_before, response_status, response_type, response_body)
+     select $1, '0x' || lpad(to_hex(g % 64), 40, '0'), '0x' || lpad(to_hex(g), 64, '0'), 10000, 'POST /api/lender/screen', 'f', 's', 'spec',
+       case when g % $2 = 0 then 'queued' else 'settled' end, true, '0x01', 0, 4000000000 + g, 200, 'application/json', repeat('x', 2500)
+     from generate_series(1, $3) g`,
+    [TOKEN, every, backlog + settled],
+  );
+  await sqlOn.query("analyze service.payment");
+  const ledger = createSqlLedger(store.db);
+
+  /** Median time of `runs` takes of one batch, then of `runs` expiry checks (nothing expires). */
+  const measure = async () => {
+    const takes: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      const taken = await ledger.takeQueued(batch, [TOKEN]);
+      takes.push(performance.now() - t0);
+      if (taken.length !== batch) throw new Error(`took ${taken.length} rows, not ${batch}`);
+    }
+    const expiries: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      await ledger.expireQueued(Math.floor(Date.now() / 1000), EXPIRY_MARGIN_SECONDS);
+      expiries.push(performance.now() - t0);
+    }
+    return { take: pct(takes, 50), expire: pct(expiries, 50) };
+  };
+
+  const indexed = await measure();
+  await sqlOn.query("drop index service.payment_queued_valid_before");
+  await sqlOn.query("analyze service.payment");
+  const scanned = await measure();
+
+  console.log(
+    `\nSettlement queue with a backlog: ${backlog} queued among ${backlog + settled} payments, p50 of ${runs} runs each`,
+  );
+  const line = (what: string, a: number, b: number) =>
+    console.log(`  ${what.padEnd(44)} ${ms(a)} with the queue's index, ${ms(b)} without: x${(b / a).toFixed(1)}`);
+  line(`take a batch of ${batch} (soonest validBefore first)`, indexed.take, scanned.take);
+  line("look for authorizations about to expire", indexed.expire, scanned.expire);
+} finally {
+  await sqlOn.end();
+  await store.close();
+  await admin.query(`drop database if exists "${database}" with (force)`);
+  await admin.end();
+}
