@@ -12,7 +12,8 @@ import { log, ms, pct } from "./support/figures.ts";
 // the settlement worker pays on each run for the queue: taking one batch (soonest validBefore
 // first) and looking for authorizations about to expire (none here). Measured with the queue's
 // index (payment_queued_valid_before) and again without it, dropped in this run's database: the
-// ratio is what the index saves.
+// ratio is what the index saves. The total cap bounds the queue: 2,000 one-cent answers at the
+// default X402_DEFERRED_MAX_TOTAL (20 USD), 20,000 (the default backlog here) at 200 USD.
 const { values } = parseArgs({
   options: {
     backlog: { type: "string", default: "20000" },
