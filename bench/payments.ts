@@ -23,9 +23,10 @@ import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { SettlementTiming } from "../config/payments.ts";
+import { devnetDatabaseUrl } from "../config/target.ts";
 import { rpc } from "../devnet/rpc.ts";
 import { stoppedIndexerState } from "../harness/index-db.ts";
-import { POSTGRES_URL, waitForBlock } from "../harness/indexer.ts";
+import { waitForBlock } from "../harness/indexer.ts";
 import { devnetPaymentSettings, signAuthorization, specHeader, tokenBalance } from "../harness/payments.ts";
 import { indexedPostgresDevnet } from "../harness/postgres-devnet.ts";
 import { sleep } from "../shared/async.ts";
@@ -352,7 +353,9 @@ try {
       // The first round is profiled (--profile) and its statements counted (--statements).
       const profiler = values.profile && round === 0 ? await startProfiler() : undefined;
       const statements =
-        values.statements && round === 0 ? await statementsOf(POSTGRES_URL, `${chain.slot.schema}_devnet`) : undefined;
+        values.statements && round === 0
+          ? await statementsOf(devnetDatabaseUrl(chain.slot.env.DATABASE_URL!))
+          : undefined;
       const run = await throughput(paidApp, pay, requests / 2);
       if (profiler) profiles.push(await profiler.stop(`payments-${mode}`));
       if (statements) profiles.push(await statements.report(`the paid ${mode} throughput run`, requests / 2));

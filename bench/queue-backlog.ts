@@ -3,7 +3,7 @@ import pg from "pg";
 import { createSqlLedger } from "../api/payments/ledger/sql/sql-ledger.ts";
 import { EXPIRY_MARGIN_SECONDS } from "../api/payments/lifecycle.ts";
 import { openServiceStore } from "../api/store/store.ts";
-import { POSTGRES_URL } from "../harness/indexer.ts";
+import { databaseSlot } from "../harness/indexer.ts";
 import { log, ms, pct } from "./support/figures.ts";
 
 // npm run bench:queue -- [--backlog 20000] [--settled 180000] [--batch 40] [--runs 20]
@@ -22,29 +22,25 @@ const { values } = parseArgs({
     runs: { type: "string", default: "20" },
   },
 });
-const [backlog, settled, batch, runs] = [values.backlog, values.settled, values.batch, values.runs].map(Number) as [
-  number,
-  number,
-  number,
-  number,
-];
+const backlog = Number(values.backlog);
+const settled = Number(values.settled);
+const batch = Number(values.batch);
+const runs = Number(values.runs);
 const TOKEN = "0x00000000000000000000000000000000000000a1";
 
-const database = `bench_queue_${process.pid}`;
-const admin = new pg.Client({ connectionString: POSTGRES_URL });
-await admin.connect();
-await admin.query(`create database "${database}"`);
-const url = new URL(POSTGRES_URL);
-url.pathname = `/${database}`;
-const store = await openServiceStore({ kind: "postgres", connectionString: url.toString() });
-const sqlOn = new pg.Client({ connectionString: url.toString() });
-await sqlOn.connect();
+// A database of its own on the test server, dropped at the end (harness/indexer.ts's slot).
+const slot = databaseSlot("postgres");
+await slot.prepare();
+if (slot.store.kind !== "postgres") throw new Error("a Postgres slot has a Postgres store");
+const store = await openServiceStore(slot.store);
+const client = new pg.Client({ connectionString: slot.store.connectionString });
+await client.connect();
 
 try {
   log(`${backlog} queued payments among ${backlog + settled}, answers of 2.5 kB each…`);
   // Every (backlog + settled)/backlog-th row queued, the rest settled: the queue spread over the table.
   const every = Math.max(1, Math.round((backlog + settled) / backlog));
-  await sqlOn.query(
+  await client.query(
     `insert into service.payment (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding,
        status, deferred, signature, valid_after, valid_before, response_status, response_type, response_body)
      select $1, '0x' || lpad(to_hex(g % 64), 40, '0'), '0x' || lpad(to_hex(g), 64, '0'), 10000, 'POST /api/lender/screen', 'f', 's', 'spec',
@@ -52,7 +48,7 @@ try {
      from generate_series(1, $3) g`,
     [TOKEN, every, backlog + settled],
   );
-  await sqlOn.query("analyze service.payment");
+  await client.query("analyze service.payment");
   const ledger = createSqlLedger(store.db);
 
   /** Median time of `runs` takes of one batch, then of `runs` expiry checks (nothing expires). */
@@ -74,8 +70,8 @@ try {
   };
 
   const indexed = await measure();
-  await sqlOn.query("drop index service.payment_queued_valid_before");
-  await sqlOn.query("analyze service.payment");
+  await client.query("drop index service.payment_queued_valid_before");
+  await client.query("analyze service.payment");
   const scanned = await measure();
 
   console.log(
@@ -86,8 +82,7 @@ try {
   line(`take a batch of ${batch} (soonest validBefore first)`, indexed.take, scanned.take);
   line("look for authorizations about to expire", indexed.expire, scanned.expire);
 } finally {
-  await sqlOn.end();
+  await client.end();
   await store.close();
-  await admin.query(`drop database if exists "${database}" with (force)`);
-  await admin.end();
+  await slot.drop();
 }

@@ -4,12 +4,13 @@ type StatementRow = { calls: string; ms: string; hits: string; wal: string; quer
 
 /**
  * Where Postgres's time went during one run, statement by statement (pg_stat_statements): what
- * the whole-server CPU figure cannot say. Read from the server's `postgres` database, for the
- * statements run in `database` only; needs the server to preload the module
- * (shared_preload_libraries = 'pg_stat_statements', then a restart), and says so without it.
+ * the whole-server CPU figure cannot say. For the statements run in the database of
+ * `connectionString` only, read from its server's `postgres` database; needs the server to preload
+ * the module (shared_preload_libraries = 'pg_stat_statements', then a restart), and says so without it.
  */
-export async function statementsOf(serverUrl: string, database: string) {
-  const url = new URL(serverUrl);
+export async function statementsOf(connectionString: string) {
+  const url = new URL(connectionString);
+  const database = decodeURIComponent(url.pathname.slice(1));
   url.pathname = "/postgres";
   const client = new pg.Client({ connectionString: url.toString() });
   try {
