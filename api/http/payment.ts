@@ -7,6 +7,7 @@ import type { Billing } from "../payments/billing.ts";
 import type { Claim, CreditAdmission, CreditPayer, PaymentCore, Reply } from "../payments/core.ts";
 import { creditTokenOf } from "../payments/credit-token.ts";
 import type { PaymentHeaders } from "../payments/header.ts";
+import type { StoredAnswer } from "../payments/ledger/ledger.ts";
 import { SIGN_IN_HEADER, type SignInOutcome, type SignInRoute, signInFor } from "../payments/sign-in.ts";
 import type { AppEnv } from "./app-env.ts";
 
@@ -170,11 +171,7 @@ export function payment(
       await core.conclude(route, request, claim, { failed: `handler answered ${c.res.status}` });
       return;
     }
-    const answer = {
-      status: c.res.status,
-      type: c.res.headers.get("content-type") ?? "application/json",
-      body: await c.res.clone().text(),
-    };
+    const answer = await takeAnswer(c);
     const answeredAt = performance.now();
     const concluded = await core.conclude(route, request, claim, { answer });
     if ("reply" in concluded) {
@@ -195,6 +192,20 @@ export function payment(
       }),
     );
   };
+}
+
+/**
+ * The handler's answer, as the ledger keeps it. Its bytes are read once and the response made again
+ * from them: a clone would tee the body's stream (about 0.15 ms a call), and the server would then
+ * stream it rather than write the bytes it holds.
+ */
+async function takeAnswer(c: Context<AppEnv>): Promise<StoredAnswer> {
+  const { status, headers } = c.res;
+  const bytes = new Uint8Array(await c.res.arrayBuffer());
+  // Unset first: Hono rebuilds a response set over another from its body stream.
+  c.res = undefined;
+  c.res = new Response(bytes, { status, headers });
+  return { status, type: headers.get("content-type") ?? "application/json", body: new TextDecoder().decode(bytes) };
 }
 
 /** The handler's billing from an admission; a refusal stops an early handler (the refusal is answered instead). */
