@@ -106,10 +106,11 @@ try {
   const { db, target, wallets } = await indexedReads(chain);
   /** Calls with `concurrency` in flight before each app's timed runs: its pools' connections opened and its statements prepared, as in a server that has been up a while. */
   const warmCalls = Math.max(concurrency * 10, requests / 8);
-  const toSign = modes.length * (requests + 100 + warmCalls + ((rounds - 1) * requests) / 2) + 400;
+  /** The paid throughput runs after each mode's first (--rounds), half the requests each. */
+  const extraRoundCalls = ((rounds - 1) * requests) / 2;
+  const toSign = modes.length * (requests + 100 + warmCalls + extraRoundCalls) + 400;
   /** What each payer's credit buys in credit mode: its share of the calls, in cents. */
-  const creditCents =
-    Math.ceil((wallets.length + warmCalls + requests + ((rounds - 1) * requests) / 2) / Number(values.payers)) + 2;
+  const creditCents = Math.ceil((wallets.length + warmCalls + requests + extraRoundCalls) / Number(values.payers)) + 2;
   // Whole USDT each, enough for every authorization signed, and in credit mode for its purchase too.
   const funding =
     Math.ceil((toSign * Number(PRICES.screen)) / Number(values.payers) / 1e6) +
