@@ -805,6 +805,40 @@ export function ledgerContract(name: string, makeLedger: () => Promise<LedgerHar
         expect(await ledger.credit.balance(owner)).toBe(30_000n);
       });
 
+      it("judges each call of a moment on its own: a revoked token's, one past its lease's amount and one on a closed lease refused, the others recorded", async () => {
+        await purchase(60_000n);
+        await ledger.credit.issueToken(owner, "h1");
+        await ledger.credit.revokeTokens(owner);
+        await ledger.credit.issueToken(owner, "h2");
+        await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+        await ledger.credit.openLease({ id: "K", owner, want: 10_000n, least: 10_000n });
+        expect(await ledger.credit.closeLease("K")).toBe(10_000n);
+        // Made at once: the SQL ledger records the first alone and the others in one statement.
+        const recorded = await Promise.all([
+          ledger.credit.recordSpend(leaseSpend("first", "L", 10_000n)),
+          ledger.credit.recordSpend(leaseSpend("revoked", "L", 10_000n, "h1")),
+          ledger.credit.recordSpend(leaseSpend("by-token", "L", 10_000n, "h2")),
+          ledger.credit.recordSpend(leaseSpend("signed-in", "L", 10_000n)),
+          ledger.credit.recordSpend(leaseSpend("past", "L", 10_000n)),
+          ledger.credit.recordSpend(leaseSpend("on-closed", "K", 10_000n)),
+        ]);
+        expect(recorded.map((r) => r.outcome)).toEqual([
+          "recorded",
+          "revoked",
+          "recorded",
+          "recorded",
+          "closed",
+          "closed",
+        ]);
+        expect((await ledger.credit.recent(owner, 10)).map((s) => s.id).sort()).toEqual([
+          "by-token",
+          "first",
+          "signed-in",
+        ]);
+        expect(await ledger.credit.closeLease("L"), "the lease was spent whole").toBe(0n);
+        expect(await ledger.credit.balance(owner)).toBe(30_000n);
+      });
+
       it("refuses the recording of a call whose token was revoked, and closes the leases of a dead replica after ABANDONED_AFTER_MS", async () => {
         await purchase(30_000n);
         await ledger.credit.issueToken(owner, "h1");

@@ -47,6 +47,13 @@ export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
     param: (n: number) => sql.raw(`$${columns.length + n}`),
     array: (n: number, type: string) => sql.raw(arrayParam(columns.length + n, type)),
     values: (items: readonly T[]): unknown[][] => columns.map((c) => items.map(c.of)),
+    /** One row's column `name` as a scalar parameter, for a statement that writes one row (`row` gives its values, in the same order). */
+    one: (name: string) => {
+      const i = names.indexOf(name);
+      if (i < 0) throw new Error(`no batch column ${name}`);
+      return sql.raw(`$${i + 1}::${columns[i]!.type}`);
+    },
+    row: (item: T): unknown[] => columns.map((c) => c.of(item)),
   };
 }
 
