@@ -197,18 +197,8 @@ const tokenLive = (hash: SQL, owner: SQL) =>
   sql`(${hash} is null or exists (select 1 from ${creditToken} t where t.hash = ${hash} and t.owner = ${owner} and t.revoked_at is null))`;
 /** Whether the lease row `l` takes calls up to `upto` (their prices, its own spent added): open, and they fit in it. */
 const leaseTakes = (l: SQL, upto: SQL) => sql`${l}.closed_at is null and ${l}.spent + ${upto} <= ${l}.amount`;
-/** The columns a recording writes (its status besides), in RECORD and RECORD_ONE alike. */
-const SPEND_COLUMNS = [
-  "id",
-  "owner",
-  "route",
-  "subject",
-  "fingerprint",
-  "amount",
-  "lease",
-  "response_status",
-  "response_type",
-];
+/** The columns a recording writes (its status besides), in RECORD and RECORD_ONE alike: all of the batch's but the token's hash, which only guards it. */
+const SPEND_COLUMNS = RECORDS.columnNames.filter((name) => name !== "token_hash");
 /** The recorded spends' insert: each column's value from `value` (a batch's column, or a lone call's parameter), over `from`. */
 const insertSpends = (value: (column: string) => SQL, from: SQL) => sql`
   insert into ${creditSpend} (${sql.raw(SPEND_COLUMNS.join(", "))}, status)

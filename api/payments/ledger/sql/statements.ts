@@ -47,6 +47,8 @@ export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
     param: (n: number) => sql.raw(`$${columns.length + n}`),
     array: (n: number, type: string) => sql.raw(arrayParam(columns.length + n, type)),
     values: (items: readonly T[]): unknown[][] => columns.map((c) => items.map(c.of)),
+    /** The columns' names, in order. */
+    columnNames: names as readonly string[],
     /** One row's column `name` as a scalar parameter, for a statement that writes one row (`row` gives its values, in the same order). */
     one: (name: string) => {
       const i = names.indexOf(name);
