@@ -117,7 +117,10 @@ export const payment = service.table(
   },
   (t) => [
     primaryKey({ name: "payment_pkey", columns: [t.token, t.payer, t.nonce] }),
-    index("payment_payer_subject").on(t.payer, t.subject, t.settledAt),
+    // A payer's settled calls about a subject (free reads after a paid one). Settled rows only:
+    // a row is rewritten four times before it settles, and each rewrite adds an entry to every
+    // index it is in (none is HOT: status is indexed). The open ones are read by payment_open_payer.
+    index("payment_payer_subject").on(t.payer, t.subject, t.settledAt).where(sql.raw("status = 'settled'")),
     // One payment-identifier per payer: the id names one paid request, however many times it is sent.
     uniqueIndex("payment_payer_id").on(t.payer, t.paymentId).where(sql.raw("payment_id is not null")),
     // Read on every paid call: the open rows (claimed, not settled; or failed), a payer's and, when
@@ -127,7 +130,10 @@ export const payment = service.table(
       .on(t.payer, t.token)
       .where(sql.raw(`status in (${OPEN_STATUSES})`)),
     index("payment_open_deferred").on(t.payer).where(sql.raw(OPEN_DEFERRED_ROWS)),
-    index("payment_status_updated").on(t.status, t.updatedAt),
+    // The rows whose age matters (a claim or a settlement that stalled: the reconciler, /health).
+    // Not every status: the exposure sums could then be planned as a bitmap scan of this index,
+    // which reads every dead entry the rewrites leave (see OPEN_EXPOSURE).
+    index("payment_status_updated").on(t.status, t.updatedAt).where(sql.raw("status in ('pending', 'settling')")),
     // The settlement queue in the order the worker takes it (soonest validBefore first) and expires
     // it: a take reads the batch it takes, not every queued row (a backlog after an outage).
     index("payment_queued_valid_before").on(t.validBefore).where(sql.raw("status = 'queued'")),

@@ -5,6 +5,7 @@ import { sql } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import { getTableConfig } from "drizzle-orm/pg-core";
 import { afterAll, describe, expect, it } from "vitest";
+import { OPEN_EXPOSURE } from "../../api/payments/ledger/sql/rules.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
 import { payment } from "../../api/store/schema.ts";
 import {
@@ -176,6 +177,39 @@ describe(`service store migrations (${testDatabase})`, () => {
       }
     },
   );
+});
+
+describe.runIf(testDatabase === "postgres")("payment ledger: what the exposure caps read (postgres)", () => {
+  it("sums the open deferred rows from their own index: no index of every status offers a scan of the rewrites' dead entries", async () => {
+    const store = await openServiceStore(await freshLocation());
+    try {
+      // A ledger that has run a while: settled rows, a queue of open deferred ones, each open row
+      // rewritten as a payment moves (its dead versions left for vacuum), statistics taken.
+      const fill = (status: string, prefix: string, n: number) => sql`
+        insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, valid_before, response_body)
+        select '0xa1', '0xpayer' || (i % 64), ${prefix} || i, 10000, 'POST /api/lender/screen', 'f', 's', 'spec', ${status}, true, 9999999999, '{}'
+        from generate_series(1, ${n}::int) as i`;
+      await store.db.execute(fill("settled", "0xs", 10_000));
+      await store.db.execute(fill("pending", "0xq", 600));
+      await store.db.execute(sql`update ${payment} set status = 'queued' where status = 'pending'`);
+      await store.db.execute(sql`analyze ${payment}`);
+      const plan = await rows(
+        store,
+        sql`explain (format json) select coalesce(sum(${payment.amount}), 0) from ${payment} where ${OPEN_EXPOSURE}`,
+      );
+      const text = JSON.stringify(plan);
+      expect(text).toContain("payment_open_deferred");
+      expect(text).not.toContain("payment_status_updated");
+      // What the reconciler and /health read by age is all that index holds.
+      const [partial] = await rows(
+        store,
+        sql`select pg_get_expr(indpred, indrelid) as predicate from pg_index where indexrelid = 'service.payment_status_updated'::regclass`,
+      );
+      expect(partial?.predicate).toBe("(status = ANY (ARRAY['pending'::text, 'settling'::text]))");
+    } finally {
+      await store.close();
+    }
+  });
 });
 
 describe(`payment ledger: reads and claims made together (${testDatabase})`, () => {
