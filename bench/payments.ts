@@ -263,7 +263,7 @@ try {
     let i = 0;
     const wal0 = await walBytes();
     const t0 = performance.now();
-    const { processMs, postgresMs, machineMs, stolen } = await cpuPerCall(n, () =>
+    const { processMs, processSystemMs, postgresMs, machineMs, stolen } = await cpuPerCall(n, () =>
       Promise.all(
         Array.from({ length: concurrency }, async () => {
           while (i < n) await call(app, i++, pay);
@@ -271,11 +271,12 @@ try {
       ),
     );
     const rate = (n / (performance.now() - t0)) * 1000;
-    return { rate, processMs, postgresMs, machineMs, stolen, walKb: ((await walBytes()) - wal0) / 1024 / n };
+    const walKb = ((await walBytes()) - wal0) / 1024 / n;
+    return { rate, processMs, processSystemMs, postgresMs, machineMs, stolen, walKb };
   };
   type Throughput = Awaited<ReturnType<typeof throughput>>;
   const cpuOf = (t: Throughput) =>
-    `CPU per call: this process ${ms(t.processMs)}, Postgres ${ms(t.postgresMs)}, the whole machine ${ms(t.machineMs)} (${(100 * t.stolen).toFixed(0)}% of its cores' time stolen by the hypervisor meanwhile); Postgres log ${t.walKb.toFixed(1)} kB per call`;
+    `CPU per call: this process ${ms(t.processMs)} (${ms(t.processSystemMs)} of it in the kernel; ${((t.processMs * t.rate) / 10).toFixed(0)}% of one core at this rate: the app answers on one JavaScript thread), Postgres ${ms(t.postgresMs)}, the whole machine ${ms(t.machineMs)} (${(100 * t.stolen).toFixed(0)}% of its cores' time stolen by the hypervisor meanwhile); Postgres log ${t.walKb.toFixed(1)} kB per call`;
   // Warm the result cache over the same wallets, so the figures differ only by payment.
   for (let i = 0; i < wallets.length; i++) await call(unpaidApp, i, "unpaid");
   await throughput(unpaidApp, "unpaid", warmCalls);

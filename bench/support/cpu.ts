@@ -57,7 +57,15 @@ function machineMs(): { busy: number; stolen: number; all: number } {
 export async function cpuPerCall<T>(
   calls: number,
   run: () => Promise<T>,
-): Promise<{ result: T; processMs: number; postgresMs: number; machineMs: number; stolen: number }> {
+): Promise<{
+  result: T;
+  processMs: number;
+  /** Of processMs, the kernel's share (system calls: sockets, files): the rest is JavaScript and the engine. */
+  processSystemMs: number;
+  postgresMs: number;
+  machineMs: number;
+  stolen: number;
+}> {
   const process0 = process.cpuUsage();
   const postgres0 = postgresCpuMs();
   const machine0 = machineMs();
@@ -67,6 +75,7 @@ export async function cpuPerCall<T>(
   return {
     result,
     processMs: (used.user + used.system) / 1000 / calls,
+    processSystemMs: used.system / 1000 / calls,
     postgresMs: (postgresCpuMs() - postgres0) / calls,
     machineMs: (machine.busy - machine0.busy) / calls,
     stolen: (machine.stolen - machine0.stolen) / Math.max(1, machine.all - machine0.all),
