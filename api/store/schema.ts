@@ -59,6 +59,8 @@ export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
  * use the partial indexes below.
  */
 export const OPEN_STATUSES = "'pending', 'queued', 'settling', 'failed', 'used_elsewhere'";
+/** Rows read by their age (a claim or a settlement that stalled: the reconciler, /health): all that payment_status_updated holds. */
+export const AGED_STATUSES = ["pending", "settling"] as const satisfies readonly PaymentStatus[];
 /** The partial index payment_open_deferred's predicate: deferred rows open or possibly a debt (the exposure caps read them). */
 export const OPEN_DEFERRED_ROWS = `deferred and repaid_by is null and status in (${OPEN_STATUSES})`;
 
@@ -133,7 +135,9 @@ export const payment = service.table(
     // The rows whose age matters (a claim or a settlement that stalled: the reconciler, /health).
     // Not every status: the exposure sums could then be planned as a bitmap scan of this index,
     // which reads every dead entry the rewrites leave (see OPEN_EXPOSURE).
-    index("payment_status_updated").on(t.status, t.updatedAt).where(sql.raw("status in ('pending', 'settling')")),
+    index("payment_status_updated")
+      .on(t.status, t.updatedAt)
+      .where(sql.raw(`status in (${AGED_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
     // The settlement queue in the order the worker takes it (soonest validBefore first) and expires
     // it: a take reads the batch it takes, not every queued row (a backlog after an outage).
     index("payment_queued_valid_before").on(t.validBefore).where(sql.raw("status = 'queued'")),

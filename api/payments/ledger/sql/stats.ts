@@ -1,5 +1,5 @@
 import { and, count, eq, inArray, lt, sql } from "drizzle-orm";
-import { PAYMENT_STATUSES, payment } from "../../../store/schema.ts";
+import { AGED_STATUSES, PAYMENT_STATUSES, payment } from "../../../store/schema.ts";
 import { type LedgerStats, type OutcomeCounts, STALE_PENDING_MS } from "../ledger.ts";
 import { DEBT } from "./rules.ts";
 import type { Store } from "./statements.ts";
@@ -62,10 +62,7 @@ export function sqlLedgerStats(store: Store): LedgerStats {
         .select({ n: count(), oldest: sql<string | null>`min(${payment.createdAt})` })
         .from(payment)
         .where(
-          and(
-            inArray(payment.status, ["pending", "settling"]),
-            lt(payment.createdAt, new Date(Date.now() - olderThanMs)),
-          ),
+          and(inArray(payment.status, [...AGED_STATUSES]), lt(payment.createdAt, new Date(Date.now() - olderThanMs))),
         );
       return { count: Number(row?.n ?? 0), oldest: row?.oldest ? new Date(row.oldest) : null };
     },
