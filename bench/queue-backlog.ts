@@ -1,5 +1,7 @@
 import { parseArgs } from "node:util";
+import { PgDialect } from "drizzle-orm/pg-core";
 import pg from "pg";
+import { OPEN_EXPOSURE } from "../api/payments/ledger/sql/rules.ts";
 import { createSqlLedger } from "../api/payments/ledger/sql/sql-ledger.ts";
 import { EXPIRY_MARGIN_SECONDS } from "../api/payments/lifecycle.ts";
 import { openServiceStore } from "../api/store/store.ts";
@@ -13,7 +15,8 @@ import { log, ms, pct } from "./support/figures.ts";
 // first) and looking for authorizations about to expire (none here). Measured with the queue's
 // index (payment_queued_valid_before) and again without it, dropped in this run's database: the
 // ratio is what the index saves. The total cap bounds the queue: 2,000 one-cent answers at the
-// default X402_DEFERRED_MAX_TOTAL (20 USD), 20,000 (the default backlog here) at 200 USD.
+// default X402_DEFERRED_MAX_TOTAL (20 USD), 20,000 (the default backlog here) at 200 USD. And what
+// the total cap reads on each deferred answer: the total kept by triggers, against summing it.
 const { values } = parseArgs({
   options: {
     backlog: { type: "string", default: "20000" },
@@ -69,6 +72,25 @@ try {
     return { take: pct(takes, 50), expire: pct(expiries, 50) };
   };
 
+  // The total cap, read by every deferred answer's queue statement: the kept total (migration
+  // 0020's triggers moved it as the rows above went in) against the sum over the open payments
+  // it replaced, which grows with what is open (these rows fresh: no dead versions to skip).
+  const timed = async (query: string) => {
+    const times: number[] = [];
+    let value = "";
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      value = (await client.query<{ total: string }>(query)).rows[0]!.total;
+      times.push(performance.now() - t0);
+    }
+    return { p50: pct(times, 50), value };
+  };
+  const kept = await timed("select sum(amount)::text as total from service.payment_exposure");
+  const summed = await timed(
+    `select coalesce(sum(amount), 0)::text as total from service.payment where ${new PgDialect().sqlToQuery(OPEN_EXPOSURE).sql}`,
+  );
+  if (kept.value !== summed.value) throw new Error(`the kept total ${kept.value} is not the open sum ${summed.value}`);
+
   const indexed = await measure();
   await client.query("drop index service.payment_queued_valid_before");
   await client.query("analyze service.payment");
@@ -81,6 +103,9 @@ try {
     console.log(`  ${what.padEnd(44)} ${ms(a)} with the queue's index, ${ms(b)} without: x${(b / a).toFixed(1)}`);
   line(`take a batch of ${batch} (soonest validBefore first)`, indexed.take, scanned.take);
   line("look for authorizations about to expire", indexed.expire, scanned.expire);
+  console.log(
+    `  ${`the total cap's read (${backlog} open, ${Number(kept.value) / 1e6} USD)`.padEnd(44)} ${ms(kept.p50)} kept (payment_exposure), ${ms(summed.p50)} summed over the open payments: x${(summed.p50 / kept.p50).toFixed(1)}`,
+  );
 } finally {
   await client.end();
   await store.close();

@@ -146,6 +146,25 @@ export const payment = service.table(
 );
 
 /**
+ * The deferred exposure in all (the payments OPEN_EXPOSURE selects, their amounts summed), kept by
+ * triggers on `payment` that every write of it fires (migration 0020), so that the total cap reads
+ * these rows instead of summing every open payment on each queued answer. Spread over
+ * EXPOSURE_SLOTS rows (a write moves the one of its connection's backend), so that concurrent
+ * writers, any replicas, do not queue on one row's lock through their commits. A row moves only
+ * when a payment enters or leaves the exposure (a deferred claim, its settlement, a refusal, a
+ * repayment): a queued answer reads them and writes none.
+ */
+export const EXPOSURE_SLOTS = 16;
+export const paymentExposure = service.table(
+  "payment_exposure",
+  {
+    slot: integer("slot").primaryKey(),
+    amount: numeric("amount", { precision: 78, scale: 0 }).notNull(),
+  },
+  (t) => [check("payment_exposure_slot", sql.raw(`${t.slot.name} >= 0 and ${t.slot.name} < ${EXPOSURE_SLOTS}`))],
+);
+
+/**
  * Self-settlement: each transaction the relayer signed, recorded before it is sent, so that it can
  * be sent again if dropped. One row per transaction, however many payments it settles (they name
  * it in `payment.transaction`).

@@ -7,7 +7,7 @@ import { getTableConfig } from "drizzle-orm/pg-core";
 import { afterAll, describe, expect, it } from "vitest";
 import { OPEN_EXPOSURE } from "../../api/payments/ledger/sql/rules.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
-import { payment } from "../../api/store/schema.ts";
+import { EXPOSURE_SLOTS, PAYMENT_STATUSES, payment, paymentExposure } from "../../api/store/schema.ts";
 import {
   MIGRATIONS_FOLDER,
   openServiceStore,
@@ -73,6 +73,30 @@ const entry = (nonce: string) => ({
   status: "settled" as const,
 });
 
+/** Opens `location` with the migrations a release before `tag` shipped, lets `write` fill it, and closes it. */
+async function asReleasedBefore(
+  tag: string,
+  location: ServiceStoreLocation,
+  write: (store: ServiceStore) => Promise<void>,
+) {
+  const earlier = mkdtempSync(join(tmpdir(), "migrations-before-"));
+  try {
+    cpSync(MIGRATIONS_FOLDER, earlier, { recursive: true });
+    const journalPath = join(earlier, "meta/_journal.json");
+    const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
+    const upTo = journal.entries.findIndex((e) => e.tag === tag);
+    writeFileSync(journalPath, JSON.stringify({ ...journal, entries: journal.entries.slice(0, upTo) }));
+    const old = await openServiceStore(location, earlier);
+    try {
+      await write(old);
+    } finally {
+      await old.close();
+    }
+  } finally {
+    rmSync(earlier, { recursive: true, force: true });
+  }
+}
+
 describe(`service store migrations (${testDatabase})`, () => {
   it("a fresh store gets the table schema.ts declares, and drizzle's journal in the service schema", async () => {
     const store = await openServiceStore(await freshLocation());
@@ -124,24 +148,14 @@ describe(`service store migrations (${testDatabase})`, () => {
   it("moves the signed transactions payment rows held (before migration 0011) to their own table, each once", async () => {
     const location = await freshLocation();
     // The migrations as the release before settlement_transaction shipped them.
-    const earlier = mkdtempSync(join(tmpdir(), "migrations-0010-"));
-    try {
-      cpSync(MIGRATIONS_FOLDER, earlier, { recursive: true });
-      const journalPath = join(earlier, "meta/_journal.json");
-      const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { tag: string }[] };
-      const upTo = journal.entries.findIndex((e) => e.tag === "0011_settlement_transaction");
-      writeFileSync(journalPath, JSON.stringify({ ...journal, entries: journal.entries.slice(0, upTo) }));
-      const old = await openServiceStore(location, earlier);
+    await asReleasedBefore("0011_settlement_transaction", location, async (old) => {
       await old.db.execute(sql`insert into service.payment
         (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, transaction, settler, settler_nonce, raw_transaction)
         values ('t', 'p', 'n1', 1, 'r', 'f', 's', 'e', 'settling', '0xa', '0xr', 5, '0xsigned-a'),
                ('t', 'p', 'n2', 1, 'r', 'f', 's', 'e', 'settling', '0xa', '0xr', 5, '0xsigned-a'),
                ('t', 'p', 'n3', 1, 'r', 'f', 's', 'e', 'settled', '0xb', '0xr', 6, '0xsigned-b'),
                ('t', 'p', 'n4', 1, 'r', 'f', 's', 'e', 'settled', '0xc', null, null, null)`);
-      await old.close();
-    } finally {
-      rmSync(earlier, { recursive: true, force: true });
-    }
+    });
     const store = await openServiceStore(location);
     try {
       expect(
@@ -206,6 +220,94 @@ describe.runIf(testDatabase === "postgres")("payment ledger: what the exposure c
         sql`select pg_get_expr(indpred, indrelid) as predicate from pg_index where indexrelid = 'service.payment_status_updated'::regclass`,
       );
       expect(partial?.predicate).toBe("(status = ANY (ARRAY['pending'::text, 'settling'::text]))");
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe(`payment ledger: the total exposure kept by triggers (${testDatabase})`, () => {
+  // Every combination of what OPEN_EXPOSURE reads: status, deferred, repaid or not, answered or not.
+  // Amounts are powers of two, so equal sums mean the same rows.
+  const combos = PAYMENT_STATUSES.flatMap((status) =>
+    [true, false].flatMap((deferred) =>
+      [null, "0xrepaid"].flatMap((repaidBy) => [null, "{}"].map((body) => ({ status, deferred, repaidBy, body }))),
+    ),
+  );
+  const kept = async (store: ServiceStore) => {
+    const [row] = await rows(
+      store,
+      sql`select (select sum(${paymentExposure.amount})::text from ${paymentExposure}) as kept,
+                 (select coalesce(sum(${payment.amount}), 0)::text from ${payment} where ${OPEN_EXPOSURE}) as summed`,
+    );
+    return row as { kept: string; summed: string };
+  };
+  /** Row i of the ledger takes combination `combo(i)`, all in one statement. */
+  const moveAll = (combo: (i: number) => number) => {
+    const states = combos.map((_, i) => combos[combo(i) % combos.length]!);
+    return sql`update ${payment} set status = v.status, deferred = v.deferred, repaid_by = v.repaid_by, response_body = v.body
+      from (values ${sql.join(
+        states.map(
+          (c, i) => sql`(${`0x${i}`}, ${c.status}, ${c.deferred}::boolean, ${c.repaidBy}::text, ${c.body}::text)`,
+        ),
+        sql`, `,
+      )}) as v(nonce, status, deferred, repaid_by, body)
+      where ${payment.nonce} = v.nonce`;
+  };
+
+  it("equals the sum of the rows OPEN_EXPOSURE selects after every kind of write, and from the rows a store had before it", async () => {
+    const location = await freshLocation();
+    const insertAll = sql`insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, repaid_by, response_body)
+      values ${sql.join(
+        combos.map(
+          (c, i) =>
+            sql`('0xa1', ${`0xpayer${i % 3}`}, ${`0x${i}`}, ${(2n ** BigInt(i)).toString()}::numeric, 'POST /api/lender/screen', 'f', 's', 'spec', ${c.status}, ${c.deferred}, ${c.repaidBy}::text, ${c.body}::text)`,
+        ),
+        sql`, `,
+      )}`;
+    // A ledger the release before the kept total wrote: migration 0020 sums it once.
+    await asReleasedBefore("0019_payment_exposure", location, async (old) => {
+      await old.db.execute(insertAll);
+    });
+    const store = await openServiceStore(location);
+    try {
+      expect(await rows(store, sql`select slot from ${paymentExposure} order by slot`)).toEqual(
+        Array.from({ length: EXPOSURE_SLOTS }, (_, slot) => ({ slot })),
+      );
+      const first = await kept(store);
+      expect(BigInt(first.summed)).toBeGreaterThan(0n);
+      expect(first.kept).toBe(first.summed);
+      // Batches moving every row into every other combination, over several statements.
+      for (const step of [1, 7, 13, 29, 42]) {
+        await store.db.execute(moveAll((i) => i + step));
+        const now = await kept(store);
+        expect(now.kept).toBe(now.summed);
+      }
+      // One row at a time, as the ledger's own writes move a payment.
+      for (const state of ["pending", "queued", "settling", "failed", "settled"] as const) {
+        await store.db.execute(
+          sql`update ${payment} set status = ${state}, deferred = true, repaid_by = null, response_body = '{}' where ${payment.nonce} = '0x5'`,
+        );
+        const now = await kept(store);
+        expect(now.kept).toBe(now.summed);
+      }
+      // Writers on several connections at once (Postgres: each its backend's slot).
+      await Promise.all(
+        combos.map((_, i) =>
+          store.db.execute(
+            sql`update ${payment} set status = ${i % 2 ? "settled" : "queued"}, deferred = true, repaid_by = null where ${payment.nonce} = ${`0x${i}`}`,
+          ),
+        ),
+      );
+      const concurrent = await kept(store);
+      expect(concurrent.kept).toBe(concurrent.summed);
+      await store.db.execute(sql`delete from ${payment} where ${payment.payer} = '0xpayer1'`);
+      expect((await kept(store)).kept).toBe((await kept(store)).summed);
+      await store.db.execute(sql`truncate ${payment}`);
+      expect(await kept(store)).toEqual({ kept: "0", summed: "0" });
+      await store.db.execute(insertAll);
+      const refilled = await kept(store);
+      expect(refilled.kept).toBe(refilled.summed);
     } finally {
       await store.close();
     }

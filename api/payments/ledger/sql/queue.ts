@@ -1,7 +1,7 @@
 import { and, inArray, lt, sql } from "drizzle-orm";
 import { arrayParam, queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
-import { payment } from "../../../store/schema.ts";
+import { payment, paymentExposure } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
 import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
 import { guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
@@ -14,14 +14,14 @@ const QUEUED = batch<Queued>([
   { name: "response_type", type: "text", of: (i) => i.answer.type },
   { name: "response_body", type: "text", of: (i) => i.answer.body },
 ]);
-/** Deferred answers queued (queueAnswers) if the batch as a whole stays within the caps (per payer, then in all: the two parameters after the columns). */
+/** Deferred answers queued (queueAnswers) if the batch as a whole stays within the caps (per payer, then in all: the two parameters after the columns; the total is kept in payment_exposure's few rows, not summed over the payments). */
 const QUEUE_ANSWERS = statement(sql`
   update ${payment} set status = ${sql.raw(`'${target("queued")}'`)}, response_status = v.response_status, response_type = v.response_type, response_body = v.response_body, updated_at = now()
   from ${QUEUED.from}
   where ${byValues} and ${guard("queued")}
     and (select coalesce(max(s), 0) <= ${QUEUED.param(1)}::numeric from (
           select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any(${sql.raw(arrayParam(2, "text"))}) group by ${payment.payer}) as per_payer)
-    and (select coalesce(sum(${payment.amount}), 0) <= ${QUEUED.param(2)}::numeric from ${payment} where ${OPEN_EXPOSURE})
+    and (select sum(${paymentExposure.amount}) <= ${QUEUED.param(2)}::numeric from ${paymentExposure})
   returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
 
 /** The settlement queue (deferred settlement): answers queued within the caps, taken by the worker. */
@@ -48,8 +48,8 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
 
   const queuedAlone = async ({ key, answer, caps }: Queued): Promise<boolean> => {
     const db = await store;
-    const withinCaps = sql`(select coalesce(sum(${payment.amount}) filter (where ${payment.payer} = ${key.payer}), 0) <= ${caps.perPayer.toString()}::numeric
-      and coalesce(sum(${payment.amount}), 0) <= ${caps.total.toString()}::numeric from ${payment} where ${OPEN_EXPOSURE})`;
+    const withinCaps = sql`(select coalesce(sum(${payment.amount}), 0) <= ${caps.perPayer.toString()}::numeric from ${payment} where ${OPEN_EXPOSURE} and ${payment.payer} = ${key.payer})
+      and (select sum(${paymentExposure.amount}) <= ${caps.total.toString()}::numeric from ${paymentExposure})`;
     const queued = await db
       .update(payment)
       .set({

@@ -62,11 +62,12 @@ const OPEN_DEFERRED = sql`${payment.deferred} and ${payment.repaidBy} is null an
 export const DEBT = guard("repaid");
 /**
  * What the deferred caps bound: open deferred rows and debts. Written as the predicate of the
- * partial index payment_open_deferred, then which of its rows count: the sums scan that index
+ * partial index payment_open_deferred, then which of its rows count: a payer's sum scans that index
  * alone. (An OR of the two is a bitmap scan, which never learns that an index entry is dead: with
- * each payment's four non-HOT updates, the total cap read thousands of dead entries per call. The
- * OR can only be planned over an index that holds every open status, which is why
- * payment_status_updated holds two: test/db/service-store.test.ts.)
+ * each payment's four non-HOT updates, a sum would read every dead entry. The OR can only be
+ * planned over an index that holds every open status, which is why payment_status_updated holds
+ * two: test/db/service-store.test.ts.) The total over all payers is not summed: payment_exposure
+ * keeps it (schema.ts), by a trigger whose predicate a test holds equal to this one.
  */
 export const OPEN_EXPOSURE = sql`${sql.raw(OPEN_DEFERRED_ROWS)} and ((${OPEN_DEFERRED}) or (${DEBT}))`;
 
