@@ -1,9 +1,11 @@
 import { parseArgs } from "node:util";
+import { sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import pg from "pg";
-import { OPEN_EXPOSURE } from "../api/payments/ledger/sql/rules.ts";
+import { EXPOSURE_TOTAL, OPEN_EXPOSURE } from "../api/payments/ledger/sql/rules.ts";
 import { createSqlLedger } from "../api/payments/ledger/sql/sql-ledger.ts";
 import { EXPIRY_MARGIN_SECONDS } from "../api/payments/lifecycle.ts";
+import { payment } from "../api/store/schema.ts";
 import { openServiceStore } from "../api/store/store.ts";
 import { databaseSlot } from "../harness/indexer.ts";
 import { log, ms, pct } from "./support/figures.ts";
@@ -85,9 +87,12 @@ try {
     }
     return { p50: pct(times, 50), value };
   };
-  const kept = await timed("select sum(amount)::text as total from service.payment_exposure");
+  const dialect = new PgDialect();
+  const kept = await timed(dialect.sqlToQuery(sql`select ${EXPOSURE_TOTAL}::text as total`).sql);
   const summed = await timed(
-    `select coalesce(sum(amount), 0)::text as total from service.payment where ${new PgDialect().sqlToQuery(OPEN_EXPOSURE).sql}`,
+    dialect.sqlToQuery(
+      sql`select coalesce(sum(${payment.amount}), 0)::text as total from ${payment} where ${OPEN_EXPOSURE}`,
+    ).sql,
   );
   if (kept.value !== summed.value) throw new Error(`the kept total ${kept.value} is not the open sum ${summed.value}`);
 

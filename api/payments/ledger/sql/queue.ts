@@ -1,10 +1,10 @@
 import { and, inArray, lt, sql } from "drizzle-orm";
 import { arrayParam, queryPrepared } from "../../../db.ts";
 import { coalesced } from "../../../store/coalesce.ts";
-import { payment, paymentExposure } from "../../../store/schema.ts";
+import { payment } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
 import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
-import { guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
+import { EXPOSURE_TOTAL, guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
 import { batch, byKey, byValues, keyColumns, paymentRowOf, rowsOf, type Store, statement } from "./statements.ts";
 
 type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
@@ -21,7 +21,7 @@ const QUEUE_ANSWERS = statement(sql`
   where ${byValues} and ${guard("queued")}
     and (select coalesce(max(s), 0) <= ${QUEUED.param(1)}::numeric from (
           select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any(${sql.raw(arrayParam(2, "text"))}) group by ${payment.payer}) as per_payer)
-    and (select sum(${paymentExposure.amount}) <= ${QUEUED.param(2)}::numeric from ${paymentExposure})
+    and ${EXPOSURE_TOTAL} <= ${QUEUED.param(2)}::numeric
   returning ${payment.token}, ${payment.payer}, ${payment.nonce}`);
 
 /** The settlement queue (deferred settlement): answers queued within the caps, taken by the worker. */
@@ -49,7 +49,7 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
   const queuedAlone = async ({ key, answer, caps }: Queued): Promise<boolean> => {
     const db = await store;
     const withinCaps = sql`(select coalesce(sum(${payment.amount}), 0) <= ${caps.perPayer.toString()}::numeric from ${payment} where ${OPEN_EXPOSURE} and ${payment.payer} = ${key.payer})
-      and (select sum(${paymentExposure.amount}) <= ${caps.total.toString()}::numeric from ${paymentExposure})`;
+      and ${EXPOSURE_TOTAL} <= ${caps.total.toString()}::numeric`;
     const queued = await db
       .update(payment)
       .set({

@@ -1,6 +1,12 @@
 import { and, eq, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
-import { OPEN_DEFERRED_ROWS, OPEN_STATUSES, type PaymentStatus, payment } from "../../../store/schema.ts";
+import {
+  OPEN_DEFERRED_ROWS,
+  OPEN_STATUSES,
+  type PaymentStatus,
+  payment,
+  paymentExposure,
+} from "../../../store/schema.ts";
 import {
   ABANDONED_AFTER_MS,
   type Condition,
@@ -70,6 +76,8 @@ export const DEBT = guard("repaid");
  * keeps it (schema.ts), by a trigger whose predicate a test holds equal to this one.
  */
 export const OPEN_EXPOSURE = sql`${sql.raw(OPEN_DEFERRED_ROWS)} and ((${OPEN_DEFERRED}) or (${DEBT}))`;
+/** The amounts of OPEN_EXPOSURE's rows in all, as payment_exposure keeps them (a subquery: its slots summed). */
+export const EXPOSURE_TOTAL = sql`(select sum(${paymentExposure.amount}) from ${paymentExposure})`;
 
 /** A payer's open rows (the partial index payment_open_payer: the literal status list, see OPEN_STATUSES). */
 export const openRowsOf = (payer: Address | SQL) =>
