@@ -84,6 +84,7 @@ export default defineConfig({
     // time waiting on its anvil and Ponder children, or on a lease or a deadline it tests. On this
     // machine kind: 1015 s one at a time, 699 s two; since indexers start faster (devnet/seed.ts),
     // two then three back to back: 606 s and 562 s, later 667 s and 655 s (the machine's speed varies).
+    // Four gain nothing: 422 s against 418 s for three (2026-11-28; the two cores were idle 14 s against 59 s).
     maxWorkers: 3,
     sequence: { sequencer: LongestFirst },
     projects: [

@@ -19,6 +19,7 @@ import { reputationReporterArtifact } from "../../contracts/artifacts.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
+import { artifactsDir } from "../support/artifacts.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import {
@@ -322,7 +323,7 @@ describe(`passports: report and verify (${testDatabase})`, () => {
       });
       const response = await page.goto(p.verifyUrl, { waitUntil: "load" });
       expect(response?.headers()["content-type"]).toMatch(/^text\/html/);
-      const shot = join(tmpdir(), `passport-${testDatabase}.png`);
+      const shot = join(artifactsDir(), `passport-${testDatabase}.png`);
       await page.screenshot({ path: shot, fullPage: true });
       copyFileSync(shot, "/tmp/passport-screenshot.png");
       console.log(`screenshot of ${p.verifyUrl}: ${shot}`);

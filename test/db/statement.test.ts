@@ -2,7 +2,6 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
@@ -18,6 +17,7 @@ import { renderStatement } from "../../api/statement/make.ts";
 import { type StatementResult, statementResultSchema } from "../../api/statement/schema.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { monthOf } from "../../shared/month.ts";
+import { artifactsDir } from "../support/artifacts.ts";
 import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -42,7 +42,7 @@ describe(`statements (${testDatabase})`, () => {
   let pinningServer: Server;
   let pinningMode: "ok" | "fail" = "ok";
   const remotePins: Pinned[] = [];
-  const work = mkdtempSync(join(tmpdir(), "statement-"));
+  const work = mkdtempSync(join(artifactsDir(), "statement-"));
   console.log(`statement test files: ${work}`);
 
   const treasuryUsdt = () => tokenBalance(devnet.manifest.rpcUrl, devnet.manifest.tokens.USDT.address, treasury);

@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from "@x402/core/http";
@@ -8,6 +7,7 @@ import type { Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCS_TITLE } from "../../api/openapi/docs.ts";
 import { lenderScreenResultSchema } from "../../api/screen/schema.ts";
+import { artifactsDir } from "../support/artifacts.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { markedBlock, runExample } from "../support/examples.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -247,7 +247,7 @@ describe.runIf(testDatabase === "pglite")("the API reference and the README's fi
       const res = await page.goto(`${indexer.url}/docs`, { waitUntil: "networkidle0", timeout: 60_000 });
       expect(res?.status()).toBe(200);
       await page.waitForFunction(`document.body.innerText.includes("/api/lender/screen")`, { timeout: 30_000 });
-      const shot = join(mkdtempSync(join(tmpdir(), "docs-")), "docs.png");
+      const shot = join(mkdtempSync(join(artifactsDir(), "docs-")), "docs.png");
       await page.screenshot({ path: shot, fullPage: false });
       console.log(`screenshot of /docs: ${shot}`);
 
