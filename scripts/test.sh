@@ -98,6 +98,8 @@ export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$PWD/node_modules/.cache/node-c
 export TEST_ARTIFACTS_DIR="${TEST_ARTIFACTS_DIR:-${TMPDIR:-/tmp}}"
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
   TMPDIR=$(mktemp -d /dev/shm/celo-reputation-test.XXXXXX)
+  # As /tmp is: the private Postgres clusters some tests start run initdb as the postgres user.
+  chmod 1777 "$TMPDIR"
   export TMPDIR
   trap 'rm -rf "$TMPDIR"' EXIT
 fi
