@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -325,7 +325,6 @@ describe(`passports: report and verify (${testDatabase})`, () => {
       expect(response?.headers()["content-type"]).toMatch(/^text\/html/);
       const shot = join(artifactsDir(), `passport-${testDatabase}.png`);
       await page.screenshot({ path: shot, fullPage: true });
-      copyFileSync(shot, "/tmp/passport-screenshot.png");
       console.log(`screenshot of ${p.verifyUrl}: ${shot}`);
       const read = (selector: string): Promise<string | undefined> =>
         page.$eval(selector, (el) => el.textContent?.trim());

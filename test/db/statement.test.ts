@@ -310,7 +310,7 @@ describe(`statements (${testDatabase})`, () => {
     const file = join(work, "render.pdf");
     writeFileSync(file, pdf);
     expect(
-      spawnSync("pdftoppm", ["-png", "-r", "100", "-f", "1", "-l", "1", "-singlefile", file, "/tmp/statement-page1"])
+      spawnSync("pdftoppm", ["-png", "-r", "100", "-f", "1", "-l", "1", "-singlefile", file, join(work, "page1")])
         .status,
     ).toBe(0);
     const gray = spawnSync("pdftoppm", ["-gray", "-r", "30", "-f", "1", "-l", "1", "-singlefile", file]);
@@ -337,7 +337,7 @@ describe(`statements (${testDatabase})`, () => {
       `block ${first.dataAsOf.block}`,
     ])
       expect(page1).toContain(words);
-    expect(readFileSync("/tmp/statement-page1.png").subarray(1, 4).toString()).toBe("PNG");
+    expect(readFileSync(join(work, "page1.png")).subarray(1, 4).toString()).toBe("PNG");
   });
 
   it("answers the wallet's statement signal with its latest statement", async () => {
