@@ -101,6 +101,12 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
   # As /tmp is: the private Postgres clusters some tests start run initdb as the postgres user.
   chmod 1777 "$TMPDIR"
   export TMPDIR
-  trap 'rm -rf "$TMPDIR"' EXIT
+  # Removed once vitest (this process, after exec) has exited, however it ends, by a watcher beside
+  # it: vitest still receives every signal sent to npm test itself, as it did before.
+  (
+    trap '' INT TERM HUP
+    while kill -0 $$ 2>/dev/null; do sleep 2; done
+    rm -rf "$TMPDIR"
+  ) </dev/null >/dev/null 2>&1 &
 fi
-vitest run "$@"
+exec vitest run "$@"
