@@ -78,6 +78,9 @@ const postgresOnly = [
   "test/db/requests.test.ts",
 ];
 
+// Seeded devnets kept for the files that ask for the same settings, shared by the three projects.
+const devnetSnapshots = "test/support/devnet-snapshots.ts";
+
 export default defineConfig({
   test: {
     // Three files at a time on two cores (vitest's default there is one): a file spends much of its
@@ -88,7 +91,16 @@ export default defineConfig({
     maxWorkers: 3,
     sequence: { sequencer: LongestFirst },
     projects: [
-      { test: { name: "unit", include: ["test/**/*.test.ts"], exclude: ["test/db/**"], env, ...timeouts } },
+      {
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/db/**"],
+          env,
+          globalSetup: [devnetSnapshots],
+          ...timeouts,
+        },
+      },
       {
         test: {
           name: "pglite",
@@ -96,7 +108,7 @@ export default defineConfig({
           exclude: postgresOnly,
           env: { ...env, TEST_DATABASE: "pglite" },
           // The clusters every slot copies, migrated once (test/support/slot-templates.ts).
-          globalSetup: ["test/support/slot-templates.ts"],
+          globalSetup: [devnetSnapshots, "test/support/slot-templates.ts"],
           ...timeouts,
         },
       },
@@ -107,7 +119,7 @@ export default defineConfig({
           exclude: pgliteOnly,
           env: { ...env, TEST_DATABASE: "postgres" },
           // The database every slot is created from, migrated once (test/support/slot-templates.ts).
-          globalSetup: ["test/support/slot-templates.ts"],
+          globalSetup: [devnetSnapshots, "test/support/slot-templates.ts"],
           ...timeouts,
         },
       },

@@ -24,6 +24,8 @@ export type AnvilOptions = {
   gasLimit?: bigint;
   /** Chain id (default 42220). Only tests use another, to play someone else's node. */
   chainId?: number;
+  /** A state file to start from (devnet/snapshot.ts): blocks, logs and accounts as they were dumped. */
+  loadState?: string;
 };
 
 /** The preferred port is taken by a process that is not ours: the caller picks another one. */
@@ -68,6 +70,7 @@ export async function startAnvil(options: AnvilOptions = {}): Promise<Anvil> {
     "--silent",
   ];
   if (options.genesisTimestamp !== undefined) args.push("--timestamp", String(options.genesisTimestamp));
+  if (options.loadState !== undefined) args.push("--load-state", options.loadState);
 
   const child = spawn(anvilBinary(), args, { detached: true, stdio: ["ignore", "ignore", "pipe"] });
   killOnExit(child);

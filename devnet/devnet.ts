@@ -143,15 +143,18 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
         seconds: Math.round((performance.now() - started) / 100) / 10,
       },
     });
-    if (options.manifestPath) {
-      mkdirSync(dirname(options.manifestPath), { recursive: true });
-      writeFileSync(options.manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
-    }
+    if (options.manifestPath) writeManifest(options.manifestPath, manifest);
     return { anvil, manifest, stop: anvil.stop };
   } catch (error) {
     await anvil.stop();
     throw error;
   }
+}
+
+/** Writes a devnet's manifest where the indexer and the scripts read it (DEVNET_MANIFEST). */
+export function writeManifest(path: string, manifest: Manifest): void {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, `${JSON.stringify(manifest, null, 2)}\n`);
 }
 
 /** The readable summary printed when the devnet is up. */

@@ -151,7 +151,7 @@ describe(`the payment ledger outlives the indexer (${testDatabase})`, () => {
   }, 240_000);
 
   it("a new chain (a fresh anvil under the same addresses) resets the store", async () => {
-    const fresh = await startTestDevnet(DEVNET);
+    const fresh = await startTestDevnet(DEVNET, { fresh: true });
     devnets.push(fresh);
     expect(fresh.manifest.tokens.USDT.address).toBe(devnet.manifest.tokens.USDT.address);
     // What the launcher does before it starts Ponder (the indexing itself is the first test's).
