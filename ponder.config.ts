@@ -24,8 +24,10 @@ export default createConfig({
       id: 42220,
       rpc: target.rpcUrls,
       pollingInterval: target.pollingIntervalMs,
-      // A devnet is reset at will and shares Celo's chain id: never cache its RPC answers.
-      disableCache: target.network === "devnet",
+      // Ponder's RPC cache (ponder_sync) is on for the devnet too. A devnet is reset at will under
+      // Celo's chain id, but its index lives in a database of its own that the launchers drop,
+      // cache included, before every start (scripts/devnet-data.ts): an indexer started again
+      // (a crash, a deploy) reuses what it fetched of the same chain instead of fetching it again.
     },
   },
   contracts: {

@@ -8,6 +8,7 @@ import { priceOfRoute } from "../../api/payments/prices.ts";
 import { ROUTES } from "../../api/routes.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetChain } from "../../devnet/chain.ts";
+import { rpc } from "../../devnet/rpc.ts";
 import { chainTransfers } from "../support/chain-truth.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import {
@@ -272,8 +273,10 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
         ? r(undefined)
         : indexer.child.once("exit", r),
     );
-    // The restarted indexer reaches the chain slowly, so that its recovery takes a while.
-    proxy.delayMs = 40;
+    // Blocks made while it is down lie past what its RPC cache holds: its recovery has to fetch their
+    // logs, which the proxy holds back until the refusals below have been seen, however fast the machine.
+    for (let i = 0; i < 2; i++) await rpc(devnet.manifest.rpcUrl, "evm_mine");
+    proxy.holdLogsFrom = devnet.manifest.startBlock;
     indexer = await start();
     const calls = await paidCalls();
     const first = await waitFor(
@@ -299,7 +302,7 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
         calls.filter((c) => c.id === "signals"),
       );
     }
-    proxy.delayMs = 0;
+    proxy.holdLogsFrom = undefined;
     await caughtUp(indexer);
     await expectDataAsOf(await send(indexer, calls.find((c) => c.id === "screen")!));
     if (replica) {
