@@ -21,7 +21,7 @@ describe(`authorization_state matches the chain's events (${testDatabase})`, () 
   const ours: { nonce: Hex; kind: "used" | "canceled" }[] = [];
 
   beforeAll(async () => {
-    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7, seed: 14 });
+    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7 });
     ({ devnet, slot } = env);
     const indexer = await env.index();
     const { rpcUrl, tokens, lenders, service } = devnet.manifest;

@@ -46,7 +46,7 @@ describe(`payment verification without RPC (${testDatabase})`, () => {
   type Signed = { authorization: AuthorizationFields; signature: Hex };
 
   beforeAll(async () => {
-    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7, seed: 15 });
+    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7 });
     devnet = env.devnet;
     const indexer = await env.index();
     const { rpcUrl, service } = devnet.manifest;

@@ -71,7 +71,7 @@ describe(`passport attestations (${testDatabase})`, () => {
   };
 
   beforeAll(async () => {
-    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7, seed: 3 });
+    env = await indexedDevnet({ wallets: 2, months: 2, slotHours: 24 * 7 });
     ({ devnet, slot } = env);
   }, 240_000);
 
