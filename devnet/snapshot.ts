@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import type { Hex } from "viem";
@@ -21,6 +21,9 @@ export async function saveSnapshot(devnet: Devnet, dir: string): Promise<void> {
   writeFileSync(join(dir, STATE), gunzipSync(Buffer.from(state.slice(2), "hex")));
   writeFileSync(join(dir, MANIFEST), JSON.stringify(devnet.manifest));
 }
+
+/** Whether `dir` holds a whole snapshot (its manifest is written last). */
+export const snapshotSaved = (dir: string): boolean => existsSync(join(dir, MANIFEST));
 
 /**
  * A new anvil started from a snapshot: the same blocks (same hashes), logs, contracts and

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Devnet, type DevnetOptions, startDevnet } from "../devnet/devnet.ts";
-import { restoreSnapshot, saveSnapshot } from "../devnet/snapshot.ts";
+import { restoreSnapshot, saveSnapshot, snapshotSaved } from "../devnet/snapshot.ts";
 import { sleep } from "../shared/async.ts";
 
 export type TestDevnet = Devnet & { manifestPath: string };
@@ -61,7 +61,7 @@ const SEEDING_WAIT_MS = 180_000;
  */
 async function fromSnapshot(snapshots: string, settings: DevnetOptions): Promise<Devnet> {
   const dir = join(snapshots, snapshotKey(settings));
-  const saved = () => existsSync(join(dir, "manifest.json"));
+  const saved = () => snapshotSaved(dir);
   if (saved()) return restoreSnapshot(dir, settings.manifestPath);
   const lock = `${dir}.lock`;
   mkdirSync(snapshots, { recursive: true });
