@@ -1,7 +1,16 @@
 import http from "node:http";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { ViteNodeServer } from "vite-node/server";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
-import { checkPonderVersion, installedPonderVersion, PONDER_VERSION } from "../api/host/ponder.ts";
+import {
+  checkPonderVersion,
+  installedPonderDirectory,
+  installedPonderVersion,
+  PONDER_VERSION,
+} from "../api/host/ponder.ts";
 import { createLogger } from "../shared/log.ts";
 import { settingsOnlyCore } from "./support/paid-app.ts";
 
@@ -41,5 +50,23 @@ describe("the Ponder host", () => {
     });
     expect(http.createServer).toBe(createServer);
     expect([process.listenerCount("SIGTERM"), process.listenerCount("SIGINT")]).toEqual(signals);
+  });
+
+  // api/host/ponder-build.ts: a Ponder start loads the libraries with Node, not through Vite.
+  it("has Ponder's Vite read vite.config.ts, after which vite-node leaves library files to Node and still transforms ours", async () => {
+    const ponder = installedPonderDirectory()!;
+    const viteDirectory = dirname(createRequire(join(ponder, "package.json")).resolve("vite/package.json"));
+    const vite = (await import(pathToFileURL(join(viteDirectory, "dist/node/index.js")).href)) as typeof import("vite");
+    // The call Ponder's build makes (build/index.js), short of starting the server.
+    const config = await vite.resolveConfig(
+      { root: process.cwd(), publicDir: false, server: { hmr: false }, logLevel: "silent" },
+      "serve",
+    );
+    expect(config.configFile).toBe(join(process.cwd(), "vite.config.ts"));
+
+    const server = new ViteNodeServer({ config } as never);
+    const ponderIndex = join(ponder, "dist/esm/index.js");
+    expect(await server.shouldExternalize(ponderIndex)).toBe(ponderIndex);
+    expect(await server.shouldExternalize(join(process.cwd(), "api/app.ts"))).toBe(false);
   });
 });
