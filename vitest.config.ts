@@ -7,13 +7,6 @@ import { LongestFirst } from "./test/support/sequencer.ts";
 // Database-backed tests (test/db) run twice: against PGlite, the embedded default, and against
 // Postgres (TEST_POSTGRES_URL, default the local server). Everything else runs once.
 const timeouts = { testTimeout: 120_000, hookTimeout: 300_000 };
-// A database file runs in a worker that ran others before it: the modules they share (the schema,
-// Ponder's index and its GraphQL stack, viem, drizzle, the app) are loaded once per worker, not
-// once per file (8 Postgres files: 54 CPU-s against 66). They leave nothing behind that another
-// file reads: each starts and stops its own devnet, indexer and database, and puts back the
-// environment variables it sets. The unit files stay isolated (observability.test.ts sets the
-// free-rate limit its module-level limiter reads once).
-const shared = { isolate: false };
 // Tests call the free routes far more often than a client would: their per-client limit is lifted
 // (test/observability.test.ts sets its own low one). The indexers tests start inherit it.
 // Most test processes never make a statement: they skip the PDF warm-up (a CPU-second each; the
@@ -88,6 +81,30 @@ const postgresOnly = [
 // Seeded devnets kept for the files that ask for the same settings, shared by the three projects.
 const devnetSnapshots = "test/support/devnet-snapshots.ts";
 
+/**
+ * test/db on one database. Its slots (test/support/slot-templates.ts) are copied from what is
+ * migrated once: PGlite's clusters, or Postgres's template database.
+ * `isolate: false`: a file runs in a worker that ran others before it, so the modules they share
+ * (the schema, Ponder's index and its GraphQL stack, viem, drizzle, the app) load once per worker,
+ * not once per file (8 Postgres files: 54 CPU-s against 66). They leave nothing behind that another
+ * file reads: each starts and stops its own devnet, indexer and database, and puts back the
+ * environment variables it sets. The unit files stay isolated (observability.test.ts sets the
+ * free-rate limit its module-level limiter reads once).
+ */
+function databaseProject(database: "pglite" | "postgres", exclude: string[]) {
+  return {
+    test: {
+      name: database,
+      include: ["test/db/**/*.test.ts"],
+      exclude,
+      env: { ...env, TEST_DATABASE: database },
+      globalSetup: [devnetSnapshots, "test/support/slot-templates.ts"],
+      isolate: false,
+      ...timeouts,
+    },
+  };
+}
+
 export default defineConfig({
   test: {
     // Three files at a time on two cores (vitest's default there is one): a file spends much of its
@@ -108,30 +125,8 @@ export default defineConfig({
           ...timeouts,
         },
       },
-      {
-        test: {
-          name: "pglite",
-          include: ["test/db/**/*.test.ts"],
-          exclude: postgresOnly,
-          env: { ...env, TEST_DATABASE: "pglite" },
-          // The clusters every slot copies, migrated once (test/support/slot-templates.ts).
-          globalSetup: [devnetSnapshots, "test/support/slot-templates.ts"],
-          ...shared,
-          ...timeouts,
-        },
-      },
-      {
-        test: {
-          name: "postgres",
-          include: ["test/db/**/*.test.ts"],
-          exclude: pgliteOnly,
-          env: { ...env, TEST_DATABASE: "postgres" },
-          // The database every slot is created from, migrated once (test/support/slot-templates.ts).
-          globalSetup: [devnetSnapshots, "test/support/slot-templates.ts"],
-          ...shared,
-          ...timeouts,
-        },
-      },
+      databaseProject("pglite", postgresOnly),
+      databaseProject("postgres", pgliteOnly),
     ],
   },
 });

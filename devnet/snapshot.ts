@@ -19,7 +19,7 @@ export async function saveSnapshot(devnet: Devnet, dir: string): Promise<void> {
   // anvil_dumpState answers gzipped JSON as hex; --load-state reads the JSON.
   const state = await rpc<Hex>(devnet.anvil.rpcUrl, "anvil_dumpState");
   writeFileSync(join(dir, STATE), gunzipSync(Buffer.from(state.slice(2), "hex")));
-  writeFileSync(join(dir, MANIFEST), JSON.stringify(devnet.manifest));
+  writeManifest(join(dir, MANIFEST), devnet.manifest);
 }
 
 /** Whether `dir` holds a whole snapshot (its manifest is written last). */
