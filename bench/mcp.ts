@@ -144,7 +144,7 @@ try {
     if (open.length === 0) break;
     await sleep(100);
   }
-  await worker.stop();
+  await worker?.stop();
   const settled = (await store.db.select().from(payment)).filter((r) => r.status === "settled");
   const ledgerUnits = settled.reduce((sum, r) => sum + BigInt(r.amount), 0n);
   const received = (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) - treasuryBefore;

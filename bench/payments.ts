@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { tmpdir } from "node:os";
@@ -21,6 +22,7 @@ import { SettlementWorker } from "../api/payments/settlement-worker.ts";
 import { checkPayment, verifyPayment } from "../api/payments/verify.ts";
 import { screenHandler, screenRoute } from "../api/screen/route.ts";
 import { payment } from "../api/store/schema.ts";
+import type { ServiceStoreLocation } from "../api/store/store.ts";
 import { WalletAssessor } from "../api/wallet/assess.ts";
 import type { SettlementTiming } from "../config/payments.ts";
 import { devnetDatabaseUrl } from "../config/target.ts";
@@ -54,11 +56,14 @@ if (process.argv.includes("--chaos")) {
 // (throughput); then the deferred queue drained and the treasury checked against the ledger.
 // --block-time 1 mines a block a second after seeding, as Celo does (automining otherwise).
 // --profile writes a CPU profile of each paid throughput run and prints where its time went.
-// --statements prints Postgres's time in each paid throughput run by statement, per call.
+// --statements prints Postgres's time by statement, per call, in the first paid throughput run and
+// the unpaid run after it: what payment adds is the difference.
 // --rounds 3: each mode's throughput run and the unpaid run after it, three times: the figures are
 // the median round's (by the throughput ratio), and every round's ratio is printed.
 // --sustained: sustained load (issue 26's targets): 1,600 calls in the throughput run, 16 in flight,
 // 64 payers, a block a second, deferred mode, 3 rounds (each can still be set by hand).
+// --settler process: the answering process runs no settlement worker (X402_SETTLEMENT_WORKER=off),
+// and a process of its own (bench/support/settler-process.ts) settles the shared queue.
 // --modes credit: the same screens paid from prepaid credit (each payer first buys its share of
 // the calls by POST /api/credit, settled on chain), by credit token: nothing settled per call.
 const { values } = parseArgs({
@@ -76,11 +81,14 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     /** Paid throughput runs per mode, each between unpaid ones: one figure of a noisy machine is the median round's. */
     rounds: { type: "string" },
-    /** Postgres's statements during each paid throughput run, per call (pg_stat_statements, when the server preloads it). */
+    /** Postgres's statements during the first paid throughput run and the unpaid run after it, per call (pg_stat_statements, when the server preloads it). */
     statements: { type: "boolean", default: false },
     sustained: { type: "boolean", default: false },
+    /** Where deferred payments are settled: "in-process" (the answering process runs the worker) or "process" (X402_SETTLEMENT_WORKER=off there, and a process of its own settles). */
+    settler: { type: "string", default: "in-process" },
   },
 });
+if (!["in-process", "process"].includes(values.settler)) throw new Error("--settler is in-process or process");
 const sustained = values.sustained;
 /** Half of them one at a time, half concurrently: --sustained makes the concurrent run 1,600 calls. */
 const requests = Number(values.requests ?? (sustained ? 3200 : 400));
@@ -93,6 +101,7 @@ const modes = (values.modes ?? (sustained ? "deferred" : "before,deferred")).spl
 
 log(`seeding a devnet with ${values.wallets} background wallets…`);
 const chain = await indexedPostgresDevnet(Number(values.wallets));
+let settler: Awaited<ReturnType<typeof startSettler>> | undefined;
 const { devnet, indexer, store } = chain;
 
 try {
@@ -302,6 +311,7 @@ try {
     );
   };
   const treasuryBefore = await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury);
+  if (values.settler === "process") settler = await startSettler(devnet.manifestPath, chain.slot.store);
   const profiles: string[] = [];
   /** One paid throughput run, between the unpaid runs just before and after it. */
   type Round = { run: Throughput; unpaidRuns: [Throughput, Throughput]; settledFirst: number; openFor: number[] };
@@ -331,6 +341,7 @@ try {
       target,
       payerState,
       logger: quiet,
+      worker: values.settler === "in-process",
     });
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.
     const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
@@ -352,7 +363,7 @@ try {
       await untilSettled();
       const settledFirstBefore = await settledFirst();
       const startedAt = new Date();
-      // The first round is profiled (--profile) and its statements counted (--statements).
+      // The first round is profiled (--profile) and its statements counted (--statements), paid and unpaid.
       const profiler = values.profile && round === 0 ? await startProfiler() : undefined;
       const statements =
         values.statements && round === 0
@@ -365,8 +376,13 @@ try {
       const unpaidBefore = unpaidRun;
       // Profiled too, so that the paid run's profile can be read against the same calls unpaid.
       const unpaidProfiler = profiler ? await startProfiler() : undefined;
+      const unpaidStatements = statements
+        ? await statementsOf(devnetDatabaseUrl(chain.slot.env.DATABASE_URL!))
+        : undefined;
       unpaidRun = await throughput(unpaidApp, "unpaid", requests / 2);
       if (unpaidProfiler) profiles.push(await unpaidProfiler.stop(`payments-unpaid-after-${mode}`));
+      if (unpaidStatements)
+        profiles.push(await unpaidStatements.report(`the unpaid throughput run after ${mode}`, requests / 2));
       // How long a deferred answer stayed unsettled (its exposure): claimed -> settled on chain and recorded.
       const deferredRows = (await store.db.select().from(payment)).filter(
         (r) => r.deferred && r.status === "settled" && r.createdAt >= startedAt,
@@ -380,7 +396,7 @@ try {
       });
     }
     results.push({ mode, latency: paidLatency, unpaidLatency, phases, rounds: runs });
-    await worker.stop();
+    await worker?.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
   const drain = new SettlementWorker(createPayments({ ...settings, timing: { mode: "before" } }, store.db));
@@ -463,6 +479,7 @@ try {
   );
   for (const summary of profiles) console.log(`\n${summary}`);
 } finally {
+  await settler?.stop();
   await chain.stop();
 }
 
@@ -479,6 +496,27 @@ async function startProfiler() {
       const path = join(tmpdir(), `${name}-${Date.now()}.cpuprofile`);
       writeFileSync(path, JSON.stringify(profile));
       return summarizeProfile(path, 25);
+    },
+  };
+}
+
+/** The settling process of --settler process (bench/support/settler-process.ts), once it runs; `stop` ends it and waits. */
+async function startSettler(manifestPath: string, store: ServiceStoreLocation) {
+  if (store.kind !== "postgres") throw new Error("a settling process needs the store on Postgres");
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "bench/support/settler-process.ts", manifestPath, store.connectionString],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && resolve());
+    child.once("exit", (code) => reject(new Error(`the settling process exited (${code}) before it was ready`)));
+  });
+  return {
+    async stop() {
+      child.kill("SIGTERM");
+      await exited;
     },
   };
 }

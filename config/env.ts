@@ -112,6 +112,12 @@ export const envSchema = z.object({
   /** x402: "before" settles each payment, then answers (the x402 convention); "deferred" answers once the payment is verified and claimed, and a worker settles it (docs/payments.md). */
   X402_SETTLEMENT: z.preprocess(blankAsUndefined, z.enum(["before", "deferred"]).default("before")),
   /**
+   * x402: whether this process runs a settlement worker on the shared queue of deferred payments.
+   * "off" leaves the queue to the processes that run one (at least one on the database must): the
+   * settlements' work (signing, RPC, receipts) then stays off the process that answers.
+   */
+  X402_SETTLEMENT_WORKER: z.preprocess(blankAsUndefined, z.enum(["on", "off"]).default("on")),
+  /**
    * x402 deferred mode: most unsettled value per payer, in USD; past it, that payer's call settles first.
    * A payer's unsettled value is its rate times the time a deferred answer takes to settle (0.8 s p50,
    * 1.4 s p99 with 1 s blocks): 25 calls keep a payer calling up to about 15 a second deferred.

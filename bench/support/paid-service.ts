@@ -18,7 +18,7 @@ import type { Logger } from "../../shared/log.ts";
 
 /**
  * The service's app over a stopped indexer's tables, paid in `mode` (deferred: the default caps of
- * X402_DEFERRED_MAX_PER_PAYER and X402_DEFERRED_MAX_TOTAL), with its settlement worker running and the payer's sanctions check wired as
+ * X402_DEFERRED_MAX_PER_PAYER and X402_DEFERRED_MAX_TOTAL), with its settlement worker running (unless `worker` is false) and the payer's sanctions check wired as
  * src/api/index.ts wires it: what the payment benchmarks measure.
  */
 export function paidService(
@@ -30,6 +30,8 @@ export function paidService(
     target: IndexTarget;
     payerState: PayerState;
     logger: Logger;
+    /** Whether this process runs the settlement worker (X402_SETTLEMENT_WORKER): off, another process settles. */
+    worker?: boolean;
   },
 ) {
   const timing = settlementTiming({ ...readEnv({}), X402_SETTLEMENT: mode });
@@ -40,7 +42,7 @@ export function paidService(
     sanctions: payerSanctions(deps.db, deps.target.schema, () => index.checkpoint()),
   });
   const index = stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain });
-  worker = new SettlementWorker(payments).start();
+  if (deps.worker !== false) worker = new SettlementWorker(payments).start();
   const app = createApp({
     db: deps.db,
     target: deps.target,

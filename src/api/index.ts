@@ -39,7 +39,9 @@ const reporter = createReporter(resolveReporterSettings(target));
 // A passport whose payment the reconciler finds unsettled is revoked on chain, and monitors created
 // by such a call are removed (durable: the ledger row, or the credit hold, names them).
 // Deferred settlement (X402_SETTLEMENT=deferred) verifies from the indexed payer state and queues
-// the settlement for the worker, which every replica runs on the shared queue.
+// the settlement for the workers on the shared queue: one in every process, unless
+// X402_SETTLEMENT_WORKER=off leaves it to the others (a replica that only answers).
+const env = readEnv();
 let worker: SettlementWorker | undefined;
 const payments = createPayments(
   resolvePaymentSettings(target),
@@ -53,7 +55,7 @@ const payments = createPayments(
     sanctions: payerSanctions(db, target.schema, () => index.checkpoint()),
   },
 );
-worker = new SettlementWorker(payments).start();
+if (env.X402_SETTLEMENT_WORKER === "on") worker = new SettlementWorker(payments).start();
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
 // chain: once at start, then on a schedule.
@@ -61,7 +63,6 @@ const reconciler = startReconciler(payments);
 
 // Where indexing stands, from the database (so replicas agree) and the chain head: paid routes, stats,
 // health and Ponder's own /ready and /health (answered in JSON by the host) all read it.
-const env = readEnv();
 const index = new IndexState({ db, target, chain: publicClients.celo, maxLagBlocks: env.MAX_LAG_BLOCKS });
 
 // The service's own IPFS node (offline): passport documents and statements are pinned here. On

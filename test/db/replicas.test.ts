@@ -292,6 +292,31 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
       ]);
     });
 
+    it("a replica with X402_SETTLEMENT_WORKER=off answers deferred payments and leaves their settlement to the processes that run a worker", async () => {
+      // Relayer #8 for this one: it still settles first what passes a cap, so it holds a key of its own.
+      const answering = await service(8, { X402_SETTLEMENT: "deferred", X402_SETTLEMENT_WORKER: "off" });
+      await ready(answering);
+      const before = await treasuryUsdt();
+      const signed = await signAuthorization(lender.privateKey, devnet.manifest.tokens.USDT, { to: treasury });
+      const answer = await screen(answering, specHeader(signed, devnet.manifest.tokens.USDT.address));
+      expect(answer.status).toBe(200);
+      const settled = await waitFor(
+        "the deferred payment settled by another process",
+        async () => {
+          const [row] = await slot.read((q) =>
+            q(`select status, settler from service.payment where nonce = '${signed.authorization.nonce}'`),
+          );
+          return row?.status === "settled" ? (row as { settler: string }) : undefined;
+        },
+        answering,
+        60_000,
+      );
+      const others = [4, 6, 7].map((n) => anvilDevAccount(n).address);
+      expect(others).toContain(settled.settler);
+      expect((await treasuryUsdt()) - before).toBe(PRICE);
+      await answering.stop();
+    });
+
     it("a monitor's events are delivered once each, whichever process's webhook worker takes them", async () => {
       // A receiver counting each webhook-id: every process (the indexer and both replicas) runs a worker.
       const seen = new Map<string, { type: string; wallet: string }[]>();
