@@ -58,6 +58,13 @@ export async function checkConfig(options: CheckOptions): Promise<ConfigCheck> {
 
   for (const problem of invalid) add("error", "environment", problem);
   if (!invalid.length) add("ok", "environment", describeSources(options.source));
+  // PGlite admits one process: with its worker off, nothing would ever settle the deferred queue.
+  if (env.X402_SETTLEMENT_WORKER === "off" && !env.DATABASE_URL)
+    add(
+      "error",
+      "settings",
+      "X402_SETTLEMENT_WORKER=off without DATABASE_URL: PGlite admits one process, so no other could settle this one's deferred payments; leave it on, or use Postgres with a process that settles",
+    );
 
   if (!env.PONDER_RPC_URL_42220 && options.devnet === "not started") {
     add(

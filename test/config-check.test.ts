@@ -268,6 +268,12 @@ describe("npm run check:config: every problem of a configuration in one run", ()
     expect(problems[0]!.message).toMatch(message);
   });
 
+  it("the settlement worker off on PGlite: an error (no other process can settle its queue)", async () => {
+    const { findings } = await check({ ...good, DATABASE_URL: "", X402_SETTLEMENT_WORKER: "off" });
+    expect(at(findings, "error")).toEqual([expect.stringMatching(/^X402_SETTLEMENT_WORKER=off without DATABASE_URL/)]);
+    expect(at((await check({ ...good, X402_SETTLEMENT_WORKER: "off" })).findings, "error")).toEqual([]);
+  });
+
   it("no sanctions oracle at its address while SANCTIONS_START_BLOCK is set: an error", async () => {
     const { publicClient } = devnetClients(celo.rpcUrl, deployer.privateKey);
     const setCode = (code: string) =>
