@@ -113,8 +113,9 @@ export const envSchema = z.object({
   X402_SETTLEMENT: z.preprocess(blankAsUndefined, z.enum(["before", "deferred"]).default("before")),
   /**
    * x402: whether this process runs a settlement worker on the shared queue of deferred payments.
-   * "off" leaves the queue to the processes that run one (at least one on the database must): the
-   * settlements' work (signing, RPC, receipts) then stays off the process that answers.
+   * "off" leaves the queue to the processes that run one (at least one on the database must), and
+   * signals them what it queues (api/payments/queue-signal.ts): the settlements' work (signing,
+   * RPC, receipts) then stays off the process that answers.
    */
   X402_SETTLEMENT_WORKER: z.preprocess(blankAsUndefined, z.enum(["on", "off"]).default("on")),
   /**

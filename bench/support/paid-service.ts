@@ -4,6 +4,7 @@ import { createApp } from "../../api/app.ts";
 import type { IndexDb } from "../../api/db.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
+import { queueNotifier } from "../../api/payments/queue-signal.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import { payerSanctions } from "../../api/sanctions/payers.ts";
 import type { ServiceDb } from "../../api/store/store.ts";
@@ -36,9 +37,11 @@ export function paidService(
 ) {
   const timing = settlementTiming({ ...readEnv({}), X402_SETTLEMENT: mode });
   let worker: SettlementWorker | undefined;
+  // Without a worker here, the settling process is told of what is queued, as src/api/index.ts does.
+  const signalQueued = deps.worker === false ? queueNotifier(Promise.resolve(deps.store)) : undefined;
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,
-    onQueued: () => worker?.kick(),
+    onQueued: () => (worker ? worker.kick() : signalQueued?.()),
     sanctions: payerSanctions(deps.db, deps.target.schema, () => index.checkpoint()),
   });
   const index = stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain });

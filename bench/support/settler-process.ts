@@ -1,4 +1,5 @@
 import { createPayments } from "../../api/payments/payments.ts";
+import { listenForQueued } from "../../api/payments/queue-signal.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
 import { openServiceStore } from "../../api/store/store.ts";
 import { readEnv } from "../../config/env.ts";
@@ -8,7 +9,7 @@ import { devnetPaymentSettings } from "../../harness/payments.ts";
 
 // `npm run bench:payments -- --settler process`: the process that settles, beside one that answers
 // with X402_SETTLEMENT_WORKER=off. It runs the settlement worker on the benchmark's shared queue and
-// answers nothing, with a relayer key of its own (anvil dev account #6, a well-known dev key): a
+// answers nothing (woken by the other's signal of queued answers), with a relayer key of its own (anvil dev account #6, a well-known dev key): a
 // replica with the worker on that the load balancer sends no traffic. Arguments: the devnet's
 // manifest and the service store's connection string. Prints "ready" once it runs; SIGTERM stops it.
 
@@ -20,7 +21,9 @@ const settings = {
 };
 const store = await openServiceStore({ kind: "postgres", connectionString: connectionString! });
 const worker = new SettlementWorker(createPayments(settings, store.db)).start();
+const listener = listenForQueued(connectionString!, () => worker.kick());
 process.once("SIGTERM", async () => {
+  await listener.stop();
   await worker.stop();
   await store.close();
   process.exit(0);

@@ -17,6 +17,7 @@ import { createReporter, resolveReporterSettings } from "../../api/passport/repo
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { indexedPayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
+import { listenForQueued, queueNotifier } from "../../api/payments/queue-signal.ts";
 import { eachOutcome, startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
 import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
@@ -32,7 +33,8 @@ checkPonderVersion();
 // Ponder serves this app; all behaviour lives in api/. Ponder's db is read-only to the API: what
 // the API writes (the payment ledger) goes to the service store, opened beside the indexer's data.
 const target = resolveIndexTarget();
-const store = openServiceStore(serviceStoreLocation(target.database));
+const storeLocation = serviceStoreLocation(target.database);
+const store = openServiceStore(storeLocation);
 store.catch((error) => console.error(`[api] cannot open the service store: ${(error as Error).message}`));
 // Passports are published with the reporter key (anvil #3 on the devnet; REPORTER_PRIVATE_KEY on Celo).
 const reporter = createReporter(resolveReporterSettings(target));
@@ -42,6 +44,10 @@ const reporter = createReporter(resolveReporterSettings(target));
 // the settlement for the workers on the shared queue: one in every process, unless
 // X402_SETTLEMENT_WORKER=off leaves it to the others (a replica that only answers).
 const env = readEnv();
+const settlesHere = env.X402_SETTLEMENT_WORKER === "on";
+// Another process settles what this one queues: it is told at once (Postgres; PGlite is one process).
+const signalQueued =
+  !settlesHere && storeLocation.kind === "postgres" ? queueNotifier(store.then((s) => s.db)) : undefined;
 let worker: SettlementWorker | undefined;
 const payments = createPayments(
   resolvePaymentSettings(target),
@@ -50,12 +56,17 @@ const payments = createPayments(
   {
     onOutcome: eachOutcome(revokeUnpaidReports(reporter), removeUnpaidMonitors(store.then((s) => s.db))),
     payerState: indexedPayerState(db, target),
-    onQueued: () => worker?.kick(),
+    onQueued: () => (worker ? worker.kick() : signalQueued?.()),
     // Once per payer at each indexed checkpoint (the gate's read before the payment names it).
     sanctions: payerSanctions(db, target.schema, () => index.checkpoint()),
   },
 );
-if (env.X402_SETTLEMENT_WORKER === "on") worker = new SettlementWorker(payments).start();
+if (settlesHere) worker = new SettlementWorker(payments).start();
+// What the processes without a worker queue wakes this one's at once.
+const queuedElsewhere =
+  worker && storeLocation.kind === "postgres"
+    ? listenForQueued(storeLocation.connectionString, () => worker?.kick())
+    : undefined;
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
 // chain: once at start, then on a schedule.
@@ -112,6 +123,7 @@ hostOnPonder({
       reconciler.stop();
       await watcher?.stop();
       await (await webhooks.catch(() => undefined))?.stop();
+      await queuedElsewhere?.stop();
       await worker?.stop();
       const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
       if (!drained)
