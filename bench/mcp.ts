@@ -61,7 +61,7 @@ try {
   let next = 0;
   const take = () => signed[next++]!;
 
-  const { worker, app } = paidService(mode, {
+  const { settlement, app } = paidService(mode, {
     settings,
     store: store.db,
     db,
@@ -144,7 +144,7 @@ try {
     if (open.length === 0) break;
     await sleep(100);
   }
-  await worker?.stop();
+  await settlement.stop();
   const settled = (await store.db.select().from(payment)).filter((r) => r.status === "settled");
   const ledgerUnits = settled.reduce((sum, r) => sum + BigInt(r.amount), 0n);
   const received = (await tokenBalance(devnet.manifest.rpcUrl, USDT.address, treasury)) - treasuryBefore;

@@ -334,7 +334,7 @@ try {
   };
   for (const mode of modes) {
     const pay: Pay = mode === "credit" ? "credit" : "x402";
-    const { worker, app: paidApp } = paidService(mode === "credit" ? "before" : mode, {
+    const { settlement, app: paidApp } = paidService(mode === "credit" ? "before" : mode, {
       settings,
       store: store.db,
       db,
@@ -342,6 +342,7 @@ try {
       payerState,
       logger: quiet,
       worker: values.settler === "in-process",
+      storeUrl: settler ? settler.storeUrl : undefined,
     });
     // Settling first waits a block per call: fewer sequential calls when blocks are slow.
     const sequential = mode === "before" && blockTime > 0 ? 20 : requests / 2;
@@ -396,7 +397,7 @@ try {
       });
     }
     results.push({ mode, latency: paidLatency, unpaidLatency, phases, rounds: runs });
-    await worker?.stop();
+    await settlement.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
   const drain = new SettlementWorker(createPayments({ ...settings, timing: { mode: "before" } }, store.db));
@@ -514,6 +515,7 @@ async function startSettler(manifestPath: string, store: ServiceStoreLocation) {
     child.once("exit", (code) => reject(new Error(`the settling process exited (${code}) before it was ready`)));
   });
   return {
+    storeUrl: store.connectionString,
     async stop() {
       child.kill("SIGTERM");
       await exited;

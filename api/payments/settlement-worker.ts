@@ -3,10 +3,12 @@ import type { Address } from "../../config/addresses.ts";
 import { firstLine, sleep } from "../../shared/async.ts";
 import { log } from "../../shared/log.ts";
 import type { PaymentRow } from "../store/schema.ts";
+import type { ServiceDb } from "../store/store.ts";
 import type { PaymentCore } from "./core.ts";
 import { RECEIPT_WAIT_MS } from "./core.ts";
 import type { PaymentKey, TransactionRead } from "./ledger/ledger.ts";
 import { EXPIRY_MARGIN_SECONDS } from "./lifecycle.ts";
+import { listenForQueued, queueNotifier } from "./queue-signal.ts";
 import { keyOf, MAX_SETTLE_ATTEMPTS } from "./reconcile.ts";
 import { MAX_BATCH, type SignedSettlement, usedIn } from "./relayer.ts";
 import { x402Payment } from "./verify.ts";
@@ -204,4 +206,32 @@ export class SettlementWorker {
     await this.running;
     await Promise.all([...this.following]);
   }
+}
+
+/** The Postgres store every process of a deployment shares (none on PGlite: one process). */
+type SharedStore = { db: Promise<ServiceDb>; connectionString: string };
+
+/**
+ * This process's part in settling the shared queue: with a worker (X402_SETTLEMENT_WORKER=on),
+ * what it queues kicks its own worker and what the others queue wakes it (queue-signal.ts); without
+ * one, what it queues is signalled to the others. `onQueued` goes to createPayments, whose core
+ * `start` then needs.
+ */
+export function settlementRole(runsWorker: boolean, shared: SharedStore | undefined) {
+  let worker: SettlementWorker | undefined;
+  let listener: { stop: () => Promise<void> } | undefined;
+  const signal = !runsWorker && shared ? queueNotifier(shared.db) : undefined;
+  return {
+    onQueued: () => (worker ? worker.kick() : signal?.()),
+    start(core: PaymentCore): void {
+      if (!runsWorker) return;
+      const started = new SettlementWorker(core).start();
+      worker = started;
+      if (shared) listener = listenForQueued(shared.connectionString, () => started.kick());
+    },
+    async stop(): Promise<void> {
+      await listener?.stop();
+      await worker?.stop();
+    },
+  };
 }

@@ -4,8 +4,7 @@ import { createApp } from "../../api/app.ts";
 import type { IndexDb } from "../../api/db.ts";
 import type { PayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
-import { queueNotifier } from "../../api/payments/queue-signal.ts";
-import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { settlementRole } from "../../api/payments/settlement-worker.ts";
 import { payerSanctions } from "../../api/sanctions/payers.ts";
 import type { ServiceDb } from "../../api/store/store.ts";
 import type { Address } from "../../config/addresses.ts";
@@ -19,7 +18,7 @@ import type { Logger } from "../../shared/log.ts";
 
 /**
  * The service's app over a stopped indexer's tables, paid in `mode` (deferred: the default caps of
- * X402_DEFERRED_MAX_PER_PAYER and X402_DEFERRED_MAX_TOTAL), with its settlement worker running (unless `worker` is false) and the payer's sanctions check wired as
+ * X402_DEFERRED_MAX_PER_PAYER and X402_DEFERRED_MAX_TOTAL), with its part in settlement as src/api/index.ts gives it (its worker running unless `worker` is false) and the payer's sanctions check wired as
  * src/api/index.ts wires it: what the payment benchmarks measure.
  */
 export function paidService(
@@ -33,19 +32,22 @@ export function paidService(
     logger: Logger;
     /** Whether this process runs the settlement worker (X402_SETTLEMENT_WORKER): off, another process settles. */
     worker?: boolean;
+    /** The store's connection string, when other processes share it (a settling process): signalled as src/api/index.ts does. */
+    storeUrl?: string;
   },
 ) {
   const timing = settlementTiming({ ...readEnv({}), X402_SETTLEMENT: mode });
-  let worker: SettlementWorker | undefined;
-  // Without a worker here, the settling process is told of what is queued, as src/api/index.ts does.
-  const signalQueued = deps.worker === false ? queueNotifier(Promise.resolve(deps.store)) : undefined;
+  const settlement = settlementRole(
+    deps.worker !== false,
+    deps.storeUrl ? { db: Promise.resolve(deps.store), connectionString: deps.storeUrl } : undefined,
+  );
   const payments = createPayments({ ...deps.settings, timing }, deps.store, undefined, {
     payerState: deps.payerState,
-    onQueued: () => (worker ? worker.kick() : signalQueued?.()),
+    onQueued: settlement.onQueued,
     sanctions: payerSanctions(deps.db, deps.target.schema, () => index.checkpoint()),
   });
   const index = stoppedIndexerState({ db: deps.db, target: deps.target, chain: payments.chain });
-  if (deps.worker !== false) worker = new SettlementWorker(payments).start();
+  settlement.start(payments);
   const app = createApp({
     db: deps.db,
     target: deps.target,
@@ -54,7 +56,7 @@ export function paidService(
     ipfs: undefined as never,
     logger: deps.logger,
   });
-  return { payments, worker, app };
+  return { payments, settlement, app };
 }
 
 /** The indexed tables of a benchmark's chain, as the service reads them, and up to 100 wallets that received transfers. */

@@ -17,10 +17,9 @@ import { createReporter, resolveReporterSettings } from "../../api/passport/repo
 import { SHUTDOWN_DRAIN_MS } from "../../api/payments/core.ts";
 import { indexedPayerState } from "../../api/payments/local-verify.ts";
 import { createPayments } from "../../api/payments/payments.ts";
-import { listenForQueued, queueNotifier } from "../../api/payments/queue-signal.ts";
 import { eachOutcome, startReconciler } from "../../api/payments/reconcile.ts";
 import { relayerLockFor } from "../../api/payments/relayer-lock.ts";
-import { SettlementWorker } from "../../api/payments/settlement-worker.ts";
+import { settlementRole } from "../../api/payments/settlement-worker.ts";
 import { payerSanctions } from "../../api/sanctions/payers.ts";
 import { openServiceStore, serviceStoreLocation } from "../../api/store/store.ts";
 import { readEnv } from "../../config/env.ts";
@@ -44,11 +43,12 @@ const reporter = createReporter(resolveReporterSettings(target));
 // the settlement for the workers on the shared queue: one in every process, unless
 // X402_SETTLEMENT_WORKER=off leaves it to the others (a replica that only answers).
 const env = readEnv();
-const settlesHere = env.X402_SETTLEMENT_WORKER === "on";
-// Another process settles what this one queues: it is told at once (Postgres; PGlite is one process).
-const signalQueued =
-  !settlesHere && storeLocation.kind === "postgres" ? queueNotifier(store.then((s) => s.db)) : undefined;
-let worker: SettlementWorker | undefined;
+const settlement = settlementRole(
+  env.X402_SETTLEMENT_WORKER === "on",
+  storeLocation.kind === "postgres"
+    ? { db: store.then((s) => s.db), connectionString: storeLocation.connectionString }
+    : undefined,
+);
 const payments = createPayments(
   resolvePaymentSettings(target),
   store.then((s) => s.db),
@@ -56,17 +56,12 @@ const payments = createPayments(
   {
     onOutcome: eachOutcome(revokeUnpaidReports(reporter), removeUnpaidMonitors(store.then((s) => s.db))),
     payerState: indexedPayerState(db, target),
-    onQueued: () => (worker ? worker.kick() : signalQueued?.()),
+    onQueued: settlement.onQueued,
     // Once per payer at each indexed checkpoint (the gate's read before the payment names it).
     sanctions: payerSanctions(db, target.schema, () => index.checkpoint()),
   },
 );
-if (settlesHere) worker = new SettlementWorker(payments).start();
-// What the processes without a worker queue wakes this one's at once.
-const queuedElsewhere =
-  worker && storeLocation.kind === "postgres"
-    ? listenForQueued(storeLocation.connectionString, () => worker?.kick())
-    : undefined;
+settlement.start(payments);
 
 // Payments whose outcome is unknown (a crash, a receipt that did not come) are settled from the
 // chain: once at start, then on a schedule.
@@ -123,8 +118,7 @@ hostOnPonder({
       reconciler.stop();
       await watcher?.stop();
       await (await webhooks.catch(() => undefined))?.stop();
-      await queuedElsewhere?.stop();
-      await worker?.stop();
+      await settlement.stop();
       const { drained, inFlight } = await payments.drain(Math.max(0, deadline - Date.now()));
       if (!drained)
         console.warn(
