@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ManifestInput } from "../config/manifest.ts";
-import { freePort } from "../devnet/ports.ts";
 import { type RpcProxy, startRpcProxy } from "./support/rpc-proxy.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "startup-"));
@@ -72,6 +72,25 @@ function startIndexer(env: Record<string, string>): Promise<{ code: number | nul
   });
 }
 
+/**
+ * A port that refuses connections and goes on refusing: below the OS's ephemeral range (Linux:
+ * 32768-60999), which it never hands out for port 0, and where no test binds a fixed port. A port
+ * from freePort() is released at once, and in a full run another file's anvil or server took one
+ * before the check connected (2026-11-28). Not port 1: fetch refuses to dial it ("bad port").
+ */
+async function refusingPort(): Promise<number> {
+  const first = 20_000 + Math.floor(Math.random() * 10_000);
+  for (let port = first; port < first + 100; port++) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.once("connect", () => resolve(socket.destroy() && false));
+      socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "ECONNREFUSED"));
+    });
+    if (refused) return port;
+  }
+  throw new Error(`no port from ${first} refuses connections`);
+}
+
 // A bad start stops with clear lines naming every problem at once: no stack trace, no endless retries.
 describe("a bad start", () => {
   let wrongChain: RpcProxy;
@@ -81,7 +100,7 @@ describe("a bad start", () => {
   beforeAll(async () => {
     wrongChain = await startRpcProxy("http://127.0.0.1:1", { chainId: 1 });
     hanging = await startRpcProxy("http://127.0.0.1:1", { hang: true });
-    closedPort = await freePort();
+    closedPort = await refusingPort();
   });
   afterAll(async () => {
     await wrongChain.close();
