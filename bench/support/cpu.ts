@@ -3,15 +3,18 @@ import { readdirSync, readFileSync } from "node:fs";
 /** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-/** CPU time (ms) used so far by this machine's Postgres server processes, from /proc (Linux; 0 elsewhere). */
-function postgresCpuMs(): number {
-  let ticks = 0;
+/** A process as /proc shows it: its pid, its command name, and the CPU time (ms) it has used so far. */
+export type ProcessTimes = { pid: number; comm: string; cpuMs: number };
+
+/** Every process of this machine with its CPU time so far, from /proc (Linux; none elsewhere). */
+export function processTimes(): ProcessTimes[] {
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
   } catch {
-    return 0;
+    return [];
   }
+  const all: ProcessTimes[] = [];
   for (const pid of pids) {
     let stat: string;
     try {
@@ -19,13 +22,22 @@ function postgresCpuMs(): number {
     } catch {
       continue; // it exited meanwhile
     }
-    if (!stat.includes("(postgres)")) continue;
     // After "pid (comm) ", utime and stime are the 12th and 13th fields.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    ticks += Number(fields[11]) + Number(fields[12]);
+    all.push({
+      pid: Number(pid),
+      comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+      cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND,
+    });
   }
-  return (ticks * 1000) / TICKS_PER_SECOND;
+  return all;
 }
+
+/** CPU time (ms) used so far by this machine's Postgres server processes. */
+const postgresCpuMs = (): number =>
+  processTimes()
+    .filter((p) => p.comm === "postgres")
+    .reduce((sum, p) => sum + p.cpuMs, 0);
 
 /**
  * CPU time (ms) all of this machine's cores have been busy so far, from /proc/stat (Linux; 0
@@ -33,7 +45,7 @@ function postgresCpuMs(): number {
  * And the time the hypervisor ran others on them (steal): on a shared VM, what makes two runs of
  * the same code differ.
  */
-function machineMs(): { busy: number; stolen: number; all: number } {
+export function machineMs(): { busy: number; stolen: number; all: number } {
   try {
     // user nice system idle iowait irq softirq steal guest guest_nice: the busy ones, without the
     // guest times (already in user and nice) and steal (the hypervisor's, not this machine's work).
