@@ -14,7 +14,8 @@ import { log } from "./support/figures.ts";
 
 const SAMPLE_MS = 500;
 
-type Seen = { command: string; firstMs: number; lastMs: number; baseMs: number };
+/** A process seen during the run: its command line, and its CPU (ms) when the run started and at its last sample. */
+type Seen = { comm: string; command: string; baseMs: number; cpuMs: number };
 
 /** What a process is, from its command line (a node process's comm is only "node" or "MainThread"). */
 function kindOf(comm: string, command: string): string {
@@ -42,27 +43,25 @@ const commandOf = (pid: number): string => {
 /** One core's speed: 1e9 additions, seconds (the same loop as the notes quote). */
 function probe(): number {
   const start = performance.now();
-  let sum = 0;
-  for (let i = 0; i < 1e9; i++) sum += i;
-  if (sum < 0) throw new Error("unreachable");
+  let total = 0;
+  for (let i = 0; i < 1e9; i++) total += i;
+  if (total < 0) throw new Error("unreachable");
   return (performance.now() - start) / 1000;
 }
 
-const seen = new Map<number, Seen & { comm: string; cpuMs: number }>();
+const seen = new Map<number, Seen>();
 const sample = (initial: boolean) => {
-  const now = performance.now();
   for (const p of processTimes()) {
     if (p.pid === process.pid) continue; // this benchmark's own sampling
     const known = seen.get(p.pid);
     if (!known) {
       // Processes already running when the run starts count from there (Postgres, services).
-      const command = commandOf(p.pid);
-      seen.set(p.pid, { ...p, command, firstMs: now, lastMs: now, baseMs: initial ? p.cpuMs : 0 });
+      seen.set(p.pid, { comm: p.comm, command: commandOf(p.pid), baseMs: initial ? p.cpuMs : 0, cpuMs: p.cpuMs });
       continue;
     }
-    known.lastMs = now;
     known.cpuMs = Math.max(known.cpuMs, p.cpuMs);
-    // `sh -c ... && exec node ...`: the command that ran longest is the last one seen.
+    // A process that exec'd (`sh -c "... && exec node ..."`) is counted as what it became; an
+    // exited one (a zombie: no command line any more) keeps the one it had.
     if (known.command === "" || known.comm !== p.comm) known.command = commandOf(p.pid) || known.command;
     known.comm = p.comm;
   }
@@ -95,7 +94,7 @@ for (const p of seen.values()) {
   const kind = kindOf(p.comm, p.command);
   kinds.set(kind, [...(kinds.get(kind) ?? []), used]);
 }
-const attributed = [...kinds.values()].flat().reduce((a, b) => a + b, 0);
+const attributed = sum([...kinds.values()].flat());
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 console.log(`
@@ -104,12 +103,11 @@ Suite benchmark: npm test ${args.join(" ")} exited ${code}
   by kind of process (sampled every ${SAMPLE_MS} ms: ${attributed.toFixed(0)} of the machine's ${machineS.toFixed(0)} CPU-s):`);
 for (const [kind, used] of [...kinds].sort((a, b) => sum(b[1]) - sum(a[1]))) {
   const total = sum(used);
+  const share = `${((100 * total) / machineS).toFixed(0)}%`;
+  const [mid, max] = [median(used), Math.max(...used)].map((s) => s.toFixed(1).padStart(5));
+  const each = `median ${mid} s  max ${max} s`;
   console.log(
-    `    ${total.toFixed(0).padStart(6)} CPU-s ${((100 * total) / machineS).toFixed(0).padStart(3)}%  ${String(used.length).padStart(5)} processes  median ${median(used).toFixed(1).padStart(5)} s  max ${Math.max(
-      ...used,
-    )
-      .toFixed(1)
-      .padStart(5)} s  ${kind}`,
+    `    ${total.toFixed(0).padStart(6)} CPU-s ${share.padStart(4)}  ${String(used.length).padStart(5)} processes  ${each}  ${kind}`,
   );
 }
 process.exitCode = code;

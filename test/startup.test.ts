@@ -83,7 +83,10 @@ async function refusingPort(): Promise<number> {
   for (let port = first; port < first + 100; port++) {
     const refused = await new Promise<boolean>((resolve) => {
       const socket = connect(port, "127.0.0.1");
-      socket.once("connect", () => resolve(socket.destroy() && false));
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(false);
+      });
       socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "ECONNREFUSED"));
     });
     if (refused) return port;
