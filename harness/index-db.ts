@@ -29,6 +29,8 @@ export async function openIndexDb(
     max: 4,
     options: `-c search_path="${slot.schema}"`,
   });
+  // A connection still closing when its database is dropped (WITH (FORCE)) reports FATAL 57P01 on
+  // the pool after pool.end() has resolved: nothing is lost, and unheard it would crash the process.
   pool.on("error", () => {});
   return { db: pgDrizzle(pool, { schema, casing: "snake_case" }) as unknown as IndexDb, close: () => pool.end() };
 }

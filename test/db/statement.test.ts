@@ -3,13 +3,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
-import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
-import pg from "pg";
 import { type Hex, parseAbi, parseUnits } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { IndexDb } from "../../api/db.ts";
 import { cidOf } from "../../api/ipfs/node.ts";
 import { loadStatement, periodStart } from "../../api/statement/data.ts";
 import { CSV_HEADER, formatAmount } from "../../api/statement/format.ts";
@@ -21,7 +16,8 @@ import { artifactsDir } from "../support/artifacts.ts";
 import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type Indexer, POSTGRES_URL, type Query, testDatabase, waitForBlock } from "../support/indexer.ts";
+import { withIndexDb } from "../support/index-db.ts";
+import { type Indexer, type Query, testDatabase, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 type Pinned = { cid: string; name: string; auth: string | undefined };
@@ -473,7 +469,7 @@ describe(`statements (${testDatabase})`, () => {
         symbol: i ? "USDC" : "USDT",
       })) as never,
     };
-    const renders = await withIndexDb(async (db) => {
+    const renders = await withIndexDb(env.slot, async (db) => {
       const out = [];
       for (let i = 0; i < 2; i++)
         out.push(await renderStatement(await loadStatement(db, target, wallet, "12M"), cidOf));
@@ -491,24 +487,5 @@ describe(`statements (${testDatabase})`, () => {
   const served = new Map<string, Uint8Array>();
   async function readPinned(cid: string) {
     return served.get(cid) ?? (await fetchBytes(`/ipfs/${cid}`).catch(() => undefined))?.bytes;
-  }
-
-  async function withIndexDb<T>(fn: (db: IndexDb) => Promise<T>): Promise<T> {
-    if (env.slot.kind === "pglite") {
-      const client = new PGlite(env.slot.env.PGLITE_DIR!);
-      try {
-        return await fn(drizzlePglite(client) as unknown as IndexDb);
-      } finally {
-        await client.close();
-      }
-    }
-    const url = new URL(POSTGRES_URL);
-    url.pathname = `/${env.slot.schema}_devnet`;
-    const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
-    try {
-      return await fn(drizzlePg(pool) as unknown as IndexDb);
-    } finally {
-      await pool.end();
-    }
   }
 });
