@@ -75,7 +75,9 @@ sample(true);
 const machine0 = machineMs();
 const started = performance.now();
 const timer = setInterval(() => sample(false), SAMPLE_MS);
-const child = spawn("npm", ["test", "--", ...args], {
+// Beside vitest's own report, when each file was queued and finished (bench/support/timeline-reporter.ts).
+const reporters = ["--reporter=default", "--reporter=./bench/support/timeline-reporter.ts"];
+const child = spawn("npm", ["test", "--", ...reporters, ...args], {
   stdio: "inherit",
   env: { ...process.env, STATIC_CHECKS: process.env.STATIC_CHECKS ?? "off" },
 });
