@@ -8,7 +8,7 @@ import { LongestFirst } from "./test/support/sequencer.ts";
 // Postgres (TEST_POSTGRES_URL, default the local server). Everything else runs once.
 const timeouts = { testTimeout: 120_000, hookTimeout: 300_000 };
 // Tests call the free routes far more often than a client would: their per-client limit is lifted
-// (test/observability.test.ts sets its own low one). The indexers tests start inherit it.
+// (test/observability.test.ts gives its app a low one). The indexers tests start inherit it.
 // Most test processes never make a statement: they skip the PDF warm-up (a CPU-second each; the
 // statement files turn it back on for their indexers).
 // A developer's .env and .env.local never reach the tests: our loader reads no file (ENV_FILES), and
@@ -84,12 +84,12 @@ const devnetSnapshots = "test/support/devnet-snapshots.ts";
 /**
  * test/db on one database. Its slots (test/support/slot-templates.ts) are copied from what is
  * migrated once: PGlite's clusters, or Postgres's template database.
- * `isolate: false`: a file runs in a worker that ran others before it, so the modules they share
- * (the schema, Ponder's index and its GraphQL stack, viem, drizzle, the app) load once per worker,
- * not once per file (8 Postgres files: 54 CPU-s against 66). They leave nothing behind that another
- * file reads: each starts and stops its own devnet, indexer and database, and puts back the
- * environment variables it sets. The unit files stay isolated (observability.test.ts sets the
- * free-rate limit its module-level limiter reads once).
+ * `isolate: false` (every project): a file runs in a worker that ran others before it, so the
+ * modules they share (the schema, Ponder's index and its GraphQL stack, viem, drizzle, the app) load
+ * once per worker, not once per file (8 Postgres files: 54 CPU-s against 66; the unit project
+ * alone: 94 and 103 CPU-s against 114, 2026-11-28). They leave nothing behind that another file reads: each
+ * starts and stops its own devnet, indexer and database, puts back the environment variables it
+ * sets, and gives an app its settings as createApp's dependencies rather than through module state.
  */
 function databaseProject(database: "pglite" | "postgres", exclude: string[]) {
   return {
@@ -122,6 +122,7 @@ export default defineConfig({
           exclude: ["test/db/**"],
           env,
           globalSetup: [devnetSnapshots],
+          isolate: false,
           ...timeouts,
         },
       },

@@ -7,7 +7,7 @@ import { registerPaymentSchemes } from "./http/declare.ts";
 import { handleError } from "./http/errors.ts";
 import { limitBody, unrouted } from "./http/limits.ts";
 import { requestLog } from "./http/log.ts";
-import { freeRateLimit } from "./http/rate-limit.ts";
+import { freeRateLimit, freeRateLimiter } from "./http/rate-limit.ts";
 import { validationHook } from "./http/validation.ts";
 import { IndexState } from "./indexing/state.ts";
 import { type MonitorSettings, monitorSettings } from "./monitors/settings.ts";
@@ -24,6 +24,8 @@ export type AppDeps = Omit<RouteDeps, "assessor" | "routes" | "app" | "index"> &
   index?: IndexState;
   /** How far behind the chain head a current index may be, for the default `index`: MAX_LAG_BLOCKS when not given. */
   maxLagBlocks?: number;
+  /** The free routes' requests a minute per client: FREE_RATE_LIMIT_PER_MINUTE when not given. */
+  freeRateLimitPerMinute?: number;
   /** Where the service's data lives (the API entry passes it). */
   target: RouteDeps["target"] & Partial<Pick<IndexTarget, "database">>;
   /** The JSON request log (pino); the process's logger (LOG_LEVEL) when not given. */
@@ -50,6 +52,7 @@ export function createApp(deps: AppDeps) {
       maxLagBlocks: deps.maxLagBlocks ?? readEnv().MAX_LAG_BLOCKS,
     });
   const monitors = { store: deps.store, settings: deps.monitorSettings ?? monitorSettings() };
+  const freeLimit = freeRateLimiter(deps.freeRateLimitPerMinute);
   const routes = ROUTES.map((r) => r.route);
   app.use(
     requestLog(deps.logger ?? log, [
@@ -65,6 +68,7 @@ export function createApp(deps: AppDeps) {
     c.set("assessor", assessor);
     c.set("index", index);
     c.set("monitors", monitors);
+    c.set("freeLimit", freeLimit);
     await next();
   });
   app.use("/api/*", limitBody);

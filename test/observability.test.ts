@@ -1,6 +1,6 @@
 import { Writable } from "node:stream";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { requestLog } from "../api/http/log.ts";
@@ -9,7 +9,6 @@ import { settingsOnlyCore } from "./support/paid-app.ts";
 
 // The request log (one JSON line per request, nothing secret in it) and the free routes' limit.
 const LIMIT = 6;
-process.env.FREE_RATE_LIMIT_PER_MINUTE = String(LIMIT); // read at the limiter's first use, below
 
 const lines: string[] = [];
 const sink = new Writable({
@@ -51,7 +50,6 @@ describe("structured request logs", () => {
   });
 
   beforeAll(() => void lines.splice(0));
-  afterAll(() => delete process.env.FREE_RATE_LIMIT_PER_MINUTE);
 
   it("logs one line per request with id, route, status and latency; an unpaid call has no payer", async () => {
     const res = await app.request("/openapi.json", {
@@ -109,6 +107,7 @@ describe("free routes are rate limited per client", () => {
     payments,
     ipfs: undefined as never,
     logger: createLogger({ level: "silent" }),
+    freeRateLimitPerMinute: LIMIT,
   });
 
   it("documents 429 rate_limited on the rate-limited routes", async () => {

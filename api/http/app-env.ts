@@ -1,3 +1,4 @@
+import type { MiddlewareHandler } from "hono";
 import type { Address } from "../../config/addresses.ts";
 import type { IndexState } from "../indexing/state.ts";
 import type { MonitorServices } from "../monitors/settings.ts";
@@ -28,6 +29,8 @@ export type AppEnv = {
     owner: Address;
     /** The monitors' store and settings (api/monitors): their route checks run before payment. */
     monitors: MonitorServices;
+    /** The free routes' per-client limit, one per app (api/http/rate-limit.ts). */
+    freeLimit: MiddlewareHandler;
     /** This request's id, answered as X-Request-Id (hono/request-id, in api/http/log.ts). */
     requestId: string;
   };

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { readEnv } from "../../config/env.ts";
 import { errorBody } from "../../shared/errors.ts";
 import { tokenBuckets } from "../../shared/token-buckets.ts";
+import type { AppEnv } from "./app-env.ts";
 
 /**
  * A per-client token bucket: `perMinute` requests a minute, refilled continuously, with a burst of
@@ -38,9 +39,12 @@ function clientOf(c: Context): string {
 }
 
 /**
- * The free routes' shared per-client limit (FREE_RATE_LIMIT_PER_MINUTE, default 120): stats, the
- * x402 config, health, the OpenAPI document and /docs. Read from the environment at first use.
+ * The free routes' per-client limit (FREE_RATE_LIMIT_PER_MINUTE, default 120), one per app
+ * (createApp), shared by its free routes: stats, the x402 config, health, the OpenAPI document and
+ * /docs. Read from the environment when the app is made.
  */
-let freeLimiter: ReturnType<typeof rateLimit> | undefined;
-export const freeRateLimit: MiddlewareHandler = (c, next) =>
-  (freeLimiter ??= rateLimit(readEnv().FREE_RATE_LIMIT_PER_MINUTE, Date.now, "requests to free routes"))(c, next);
+export const freeRateLimiter = (perMinute = readEnv().FREE_RATE_LIMIT_PER_MINUTE): MiddlewareHandler =>
+  rateLimit(perMinute, Date.now, "requests to free routes");
+
+/** A free route's limit: its app's (route declarations are static data, the limiter is the app's). */
+export const freeRateLimit: MiddlewareHandler<AppEnv> = (c, next) => c.var.freeLimit(c, next);

@@ -1,6 +1,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../api/http/app-env.ts";
 import { handleError } from "../../api/http/errors.ts";
+import { freeRateLimiter } from "../../api/http/rate-limit.ts";
 import { validationHook } from "../../api/http/validation.ts";
 import type { PaymentCore } from "../../api/payments/core.ts";
 import { WalletAssessor } from "../../api/wallet/assess.ts";
@@ -16,11 +17,13 @@ export function paidApp(payments: PaymentCore, mountRoutes: (app: OpenAPIHono<Ap
     db: undefined as never,
     target: { schema: "unused", tracked: null, sanctions: null },
   });
+  const freeLimit = freeRateLimiter();
   app.use(async (c, next) => {
     c.set("payments", payments);
     c.set("assessor", assessor);
     // No index stands behind these apps: the readiness gate lets every call through.
     c.set("index", alwaysCurrent);
+    c.set("freeLimit", freeLimit);
     await next();
   });
   mountRoutes(app);
