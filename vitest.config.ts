@@ -40,13 +40,21 @@ const pgliteOnly = [
   // MCP and x402 discovery: each tool call goes through its HTTP route, whose ledger SQL
   // ledger-contract.test.ts holds on both databases and whose payments the Postgres files pay end to end.
   "test/db/mcp.test.ts",
+  // Passports end to end (issue, supersede, pay by credit, the page in a browser, revoke, tamper,
+  // reorg, expiry, the reconciler's revocation after a restart): what Postgres changes under them
+  // keeps its own Postgres files. The report rows equal the reporter's logs (reports.test.ts); a
+  // passport issued through one replica verifies through the other, its content in the store's
+  // table checked against its CID and refused once changed (replicas.test.ts, mainnet-rehearsal);
+  // the report route paid by the stock x402 client (x402.test.ts); the reconciler revokes a
+  // passport whose payment never settled (report-reference.test.ts).
+  "test/db/passports.test.ts",
 ];
 const postgresOnly = [
   // The indexer's authorization_state rows equal eth_getLogs. PGlite: local-verify.test.ts reads a used and a
   // cancelled authorization back from those rows on both databases.
   "test/db/authorization-events.test.ts",
   // The indexer's report rows equal the reporter's logs. PGlite: passports.test.ts verifies published,
-  // superseded, revoked and expired passports from those rows on both databases.
+  // superseded, revoked and expired passports from those rows (on PGlite only: see pgliteOnly).
   "test/db/reports.test.ts",
   // The payment path end to end against a real chain (relayer, receipts, RPC outages, a frozen chain,
   // the report's reference, sign-in). What the database adds to it is the ledger's SQL, which
@@ -87,9 +95,9 @@ const devnetSnapshots = "test/support/devnet-snapshots.ts";
  * `isolate: false` (every project): a file runs in a worker that ran others before it, so the
  * modules they share (the schema, Ponder's index and its GraphQL stack, viem, drizzle, the app) load
  * once per worker, not once per file (8 Postgres files: 54 CPU-s against 66; the unit project
- * alone: 94 and 103 CPU-s against 114, 2026-11-28). They leave nothing behind that another file reads: each
- * starts and stops its own devnet, indexer and database, puts back the environment variables it
- * sets, and gives an app its settings as createApp's dependencies rather than through module state.
+ * alone: 94 and 103 CPU-s against 114, 2026-11-28). They leave nothing behind that another file
+ * reads: each starts and stops its own devnet, indexer and database, puts back the environment
+ * variables it sets, and gives an app its settings as createApp's dependencies, not module state.
  */
 function databaseProject(database: "pglite" | "postgres", exclude: string[]) {
   return {
