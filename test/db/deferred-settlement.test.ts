@@ -7,7 +7,7 @@ import { celoChain } from "../../config/celo.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { crashIndexer, type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 const PRICE = 10_000n;
@@ -323,8 +323,7 @@ describe(`deferred settlement (${testDatabase})`, () => {
       const calls = [];
       for (const wallet of wallets().slice(0, 3)) calls.push(await paidScreen(payer, wallet));
       for (const { res } of calls) expect(res.status).toBe(200);
-      process.kill(-service.child.pid!, "SIGKILL");
-      await new Promise((r) => service.child.once("exit", r));
+      await crashIndexer(service, env.slot);
       await automine(true);
       await mine();
 

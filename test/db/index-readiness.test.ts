@@ -12,6 +12,7 @@ import { rpc } from "../../devnet/rpc.ts";
 import { chainTransfers } from "../support/chain-truth.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import {
+  crashIndexer,
   type DatabaseSlot,
   databaseSlot,
   type Indexer,
@@ -267,12 +268,7 @@ describe(`paid routes wait for a complete, current index (${testDatabase})`, () 
   });
 
   it("after a SIGKILL and a crash recovery, refuses until the index is whole again, then answers with the right dataAsOf", async () => {
-    process.kill(-indexer.child.pid!, "SIGKILL");
-    await new Promise((r) =>
-      indexer.child.exitCode !== null || indexer.child.signalCode !== null
-        ? r(undefined)
-        : indexer.child.once("exit", r),
-    );
+    await crashIndexer(indexer, slot);
     // Blocks made while it is down lie past what its RPC cache holds: its recovery has to fetch their
     // logs, which the proxy holds back until the refusals below have been seen, however fast the machine.
     for (let i = 0; i < 2; i++) await rpc(devnet.manifest.rpcUrl, "evm_mine");

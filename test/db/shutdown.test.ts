@@ -11,7 +11,7 @@ import { MULTICALL3 } from "../../config/celo.ts";
 import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
-import { type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
+import { crashIndexer, type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
 import { signAuthorization, specHeader, tokenBalance } from "../support/payments.ts";
 
 type Outcome = { status: number; body: string } | { error: string };
@@ -195,8 +195,9 @@ describe(`graceful shutdown under Ponder (${testDatabase})`, () => {
         });
         await waitFor("a delivery in flight", async () => (arrivals.length ? true : undefined), running, 60_000);
 
-        process.kill(-running.child.pid!, "SIGKILL");
-        await new Promise((r) => (running.child.exitCode !== null ? r(undefined) : running.child.once("exit", r)));
+        await crashIndexer(running, env.slot);
+        // The dead worker's lease (30 s) dated as passed, as waiting it out would leave it.
+        await store("update service.webhook_delivery set leased_until = now() where leased_until > now()");
         hold = false;
         restarted = await startIndexer({ DEVNET_MANIFEST: devnet.manifestPath, ...env.slot.env });
         await waitFor("the delivery again", async () => (arrivals.length >= 2 ? true : undefined), restarted, 120_000);

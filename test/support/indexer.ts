@@ -1,5 +1,6 @@
+import { once } from "node:events";
 import { inject } from "vitest";
-import { type DatabaseSlot, databaseSlot as freshSlot, POSTGRES_URL } from "../../harness/indexer.ts";
+import { type DatabaseSlot, databaseSlot as freshSlot, type Indexer, POSTGRES_URL } from "../../harness/indexer.ts";
 
 // The harness is shared with the benchmarks (bench/ does not import from test/): harness/indexer.ts.
 export * from "../../harness/indexer.ts";
@@ -20,4 +21,22 @@ export function databaseSlot(
     : [inject("pgliteEmpty"), inject("pgliteEmpty")];
   const postgres = migrated && (postgresUrl ?? POSTGRES_URL) === POSTGRES_URL ? inject("postgresTemplate") : undefined;
   return freshSlot(kind, postgresUrl, { pglite: index && store ? { index, store } : undefined, postgres });
+}
+
+/**
+ * An indexer killed as a crash kills it (SIGKILL to its process group), once it has exited. Its
+ * app's lock in the database (Ponder's `_ponder_meta` heartbeat, written every 10 s) is then dated
+ * as a crashed app's is once Ponder's 25 s heartbeat timeout has passed (Ponder 0.17.7,
+ * database/index.js: databaseHeartbeatTimeout, not configurable): the next start on the slot goes
+ * through the same crash recovery at once instead of waiting the timeout out, idle, holding one
+ * of the suite's workers.
+ */
+export async function crashIndexer(indexer: Indexer, slot: DatabaseSlot): Promise<void> {
+  const exited = () => indexer.child.exitCode !== null || indexer.child.signalCode !== null;
+  const exit = exited() ? undefined : once(indexer.child, "exit");
+  process.kill(-indexer.child.pid!, "SIGKILL");
+  await exit;
+  await slot.read((query) =>
+    query(`update _ponder_meta set value = jsonb_set(value, '{heartbeat_at}', '0') where key = 'app'`),
+  );
 }
