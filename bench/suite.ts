@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { machineMs, processTimes } from "./support/cpu.ts";
 import { log } from "./support/figures.ts";
 
@@ -49,8 +51,19 @@ function probe(): number {
   return (performance.now() - start) / 1000;
 }
 
+/** How busy the machine's cores were in each WINDOW_S of the run: where a CPU-bound run still idles. */
+const WINDOW_S = 30;
+const windows: { busy: number; all: number }[] = [];
+let lastMachine = machineMs();
 const seen = new Map<number, Seen>();
 const sample = (initial: boolean) => {
+  const now = machineMs();
+  if (!initial) {
+    const window = (windows[Math.floor((performance.now() - started) / 1000 / WINDOW_S)] ??= { busy: 0, all: 0 });
+    window.busy += now.busy - lastMachine.busy;
+    window.all += now.all - lastMachine.all;
+  }
+  lastMachine = now;
   for (const p of processTimes()) {
     if (p.pid === process.pid) continue; // this benchmark's own sampling
     const known = seen.get(p.pid);
@@ -71,15 +84,16 @@ const speed = probe();
 log(`one core: 1e9 additions in ${speed.toFixed(2)} s`);
 const args = process.argv.slice(2);
 log(`npm test ${args.join(" ")}`);
+const started = performance.now();
 sample(true);
 const machine0 = machineMs();
-const started = performance.now();
 const timer = setInterval(() => sample(false), SAMPLE_MS);
 // Beside vitest's own report, when each file was queued and finished (bench/support/timeline-reporter.ts).
 const reporters = ["--reporter=default", "--reporter=./bench/support/timeline-reporter.ts"];
+const timelineFile = join(mkdtempSync(join(tmpdir(), "suite-")), "timeline.json");
 const child = spawn("npm", ["test", "--", ...reporters, ...args], {
   stdio: "inherit",
-  env: { ...process.env, STATIC_CHECKS: process.env.STATIC_CHECKS ?? "off" },
+  env: { ...process.env, STATIC_CHECKS: process.env.STATIC_CHECKS ?? "off", SUITE_TIMELINE_FILE: timelineFile },
 });
 const code: number = await new Promise((resolve) => child.on("exit", (c) => resolve(c ?? 1)));
 clearInterval(timer);
@@ -112,6 +126,23 @@ for (const [kind, used] of [...kinds].sort((a, b) => sum(b[1]) - sum(a[1]))) {
     `    ${total.toFixed(0).padStart(6)} CPU-s ${share.padStart(4)}  ${String(used.length).padStart(5)} processes  ${each}  ${kind}`,
   );
 }
+const busyShare = (w: { busy: number; all: number } | undefined) => (w?.all ? w.busy / w.all : 1);
+console.log(
+  `  the cores busy in each ${WINDOW_S} s of the run: ${windows.map((w) => `${(100 * busyShare(w)).toFixed(0)}%`).join(" ")}`,
+);
+// The files running in each window whose cores were less than IDLE_BELOW busy: what they wait on is
+// what a reordering or a shorter wait would give the CPU-bound run back.
+const IDLE_BELOW = 0.85;
+const spans = existsSync(timelineFile)
+  ? (JSON.parse(readFileSync(timelineFile, "utf8")) as { file: string; queued: number; ended: number }[])
+  : [];
+rmSync(dirname(timelineFile), { recursive: true, force: true });
+windows.forEach((w, i) => {
+  if (busyShare(w) >= IDLE_BELOW) return;
+  const [from, to] = [i * WINDOW_S, (i + 1) * WINDOW_S];
+  const running = spans.filter((s) => s.queued < to && s.ended > from).map((s) => s.file);
+  console.log(`    ${from}-${to} s (${(100 * busyShare(w)).toFixed(0)}% busy): ${running.join(", ")}`);
+});
 process.exitCode = code;
 
 function sum(xs: number[]): number {

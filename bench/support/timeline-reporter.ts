@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { relative } from "node:path";
 import type { Reporter, TestModule, TestSpecification } from "vitest/node";
 
@@ -31,6 +32,8 @@ export default class TimelineReporter implements Reporter {
   onTestRunEnd(): void {
     const spans = [...this.spans.values()].filter((s): s is Required<Span> => s.ended !== undefined);
     if (!spans.length) return;
+    // bench/suite.ts reads them back to name the files running while the cores idled.
+    if (process.env.SUITE_TIMELINE_FILE) writeFileSync(process.env.SUITE_TIMELINE_FILE, JSON.stringify(spans));
     const end = Math.max(...spans.map((s) => s.ended));
     // Seconds during which fewer files than workers were running, from the first queueing to the last end.
     const edges = spans.flatMap((s) => [
