@@ -2,37 +2,37 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Seconds a file's tests take in a full run (2026-11-25, two cores, three files at a time; the slower
+ * Seconds a file's tests take in a full run (2026-11-28, two cores, three files at a time; the slower
  * database's), for files without a time in vitest's cache (a fresh checkout: CI after npm ci). Only the
  * order matters. Unlisted files count as DEFAULT_DB_SECONDS under test/db (an indexer each) and
  * DEFAULT_SECONDS elsewhere.
  */
 const RECORDED_SECONDS: Record<string, number> = {
-  "test/launcher.test.ts": 72,
-  "test/db/passports.test.ts": 71,
-  "test/db/index-readiness.test.ts": 68,
-  "test/db/shutdown.test.ts": 64,
-  "test/db/ledger-restart.test.ts": 62,
-  "test/db/screen.test.ts": 55,
-  "test/db/deferred-settlement.test.ts": 50,
-  "test/mainnet-rehearsal.test.ts": 48,
-  "test/db/replicas.test.ts": 48,
-  "test/db/restart.test.ts": 46,
-  "test/db/x402.test.ts": 42,
-  "test/db/screen-batch.test.ts": 40,
-  "test/db/data.test.ts": 38,
-  "test/db/statement.test.ts": 36,
-  "test/db/reorg.test.ts": 32,
-  "test/db/aggregates.test.ts": 32,
-  "test/db/tracked.test.ts": 29,
-  "test/db/mcp.test.ts": 29,
-  "test/db/requests.test.ts": 27,
-  "test/db/chat.test.ts": 27,
-  "test/startup.test.ts": 26,
-  "test/db/local-verify.test.ts": 22,
-  "test/db/chain-freeze.test.ts": 18,
-  "test/db/settlement-recovery.test.ts": 13,
-  "test/payments/model.test.ts": 12,
+  "test/launcher.test.ts": 74,
+  "test/db/passports.test.ts": 64,
+  "test/db/replicas.test.ts": 57,
+  "test/mainnet-rehearsal.test.ts": 39,
+  "test/db/index-readiness.test.ts": 36,
+  "test/db/screen.test.ts": 35,
+  "test/db/deferred-settlement.test.ts": 31,
+  "test/db/screen-batch.test.ts": 29,
+  "test/db/restart.test.ts": 27,
+  "test/db/ledger-restart.test.ts": 27,
+  "test/db/shutdown.test.ts": 26,
+  "test/db/data.test.ts": 22,
+  "test/startup.test.ts": 22,
+  "test/db/x402.test.ts": 21,
+  "test/db/statement.test.ts": 20,
+  "test/db/reorg.test.ts": 19,
+  "test/db/aggregates.test.ts": 18,
+  "test/db/chain-freeze.test.ts": 17,
+  "test/db/tracked.test.ts": 15,
+  "test/db/mcp.test.ts": 14,
+  "test/db/chat.test.ts": 14,
+  "test/db/requests.test.ts": 13,
+  "test/payments/credit.test.ts": 10,
+  "test/db/service-store.test.ts": 10,
+  "test/db/local-verify.test.ts": 9,
 };
 const DEFAULT_DB_SECONDS = 10;
 const DEFAULT_SECONDS = 5;
