@@ -107,10 +107,10 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
 fi
 [ "$run_checks" = on ] || exec vitest run "$@"
 
-# The checks beside the tests: on two cores the suite is CPU-bound, and the checks (about 15 CPU-s,
-# tsc most of it) fill what the tests leave idle instead of delaying them by their whole time
-# (2026-11-28: 14.5 s one after another before the tests). Their output is shown only for one that
-# fails, at once; the tests are not stopped (their indexers and devnets are stopped by the tests).
+# The checks beside the tests: on two cores their 15-20 CPU-s (tsc most of it) share the cores with
+# the CPU-bound tests instead of holding the run up for their 14.5 s one after another (2026-11-28).
+# Their output is shown only for one that fails, at once; the tests are not stopped (their indexers
+# and devnets are stopped by the tests).
 checks_log=$(mktemp)
 (
   failed=0

@@ -1,20 +1,25 @@
 import { writeFileSync } from "node:fs";
 import { relative } from "node:path";
-import type { Reporter, TestModule, TestSpecification } from "vitest/node";
+import type { Reporter, TestModule, TestSpecification, Vitest } from "vitest/node";
 
 // A vitest reporter for npm run bench:suite: when each test file was queued and finished, and how
 // many ran at once. vitest's own report times a file from its first test, not from its queueing,
 // imports and beforeAll, so it cannot show where the workers sat idle (the run's tail).
 
-/** Files whose end leaves fewer than this many running count as the tail. */
-const WORKERS = 3;
+/** How many of the last files to finish are listed. */
 const TAIL_FILES = 8;
 
 type Span = { file: string; queued: number; ended?: number };
 
 export default class TimelineReporter implements Reporter {
+  /** vitest.config.ts's maxWorkers: how many files can run at once. */
+  private workers = 1;
   private started = 0;
   private readonly spans = new Map<string, Span>();
+
+  onInit(vitest: Vitest): void {
+    this.workers = vitest.config.maxWorkers;
+  }
 
   onTestRunStart(_specifications: ReadonlyArray<TestSpecification>): void {
     this.started = performance.now();
@@ -45,7 +50,7 @@ export default class TimelineReporter implements Reporter {
     let running = 0;
     let last = 0;
     for (const [t, change] of edges as [number, number][]) {
-      if (running < WORKERS) below.set(running, (below.get(running) ?? 0) + (t - last));
+      if (running < this.workers) below.set(running, (below.get(running) ?? 0) + (t - last));
       running += change;
       last = t;
     }
@@ -53,7 +58,7 @@ export default class TimelineReporter implements Reporter {
       .sort((a, b) => a[0] - b[0])
       .map(([n, seconds]) => `${seconds.toFixed(0)} s with ${n} running`);
     console.log(
-      `\nTimeline (timeline-reporter): ${spans.length} files from queued to finished, last at ${end.toFixed(0)} s; fewer than ${WORKERS} at once: ${lines.join(", ") || "never"}`,
+      `\nTimeline (timeline-reporter): ${spans.length} files from queued to finished, last at ${end.toFixed(0)} s; fewer than ${this.workers} at once: ${lines.join(", ") || "never"}`,
     );
     console.log(`  the last ${TAIL_FILES} to finish (queued at -> finished at, seconds from the run's start):`);
     for (const s of [...spans].sort((a, b) => b.ended - a.ended).slice(0, TAIL_FILES))
