@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { machineMs, processTimes } from "./support/cpu.ts";
 import { log } from "./support/figures.ts";
+import type { Span } from "./support/timeline-reporter.ts";
 
 // npm run bench:suite [-- <npm test arguments>]: runs the suite (npm test, its static checks off
 // unless STATIC_CHECKS says otherwise) and says where its CPU went, by kind of process: the
@@ -85,10 +86,12 @@ log(`one core: 1e9 additions in ${speed.toFixed(2)} s`);
 const args = process.argv.slice(2);
 log(`npm test ${args.join(" ")}`);
 const started = performance.now();
+const startedAt = Date.now();
 sample(true);
 const machine0 = machineMs();
 const timer = setInterval(() => sample(false), SAMPLE_MS);
-// Beside vitest's own report, when each file was queued and finished (bench/support/timeline-reporter.ts).
+// Beside vitest's own report, when each file was queued and finished (bench/support/timeline-reporter.ts,
+// read back below).
 const reporters = ["--reporter=default", "--reporter=./bench/support/timeline-reporter.ts"];
 const timelineFile = join(mkdtempSync(join(tmpdir(), "suite-")), "timeline.json");
 const child = spawn("npm", ["test", "--", ...reporters, ...args], {
@@ -130,19 +133,26 @@ const busyShare = (w: { busy: number; all: number } | undefined) => (w?.all ? w.
 console.log(
   `  the cores busy in each ${WINDOW_S} s of the run: ${windows.map((w) => `${(100 * busyShare(w)).toFixed(0)}%`).join(" ")}`,
 );
+// Each test file from queued to finished, in seconds from the start of this run (as the windows).
+const spans = (existsSync(timelineFile) ? (JSON.parse(readFileSync(timelineFile, "utf8")) as Span[]) : []).map((s) => ({
+  file: s.file,
+  queued: (s.queued - startedAt) / 1000,
+  ended: (s.ended - startedAt) / 1000,
+}));
+rmSync(dirname(timelineFile), { recursive: true, force: true });
 // The files running in each window whose cores were less than IDLE_BELOW busy: what they wait on is
 // what a reordering or a shorter wait would give the CPU-bound run back.
 const IDLE_BELOW = 0.85;
-const spans = existsSync(timelineFile)
-  ? (JSON.parse(readFileSync(timelineFile, "utf8")) as { file: string; queued: number; ended: number }[])
-  : [];
-rmSync(dirname(timelineFile), { recursive: true, force: true });
 windows.forEach((w, i) => {
   if (busyShare(w) >= IDLE_BELOW) return;
   const [from, to] = [i * WINDOW_S, (i + 1) * WINDOW_S];
   const running = spans.filter((s) => s.queued < to && s.ended > from).map((s) => s.file);
   console.log(`    ${from}-${to} s (${(100 * busyShare(w)).toFixed(0)}% busy): ${running.join(", ")}`);
 });
+const TAIL_FILES = 8;
+console.log(`  the last ${TAIL_FILES} files to finish (queued at -> finished at, seconds from the start):`);
+for (const s of spans.sort((a, b) => b.ended - a.ended).slice(0, TAIL_FILES))
+  console.log(`    ${s.queued.toFixed(0).padStart(5)} -> ${s.ended.toFixed(0).padStart(5)}  ${s.file}`);
 process.exitCode = code;
 
 function sum(xs: number[]): number {

@@ -32,9 +32,9 @@ export function databaseSlot(
  * of the suite's workers.
  */
 export async function crashIndexer(indexer: Indexer, slot: DatabaseSlot): Promise<void> {
-  const exited = () => indexer.child.exitCode !== null || indexer.child.signalCode !== null;
-  const exit = exited() ? undefined : once(indexer.child, "exit");
-  process.kill(-indexer.child.pid!, "SIGKILL");
+  const { child } = indexer;
+  const exit = child.exitCode === null && child.signalCode === null ? once(child, "exit") : undefined;
+  process.kill(-child.pid!, "SIGKILL");
   await exit;
   await slot.read((query) =>
     query(`update _ponder_meta set value = jsonb_set(value, '{heartbeat_at}', '0') where key = 'app'`),
