@@ -165,4 +165,46 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     expect(await ledger.credit.recent(owner, 10)).toEqual([]);
     expect(await ledger.credit.balance(owner)).toBe(50_000n);
   });
+
+  it("closes a lease behind a recording that holds it: the close waits, then gives back only what the recorded calls left", async () => {
+    const { db } = await opened();
+    await db.delete(creditSpend);
+    await db.delete(creditLease);
+    await db.delete(creditLot);
+    await db.delete(payment);
+    const ledger = createSqlLedger(db);
+    const owner = "0x00000000000000000000000000000000000000ee" as Address;
+    const key = { token: USDT, payer: owner, nonce: "0x02" };
+    const row = { ...key, amount: 50_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
+    await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n });
+    await ledger.settling(key, { status: 200, type: "application/json", body: "{}" });
+    await ledger.settled(key, "0xt");
+    await ledger.credit.addLot(key, 50_000n, new Date(Date.now() + 86_400_000));
+    await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+
+    // A recording of a call under way on another connection: the lease locked, the spend written, not committed.
+    const recording = new pg.Client({
+      connectionString: (slot.store as { connectionString: string }).connectionString,
+    });
+    await recording.connect();
+    try {
+      await recording.query("begin");
+      await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
+      await recording.query(
+        `insert into ${SERVICE_SCHEMA}.credit_spend (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
+         values ('answered', $1, 'POST /api/lender/screen', null, 'f', 10000, 'L', 'spent', 200, 'application/json')`,
+        [owner],
+      );
+      await recording.query(`update ${SERVICE_SCHEMA}.credit_lease set spent = spent + 10000 where id = 'L'`);
+      const close = ledger.credit.closeLease("L");
+      await sleep(300);
+      await recording.query("commit");
+      expect(await close, "what the lease did not spend, the recorded call counted").toBe(20_000n);
+    } finally {
+      await recording.end();
+    }
+    expect(await ledger.credit.balance(owner)).toBe(40_000n);
+    expect(await ledger.credit.closeLease("L"), "closed once").toBe(0n);
+    expect(await ledger.credit.balance(owner)).toBe(40_000n);
+  });
 });

@@ -1,7 +1,6 @@
 import { and, desc, eq, getTableName, gt, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
 import type { Address } from "../../../../config/addresses.ts";
 import { queryPrepared } from "../../../db.ts";
-import { minUnits } from "../../../money.ts";
 import { coalesced } from "../../../store/coalesce.ts";
 import { creditLease, creditLot, creditSpend, creditToken, payment } from "../../../store/schema.ts";
 import { type SpendEvent, spendAge, spendFrom, spendTarget } from "../../credit-lifecycle.ts";
@@ -273,43 +272,37 @@ export function sqlCredit(store: Store): CreditLedger {
   );
 
   /**
-   * Closes one open lease (`guard` holding) in one transaction: the owner's lots are locked first,
-   * in the order holds and openings take them (no deadlock), then the lease (after any recording
-   * holding it), and what it did not spend goes back to its lots, latest to expire first.
+   * Closes one open lease (`guard` holding) in one statement: the owner's lots are locked first, in
+   * the order holds and openings take them (no deadlock: the lease's update reads `locked`, so it
+   * waits for them), then the lease (after any recording holding it, whose calls it then counts),
+   * and what it did not spend goes back to the lots it drew from, latest to expire first.
    */
-  const close = async (id: string, guard: SQL): Promise<bigint | null> =>
-    (await store).transaction(async (tx) => {
-      const [lease] = rowsOf<{ owner: string }>(
-        await tx.execute(
-          sql`select ${creditLease.owner} from ${creditLease} where ${creditLease.id} = ${id} and ${creditLease.closedAt} is null`,
-        ),
-      );
-      if (!lease) return null;
-      const lots = rowsOf<{ token: string; payer: string; nonce: string }>(
-        await tx.execute(sql`
-          select ${creditLot.token}, ${creditLot.payer}, ${creditLot.nonce} from ${creditLot}
-          where ${creditLot.payer} = ${lease.owner} order by ${creditLot.expiresAt}, ${creditLot.nonce} for update`),
-      );
-      const [closed] = rowsOf<{ back: string; draws: Record<string, string> }>(
-        await tx.execute(sql`
+  const close = async (id: string, guard: SQL): Promise<bigint | null> => {
+    const [closed] = rowsOf<{ back: string | null }>(
+      await (await store).execute(sql`
+        with locked as materialized (
+          select l.token, l.payer, l.nonce, l.expires_at from ${creditLot} l
+          where l.payer = (select owner from ${creditLease} where id = ${id} and closed_at is null)
+          order by l.expires_at, l.nonce for update of l),
+        closed as (
           update ${creditLease} set closed_at = now()
           where ${creditLease.id} = ${id} and ${creditLease.closedAt} is null and ${guard}
-          returning (amount - spent)::text as back, draws`),
-      );
-      if (!closed) return null;
-      const back = BigInt(closed.back);
-      let left = back;
-      for (const lot of lots.reverse()) {
-        const drawn = BigInt(closed.draws[`${lot.token}:${lot.payer}:${lot.nonce}`] ?? 0);
-        const give = minUnits(drawn, left);
-        if (give === 0n) continue;
-        await tx.execute(sql`
-          update ${creditLot} set remaining = remaining + ${give.toString()}::numeric
-          where ${creditLot.token} = ${lot.token} and ${creditLot.payer} = ${lot.payer} and ${creditLot.nonce} = ${lot.nonce}`);
-        left -= give;
-      }
-      return back;
-    });
+            and (select count(*) from locked) >= 0
+          returning (amount - spent) as back, draws),
+        drawn as (
+          select locked.token, locked.payer, locked.nonce, d.value::numeric as amount,
+            sum(d.value::numeric) over (order by locked.expires_at desc, locked.nonce desc) as upto
+          from closed cross join lateral jsonb_each_text(closed.draws) as d
+          join locked on d.key = locked.token || ':' || locked.payer || ':' || locked.nonce),
+        restored as (
+          update ${creditLot} l set remaining = l.remaining + least(drawn.amount, closed.back - (drawn.upto - drawn.amount))
+          from drawn, closed
+          where l.token = drawn.token and l.payer = drawn.payer and l.nonce = drawn.nonce
+            and drawn.upto - drawn.amount < closed.back)
+        select (select back from closed)::text as back`),
+    );
+    return closed?.back == null ? null : BigInt(closed.back);
+  };
 
   return {
     async addLot(purchase, amount, expiresAt) {
