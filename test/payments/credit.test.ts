@@ -552,6 +552,38 @@ describe("prepaid credit", () => {
     expect((await world.ledger.credit.recent(owner, 10)).length).toBe(4);
   });
 
+  it("sizes leases for an owner calling in a loop: each used up is followed by one twice as large (to 512 calls), one gone back idle by one of 16", async () => {
+    const world = new World("before-remote");
+    const core = world.core();
+    const { token } = await buyCredit(world, core, 1_000_000n);
+    // A call of 0.0005: a thousand calls' leases fit in the payer's dollar.
+    const route = { ...SCREEN, microUsd: 500n };
+    const call = async () => {
+      const claim = claimOf(await core.admitCredit(route, screenWith({}), { token }));
+      await core.conclude(route, screenWith({}), claim, { answer: ANSWER });
+    };
+    const leases = () =>
+      world.ledger.credit.snapshot().leases.map((l) => [Number(l.amount) / 500, Number(l.spent) / 500]);
+    for (let i = 0; i < 16 + 32 + 64 + 128 + 256 + 512 + 1; i++) await call();
+    expect(leases(), "calls each lease was sized for, and paid").toEqual([
+      [16, 16],
+      [32, 32],
+      [64, 64],
+      [128, 128],
+      [256, 256],
+      [512, 512],
+      [512, 1],
+    ]);
+    // Idle for LEASE_IDLE_MS: the lease goes back, and the next call opens one of 16.
+    await sleep(1_100);
+    await call();
+    expect(leases().slice(-2)).toEqual([
+      [512, 1],
+      [16, 1],
+    ]);
+    expect(await world.ledger.credit.balance(owner)).toBe(1_000_000n - 1_010n * 500n);
+  });
+
   it("makes a free read free to the credit payer who screened that wallet, by token or signed in; charged otherwise", async () => {
     const world = new World("deferred");
     const core = world.core();

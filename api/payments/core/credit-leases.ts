@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Address } from "../../../config/addresses.ts";
 import { askUntilAnswered, firstLine, sleep } from "../../../shared/async.ts";
 import { log } from "../../../shared/log.ts";
+import { minUnits } from "../../money.ts";
 import type { CreditLedger, CreditShort } from "../ledger/ledger.ts";
 
 // Calls paid from credit without a Payment-Identifier take their price from a lease: a slice of
@@ -11,8 +12,14 @@ import type { CreditLedger, CreditShort } from "../ledger/ledger.ts";
 // lots (what it did not spend) when it has been idle LEASE_IDLE_MS, when another replica finds
 // the lots short, or at shutdown; if its replica dies, the sweep closes it after ABANDONED_AFTER_MS.
 
-/** A lease is sized for this many calls at the price of the call that opens it. */
+/** A lease is sized for this many calls at the price of the call that opens it, at first. */
 const LEASE_CALLS = 16n;
+/**
+ * The lease that follows one its owner's calls used up is sized for twice as many calls, up to
+ * this many: an agent in a loop opens one every few hundred calls, not every 16. A lease that went
+ * back idle, asked back or short is followed by one of LEASE_CALLS.
+ */
+const MAX_LEASE_CALLS = 512n;
 /** An idle lease goes back after this long: credit is not held away from other replicas for longer. */
 const LEASE_IDLE_MS = 1_000;
 /** A call that finds the lots short waits this long for leases held elsewhere to come back before it is refused. */
@@ -32,6 +39,8 @@ export type Lease = {
   owner: Address;
   token: Address;
   left: bigint;
+  /** How many calls it was sized for. */
+  calls: bigint;
   /** The owner's balance outside this lease when it was opened: its balance now, as this replica knows it, is this plus `left`. */
   beyond: bigint;
   inflight: number;
@@ -75,8 +84,10 @@ export class CreditLeases {
         clearTimeout(lease.idle);
         return { lease, balance: lease.beyond + lease.left };
       }
+      // Used up while its owner's calls keep coming: the next lease is larger.
       if (lease) this.retire(lease);
-      const opened = await (this.opening.get(owner) ?? this.openFor(owner, price));
+      const calls = lease ? minUnits(lease.calls * 2n, MAX_LEASE_CALLS) : LEASE_CALLS;
+      const opened = await (this.opening.get(owner) ?? this.openFor(owner, price, calls));
       if (opened === undefined || (await this.waitForLeases(opened, price, deadline))) continue;
       return { short: opened.balance + opened.leased };
     }
@@ -151,12 +162,21 @@ export class CreditLeases {
   }
 
   /** Opens a lease for `owner` (shared by its calls meanwhile): undefined when it did, else the lots' balance and what other leases hold. */
-  private openFor(owner: Address, price: bigint): Promise<CreditShort | undefined> {
+  private openFor(owner: Address, price: bigint, calls: bigint): Promise<CreditShort | undefined> {
     const opening = (async () => {
-      const opened = await this.ledger.openLease({ id: randomUUID(), owner, want: price * LEASE_CALLS, least: price });
+      const opened = await this.ledger.openLease({ id: randomUUID(), owner, want: price * calls, least: price });
       if ("short" in opened) return opened.short;
       const { id, amount, balance, token } = opened.leased;
-      const lease: Lease = { id, owner, token, left: amount, beyond: balance - amount, inflight: 0, retiring: false };
+      const lease: Lease = {
+        id,
+        owner,
+        token,
+        left: amount,
+        calls,
+        beyond: balance - amount,
+        inflight: 0,
+        retiring: false,
+      };
       this.open.add(lease);
       this.current.set(owner, lease);
       return undefined;
