@@ -8,6 +8,7 @@ import { creditLease } from "../api/store/schema.ts";
 import { openServiceStore } from "../api/store/store.ts";
 import type { Address } from "../config/addresses.ts";
 import { databaseSlot } from "../harness/indexer.ts";
+import { settledCredit } from "../harness/payments.ts";
 import { sleep } from "../shared/async.ts";
 import { log, ms, pct } from "./support/figures.ts";
 
@@ -37,19 +38,7 @@ try {
   // The owner's credit: one purchase, settled, enough for every round.
   const purchase = { token: TOKEN, payer: owner, nonce: "0x01" };
   const bought = PRICE * BigInt(calls * (rounds + 1) + 1024);
-  await ledger.claim({
-    ...purchase,
-    amount: bought,
-    route: "POST /api/credit",
-    subject: null,
-    fingerprint: "f",
-    signatureHash: "s",
-    encoding: "spec",
-    validBefore: 2n ** 40n,
-  });
-  await ledger.settling(purchase, { status: 200, type: "application/json", body: "{}" });
-  await ledger.settled(purchase, "0x01");
-  await ledger.credit.addLot(purchase, bought, new Date(Date.now() + 86_400_000));
+  await settledCredit(ledger, purchase, bought);
   const leases = new CreditLeases(ledger.credit);
   const answer = { status: 200, type: "application/json", body: "{}" };
   const opened = async () =>
@@ -95,6 +84,7 @@ try {
     `    a call's price: ${ms(median((x) => x.ms))} (rounds: ${results.map((x) => x.ms.toFixed(3)).join(", ")}), this process's CPU ${ms(median((x) => x.cpu))}`,
   );
   console.log(`    leases opened per round: ${results.map((x) => x.leases).join(", ")}`);
+  await leases.closeAll(Date.now() + 5_000); // the last lease back before the store closes
   console.log(`    the owner's balance left: ${await ledger.credit.balance(owner)} of ${bought} units`);
 } finally {
   await store.close();

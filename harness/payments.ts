@@ -4,6 +4,7 @@ import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import { createPublicClient, type Hex, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
+import type { Ledger, PaymentKey } from "../api/payments/ledger/ledger.ts";
 import { wireAuthorization as wire } from "../api/payments/verify.ts";
 import { readEnv } from "../config/env.ts";
 import type { Manifest } from "../config/manifest.ts";
@@ -131,4 +132,30 @@ export function devnetPaymentSettings(manifestPath: string, rpcUrl?: string): Pa
   const env = readEnv({ DEVNET_MANIFEST: manifestPath });
   const settings = resolvePaymentSettings(resolveIndexTarget(env), env);
   return rpcUrl ? { ...settings, rpcUrl } : settings;
+}
+
+/**
+ * Credit bought and settled, as `POST /api/credit` leaves it in a ledger: the purchase's payment
+ * claimed and settled, and its lot added (spendable until `expiresAt`, a day by default).
+ */
+export async function settledCredit(
+  ledger: Ledger,
+  purchase: PaymentKey,
+  amount: bigint,
+  expiresAt = new Date(Date.now() + 86_400_000),
+): Promise<void> {
+  const claimed = await ledger.claim({
+    ...purchase,
+    amount,
+    route: "POST /api/credit",
+    subject: null,
+    fingerprint: "f",
+    signatureHash: "s",
+    encoding: "spec",
+    validBefore: 2n ** 40n,
+  });
+  if (!claimed || !(await ledger.settling(purchase, { status: 200, type: "application/json", body: "{}" })))
+    throw new Error(`the purchase ${purchase.nonce} was claimed already`);
+  await ledger.settled(purchase, "0x01");
+  await ledger.credit.addLot(purchase, amount, expiresAt);
 }

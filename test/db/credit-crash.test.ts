@@ -8,6 +8,7 @@ import type { Address } from "../../config/addresses.ts";
 import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
 import { sleep } from "../../shared/async.ts";
 import { testDatabase } from "../support/indexer.ts";
+import { settledCredit } from "../support/payments.ts";
 
 // A credit hold commits without waiting for the disk (api/payments/ledger/sql/credit.ts); the spent
 // write before its answer leaves waits. A lease's calls are recorded by durable writes before their
@@ -40,21 +41,7 @@ describe.runIf(testDatabase === "postgres")("prepaid credit through a database c
     };
     const { ledger } = await open();
     const purchase: PaymentKey = { token: TOKEN, payer: OWNER, nonce: "0xc1" };
-    expect(
-      await ledger.claim({
-        ...purchase,
-        amount: BOUGHT,
-        route: "POST /api/credit",
-        subject: null,
-        fingerprint: "f",
-        signatureHash: "s",
-        encoding: "spec",
-        validBefore: 2n ** 40n,
-      }),
-    ).toBe(true);
-    expect(await ledger.settling(purchase, ANSWER)).toBe(true);
-    await ledger.settled(purchase, "0xt1");
-    await ledger.credit.addLot(purchase, BOUGHT, new Date(Date.now() + 86_400_000));
+    await settledCredit(ledger, purchase, BOUGHT);
     return { ledger, open };
   };
 

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import type { Ledger } from "../../api/payments/ledger/ledger.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
 import {
   creditLease,
@@ -16,6 +17,7 @@ import type { Address } from "../../config/addresses.ts";
 import { sleep } from "../../shared/async.ts";
 import { ledgerContract } from "../ledger/contract.ts";
 import { databaseSlot, testDatabase } from "../support/indexer.ts";
+import { settledCredit } from "../support/payments.ts";
 
 // One store for the suite, emptied before each test: the contract's tests need no history.
 const slot = databaseSlot();
@@ -72,23 +74,64 @@ const USDT = "0x00000000000000000000000000000000000000a1" as Address;
 
 // Row locks between connections: Postgres only (PGlite is one connection).
 describe.runIf(testDatabase === "postgres")("credit: row locks between connections (Postgres)", () => {
-  it("a release waits behind a hold that locked the owner's soonest lot, and neither deadlocks: both go through", async () => {
+  /** A ledger on the suite's store, its credit emptied. */
+  const emptyCredit = async () => {
     const { db } = await opened();
     await db.delete(creditSpend);
+    await db.delete(creditLease);
     await db.delete(creditLot);
     await db.delete(payment);
-    const ledger = createSqlLedger(db);
+    return { db, ledger: createSqlLedger(db) };
+  };
+  /** Another connection to the store, ended after `fn`. */
+  const onAnotherConnection = async (fn: (client: pg.Client) => Promise<void>) => {
+    const client = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
+    await client.connect();
+    try {
+      await fn(client);
+    } finally {
+      await client.end();
+    }
+  };
+  /**
+   * `write` while a recording of a 10,000 call of `owner` paid from lease L (30,000 of its 50,000)
+   * is under way on another connection: the lease locked, the spend written, committed 300 ms after
+   * `write` began. The ledger, and what `write` returned.
+   */
+  const whileRecording = async <T>(owner: Address, id: string, write: (ledger: Ledger) => Promise<T>) => {
+    const { ledger } = await emptyCredit();
+    await settledCredit(ledger, { token: USDT, payer: owner, nonce: "0x01" }, 50_000n);
+    await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
+    let written: T | undefined;
+    await onAnotherConnection(async (recording) => {
+      await recording.query("begin");
+      await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
+      await recording.query(
+        `insert into ${SERVICE_SCHEMA}.credit_spend (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
+         values ($2, $1, 'POST /api/lender/screen', null, 'f', 10000, 'L', 'spent', 200, 'application/json')`,
+        [owner, id],
+      );
+      await recording.query(`update ${SERVICE_SCHEMA}.credit_lease set spent = spent + 10000 where id = 'L'`);
+      const writing = write(ledger);
+      await sleep(300);
+      await recording.query("commit");
+      written = await writing;
+    });
+    return { ledger, written: written as T };
+  };
+
+  it("a release waits behind a hold that locked the owner's soonest lot, and neither deadlocks: both go through", async () => {
+    const { db, ledger } = await emptyCredit();
     const owner = "0x00000000000000000000000000000000000000cc" as Address;
     // Six lots of 10,000, the first to expire first; a spend that draws from every one of them.
     const nonces = Array.from({ length: 6 }, (_, i) => `0x${(0xf0 - i * 7).toString(16)}`);
-    for (const [i, nonce] of nonces.entries()) {
-      const key = { token: USDT, payer: owner, nonce };
-      const row = { ...key, amount: 10_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
-      expect(await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n })).toBe(true);
-      expect(await ledger.settling(key, { status: 200, type: "application/json", body: "{}" })).toBe(true);
-      await ledger.settled(key, "0xt");
-      await ledger.credit.addLot(key, 10_000n, new Date(Date.now() + (i + 1) * 86_400_000));
-    }
+    for (const [i, nonce] of nonces.entries())
+      await settledCredit(
+        ledger,
+        { token: USDT, payer: owner, nonce },
+        10_000n,
+        new Date(Date.now() + (i + 1) * 86_400_000),
+      );
     const spend = {
       payer: { owner },
       route: "POST /api/lender/screen",
@@ -104,9 +147,7 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
 
     // Another connection takes the lots as a hold does, soonest to expire first: the first, then the
     // release starts, then the others.
-    const hold = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
-    await hold.connect();
-    try {
+    await onAnotherConnection(async (hold) => {
       const lock = (nonce: string) =>
         hold.query(`select remaining from ${SERVICE_SCHEMA}.credit_lot where payer = $1 and nonce = $2 for update`, [
           owner,
@@ -119,90 +160,23 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
       for (const nonce of nonces.slice(1)) await lock(nonce);
       await hold.query("commit");
       await release;
-    } finally {
-      await hold.end();
-    }
+    });
     expect(await ledger.credit.balance(owner)).toBe(60_000n);
   });
 
   it("undoes a refused call's recording that commits while the undo runs: the undo waits for the lease, then finds it", async () => {
-    const { db } = await opened();
-    await db.delete(creditSpend);
-    await db.delete(creditLease);
-    await db.delete(creditLot);
-    await db.delete(payment);
-    const ledger = createSqlLedger(db);
     const owner = "0x00000000000000000000000000000000000000dd" as Address;
-    const key = { token: USDT, payer: owner, nonce: "0x01" };
-    const row = { ...key, amount: 50_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
-    await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n });
-    await ledger.settling(key, { status: 200, type: "application/json", body: "{}" });
-    await ledger.settled(key, "0xt");
-    await ledger.credit.addLot(key, 50_000n, new Date(Date.now() + 86_400_000));
-    await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
-
-    // A recording of the call under way on a connection the service lost: the lease locked, the spend written, not committed.
-    const recording = new pg.Client({
-      connectionString: (slot.store as { connectionString: string }).connectionString,
-    });
-    await recording.connect();
-    try {
-      await recording.query("begin");
-      await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
-      await recording.query(
-        `insert into ${SERVICE_SCHEMA}.credit_spend (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
-         values ('refused', $1, 'POST /api/lender/screen', null, 'f', 10000, 'L', 'spent', 200, 'application/json')`,
-        [owner],
-      );
-      await recording.query(`update ${SERVICE_SCHEMA}.credit_lease set spent = spent + 10000 where id = 'L'`);
-      const undo = ledger.credit.voidSpend("refused", "L");
-      await sleep(300);
-      await recording.query("commit");
-      expect(await undo).toBe(true);
-    } finally {
-      await recording.end();
-    }
+    // The recording is under way on a connection the service lost.
+    const { ledger, written } = await whileRecording(owner, "refused", (l) => l.credit.voidSpend("refused", "L"));
+    expect(written, "undone").toBe(true);
     expect(await ledger.credit.recent(owner, 10)).toEqual([]);
     expect(await ledger.credit.balance(owner)).toBe(50_000n);
   });
 
   it("closes a lease behind a recording that holds it: the close waits, then gives back only what the recorded calls left", async () => {
-    const { db } = await opened();
-    await db.delete(creditSpend);
-    await db.delete(creditLease);
-    await db.delete(creditLot);
-    await db.delete(payment);
-    const ledger = createSqlLedger(db);
     const owner = "0x00000000000000000000000000000000000000ee" as Address;
-    const key = { token: USDT, payer: owner, nonce: "0x02" };
-    const row = { ...key, amount: 50_000n, route: "POST /api/credit", subject: null, fingerprint: "f" };
-    await ledger.claim({ ...row, signatureHash: "s", encoding: "spec", validBefore: 2n ** 40n });
-    await ledger.settling(key, { status: 200, type: "application/json", body: "{}" });
-    await ledger.settled(key, "0xt");
-    await ledger.credit.addLot(key, 50_000n, new Date(Date.now() + 86_400_000));
-    await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
-
-    // A recording of a call under way on another connection: the lease locked, the spend written, not committed.
-    const recording = new pg.Client({
-      connectionString: (slot.store as { connectionString: string }).connectionString,
-    });
-    await recording.connect();
-    try {
-      await recording.query("begin");
-      await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
-      await recording.query(
-        `insert into ${SERVICE_SCHEMA}.credit_spend (id, owner, route, subject, fingerprint, amount, lease, status, response_status, response_type)
-         values ('answered', $1, 'POST /api/lender/screen', null, 'f', 10000, 'L', 'spent', 200, 'application/json')`,
-        [owner],
-      );
-      await recording.query(`update ${SERVICE_SCHEMA}.credit_lease set spent = spent + 10000 where id = 'L'`);
-      const close = ledger.credit.closeLease("L");
-      await sleep(300);
-      await recording.query("commit");
-      expect(await close, "what the lease did not spend, the recorded call counted").toBe(20_000n);
-    } finally {
-      await recording.end();
-    }
+    const { ledger, written } = await whileRecording(owner, "answered", (l) => l.credit.closeLease("L"));
+    expect(written, "what the lease did not spend, the recorded call counted").toBe(20_000n);
     expect(await ledger.credit.balance(owner)).toBe(40_000n);
     expect(await ledger.credit.closeLease("L"), "closed once").toBe(0n);
     expect(await ledger.credit.balance(owner)).toBe(40_000n);
