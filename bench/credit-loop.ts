@@ -63,8 +63,7 @@ try {
         amount: PRICE,
         answer,
       });
-      leases.finish(taken.lease, PRICE, recorded.outcome === "recorded");
-      if (recorded.wanted || recorded.outcome === "closed") leases.retire(taken.lease);
+      leases.recorded(taken.lease, PRICE, recorded);
     }
     const used = process.cpuUsage(cpu);
     const wall = performance.now() - started;

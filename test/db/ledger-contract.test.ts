@@ -84,11 +84,11 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     return { db, ledger: createSqlLedger(db) };
   };
   /** Another connection to the store, ended after `fn`. */
-  const onAnotherConnection = async (fn: (client: pg.Client) => Promise<void>) => {
+  const onAnotherConnection = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
     const client = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
     await client.connect();
     try {
-      await fn(client);
+      return await fn(client);
     } finally {
       await client.end();
     }
@@ -102,8 +102,7 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     const { ledger } = await emptyCredit();
     await settledCredit(ledger, { token: USDT, payer: owner, nonce: "0x01" }, 50_000n);
     await ledger.credit.openLease({ id: "L", owner, want: 30_000n, least: 10_000n });
-    let written: T | undefined;
-    await onAnotherConnection(async (recording) => {
+    const written = await onAnotherConnection(async (recording) => {
       await recording.query("begin");
       await recording.query(`select 1 from ${SERVICE_SCHEMA}.credit_lease where id = 'L' for update`);
       await recording.query(
@@ -115,9 +114,9 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
       const writing = write(ledger);
       await sleep(300);
       await recording.query("commit");
-      written = await writing;
+      return writing;
     });
-    return { ledger, written: written as T };
+    return { ledger, written };
   };
 
   it("a release waits behind a hold that locked the owner's soonest lot, and neither deadlocks: both go through", async () => {

@@ -3,7 +3,7 @@ import type { Address } from "../../../config/addresses.ts";
 import { askUntilAnswered, firstLine, sleep } from "../../../shared/async.ts";
 import { log } from "../../../shared/log.ts";
 import { minUnits } from "../../money.ts";
-import type { CreditLedger, CreditShort } from "../ledger/ledger.ts";
+import type { CreditLedger, CreditShort, LeaseSpendOutcome } from "../ledger/ledger.ts";
 
 // Calls paid from credit without a Payment-Identifier take their price from a lease: a slice of
 // the owner's balance this replica drew in one write. The price is taken in memory (no write
@@ -117,6 +117,16 @@ export class CreditLeases {
     if (lease.inflight > 0) return;
     if (lease.retiring) void this.close(lease);
     else lease.idle = setTimeout(() => this.retire(lease), LEASE_IDLE_MS).unref();
+  }
+
+  /**
+   * A call's recording came back: its price spent (recorded) or given back to the lease, and the
+   * lease retired when another replica wants it or it was closed under this one (the sweep took
+   * it): the next call opens another.
+   */
+  recorded(lease: Lease, price: bigint, { outcome, wanted }: { outcome: LeaseSpendOutcome; wanted: boolean }): void {
+    this.finish(lease, price, outcome === "recorded");
+    if (wanted || outcome === "closed") this.retire(lease);
   }
 
   /**

@@ -306,9 +306,7 @@ async function concludeLeased(
     }
     recorded = { outcome: "recorded", wanted: false };
   }
-  ctx.leases.finish(lease, spend.amount, recorded.outcome === "recorded");
-  // Wanted elsewhere, or closed under this replica (the sweep took it): the next call opens another.
-  if (recorded.wanted || recorded.outcome === "closed") ctx.leases.retire(lease);
+  ctx.leases.recorded(lease, spend.amount, recorded);
   if (recorded.outcome === "revoked") return { refused: creditTokenInvalid() };
   if (recorded.outcome === "closed") return { refused: creditGivenBack() };
   return { headers: creditHeaders(spend.id, balance) };
