@@ -107,8 +107,9 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
 fi
 [ "$run_checks" = on ] || exec vitest run "$@"
 
-# The checks beside the tests: on two cores their 15-20 CPU-s (tsc most of it) share the cores with
-# the CPU-bound tests instead of holding the run up for their 14.5 s one after another (2026-11-28).
+# The checks beside the tests: on two cores their 12 CPU-s (7 of them tsc, TypeScript 7 on one
+# thread: TypeScript 5.9 took 29, 2026-12-02) share the cores with the CPU-bound tests instead of
+# holding the run up one after another.
 # Their output is shown only for one that fails, at once; the tests are not stopped (their indexers
 # and devnets are stopped by the tests).
 checks_log=$(mktemp)
