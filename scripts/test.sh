@@ -85,6 +85,9 @@ fi
 # Every Node process of the run (vitest's workers, and the Ponder, anvil-launcher and tsx children the
 # tests start) keeps its compiled code here: each child starts faster than the one before it.
 export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$PWD/node_modules/.cache/node-compile}"
+# ... and loads the files of installed ES module packages without parsing their package.json's
+# `exports` again for each one (test/support/esm-scope-cache.mjs: about 0.5 s of every indexer's start).
+export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--import=\"$PWD/test/support/esm-scope-cache.mjs\""
 
 # The run's temporary files (PGlite clusters, IPFS blocks, devnet manifests, private Postgres
 # clusters, Chromium profiles) in memory when the machine has a tmpfs and TMPDIR is not set: PGlite
