@@ -110,7 +110,7 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
 fi
 [ "$run_checks" = on ] || exec vitest run "$@"
 
-# The checks beside the tests: on two cores their 12 CPU-s (7 of them tsc, TypeScript 7 on one
+# The checks beside the tests: on two cores their 13 CPU-s (8 of them tsc, TypeScript 7 on one
 # thread: TypeScript 5.9 took 29, 2026-12-02) share the cores with the CPU-bound tests instead of
 # holding the run up one after another.
 # Their output is shown only for one that fails, at once; the tests are not stopped (their indexers
