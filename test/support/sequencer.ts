@@ -61,10 +61,10 @@ export class LongestFirst extends BaseSequencer {
       return RECORDED_SECONDS[file] ?? (file.startsWith("test/db/") ? DEFAULT_DB_SECONDS : DEFAULT_SECONDS);
     };
     const order = new Map(files.map((spec) => [spec, seconds(spec)]));
-    const longestFirst = (specs: TestSpecification[]) => [...specs].sort((a, b) => order.get(b)! - order.get(a)!);
-    const long = longestFirst(files.filter((spec) => order.get(spec)! >= LONG_SECONDS));
+    const longestFirst = [...files].sort((a, b) => order.get(b)! - order.get(a)!);
+    const long = longestFirst.filter((spec) => order.get(spec)! >= LONG_SECONDS);
+    const rest = longestFirst.filter((spec) => order.get(spec)! < LONG_SECONDS);
     // The projects in the order their longest remaining file comes.
-    const rest = longestFirst(files.filter((spec) => order.get(spec)! < LONG_SECONDS));
     const projects = [...new Set(rest.map((spec) => spec.project.name))];
     return [...long, ...projects.flatMap((name) => rest.filter((spec) => spec.project.name === name))];
   }
