@@ -17,8 +17,12 @@ import type { Span } from "./support/timeline-reporter.ts";
 
 const SAMPLE_MS = 500;
 
-/** A process seen during the run: its command line, and its CPU (ms) when the run started and at its last sample. */
-type Seen = { comm: string; command: string; baseMs: number; cpuMs: number };
+/**
+ * A process seen during the run: its command line, its CPU (ms) when the run started and at its last
+ * sample, and when it was first and last seen (seconds into the run): the idle costs of a kind of
+ * process (timers, polling) scale with how long its processes live.
+ */
+type Seen = { comm: string; command: string; baseMs: number; cpuMs: number; firstS: number; lastS: number };
 
 /** What a process is, from its command line (a node process's comm is only "node" or "MainThread"). */
 function kindOf(comm: string, command: string): string {
@@ -70,10 +74,19 @@ const sample = (initial: boolean) => {
     const known = seen.get(p.pid);
     if (!known) {
       // Processes already running when the run starts count from there (Postgres, services).
-      seen.set(p.pid, { comm: p.comm, command: commandOf(p.pid), baseMs: initial ? p.cpuMs : 0, cpuMs: p.cpuMs });
+      const at = initial ? 0 : (performance.now() - started) / 1000;
+      seen.set(p.pid, {
+        comm: p.comm,
+        command: commandOf(p.pid),
+        baseMs: initial ? p.cpuMs : 0,
+        cpuMs: p.cpuMs,
+        firstS: at,
+        lastS: at,
+      });
       continue;
     }
     known.cpuMs = Math.max(known.cpuMs, p.cpuMs);
+    known.lastS = (performance.now() - started) / 1000;
     // A process that exec'd (`sh -c "... && exec node ..."`) is counted as what it became; an
     // exited one (a zombie: no command line any more) keeps the one it had.
     if (known.command === "" || known.comm !== p.comm) known.command = commandOf(p.pid) || known.command;
@@ -107,11 +120,13 @@ const machineS = (machine.busy - machine0.busy) / 1000;
 const stolen = (machine.stolen - machine0.stolen) / Math.max(1, machine.all - machine0.all);
 
 const kinds = new Map<string, number[]>();
+const lives = new Map<string, number>();
 for (const p of seen.values()) {
   const used = (p.cpuMs - p.baseMs) / 1000;
   if (used <= 0) continue;
   const kind = kindOf(p.comm, p.command);
   kinds.set(kind, [...(kinds.get(kind) ?? []), used]);
+  lives.set(kind, (lives.get(kind) ?? 0) + p.lastS - p.firstS);
 }
 const attributed = sum([...kinds.values()].flat());
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -124,7 +139,7 @@ for (const [kind, used] of [...kinds].sort((a, b) => sum(b[1]) - sum(a[1]))) {
   const total = sum(used);
   const share = `${((100 * total) / machineS).toFixed(0)}%`;
   const [mid, max] = [median(used), Math.max(...used)].map((s) => s.toFixed(1).padStart(5));
-  const each = `median ${mid} s  max ${max} s`;
+  const each = `median ${mid} s  max ${max} s  alive ${(lives.get(kind) ?? 0).toFixed(0)} s in all`;
   console.log(
     `    ${total.toFixed(0).padStart(6)} CPU-s ${share.padStart(4)}  ${String(used.length).padStart(5)} processes  ${each}  ${kind}`,
   );
