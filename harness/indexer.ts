@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
+import { ponderProcessEnv } from "../api/host/ponder-process.ts";
 import { type ServiceStoreLocation, serviceStoreLocation } from "../api/store/store.ts";
 import { devnetDatabaseUrl } from "../config/target.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
@@ -137,14 +138,14 @@ export async function startIndexer(
   const dataPort = env.DATA_PORT ? Number(env.DATA_PORT) : await freePort();
   const root = options.root ? ["--root", options.root] : [];
   const child = spawn("ponder", [options.command ?? "start", ...root, "--port", String(port), "--log-format", "json"], {
-    env: {
+    env: ponderProcessEnv({
       ...process.env,
       POLLING_INTERVAL_MS: "200",
       PONDER_LOG_LEVEL: "warn",
       DATA_HOST: "127.0.0.1",
       ...env,
       DATA_PORT: String(dataPort),
-    },
+    }),
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });

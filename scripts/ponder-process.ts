@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { ponderProcessEnv } from "../api/host/ponder-process.ts";
 import { StartupError } from "../config/errors.ts";
 import type { IndexTarget } from "../config/target.ts";
 import { killOnExit, signalChildGroups } from "../devnet/anvil.ts";
@@ -24,7 +25,7 @@ export async function runPonder(
     stdout?: (chunk: Buffer) => void;
   },
 ): Promise<number> {
-  const env = { ...process.env, ...options.env };
+  const env = ponderProcessEnv({ ...process.env, ...options.env });
   // A process group of its own, signalled by this launcher alone and killed whole, with whatever
   // ponder started. No stdin: ponder resets a terminal's mode as it exits, and a process outside
   // the terminal's foreground group that tries is stopped (SIGTTOU).

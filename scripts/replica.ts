@@ -9,7 +9,8 @@ import { ponderArgs } from "./ponder-command.ts";
 // schema it writes (`ponder serve` exits at once without it, so replicas may be started together
 // with the indexer), and prints the `ponder serve` command line (that schema, PORT, HOST:
 // scripts/ponder-command.ts). The npm script then execs ponder with it, so that the replica is
-// npm's own child and gets its signals.
+// npm's own child and gets its signals, preloading what every Ponder process of the service does
+// (api/host/ponder-process.ts).
 // On a problem: one line on stderr, exit 1.
 try {
   const env = readEnv();

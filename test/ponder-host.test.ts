@@ -1,7 +1,9 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { ViteNodeServer } from "vite-node/server";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../api/app.ts";
@@ -11,6 +13,7 @@ import {
   installedPonderVersion,
   PONDER_VERSION,
 } from "../api/host/ponder.ts";
+import { PONDER_PRELOAD, ponderProcessEnv } from "../api/host/ponder-process.ts";
 import { createLogger } from "../shared/log.ts";
 import { settingsOnlyCore } from "./support/paid-app.ts";
 
@@ -68,5 +71,28 @@ describe("the Ponder host", () => {
     const ponderIndex = join(ponder, "dist/esm/index.js");
     expect(await server.shouldExternalize(ponderIndex)).toBe(ponderIndex);
     expect(await server.shouldExternalize(join(process.cwd(), "api/app.ts"))).toBe(false);
+  });
+
+  // api/host/event-loop-monitor.mjs: Ponder's metrics sample the event loop's delay every millisecond.
+  it("keeps Ponder's metrics from waking its processes a thousand times a second: every Ponder process preloads what samples them every 10 ms", () => {
+    const metrics = pathToFileURL(join(installedPonderDirectory()!, "dist/esm/internal/metrics.js")).href;
+    // What Ponder makes at its start (bin/ponder.js), then half a second of nothing: how often the process woke.
+    const script = `
+      const { MetricsService } = await import(${JSON.stringify(metrics)});
+      new MetricsService();
+      const before = process.resourceUsage().voluntaryContextSwitches;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      console.log(process.resourceUsage().voluntaryContextSwitches - before);`;
+    const wakes = (env: NodeJS.ProcessEnv) =>
+      Number(execFileSync(process.execPath, ["--input-type=module", "-e", script], { env, encoding: "utf8" }));
+    // About 450 and 50 on this machine kind: the bounds leave room for a busy machine either way.
+    expect(wakes(process.env)).toBeGreaterThan(200);
+    expect(wakes(ponderProcessEnv(process.env))).toBeLessThan(100);
+    // npm run serve and dev:ponder exec ponder themselves: their scripts name the same module.
+    const scripts = (JSON.parse(readFileSync("package.json", "utf8")) as { scripts: Record<string, string> }).scripts;
+    const execPonder = Object.entries(scripts).filter(([, script]) => /\bexec ponder\b/.test(script));
+    expect(execPonder.map(([name]) => name).sort()).toEqual(["dev:ponder", "serve"]);
+    for (const [, script] of execPonder)
+      expect(script).toContain(`--import=./${relative(process.cwd(), fileURLToPath(PONDER_PRELOAD))}`);
   });
 });

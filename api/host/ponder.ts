@@ -37,6 +37,7 @@ const WHAT_TO_CHECK = [
   "globalThis.PONDER_COMMON (options.command, metrics) and PONDER_NAMESPACE_BUILD (schema) still exist",
   "its SIGTERM/SIGINT handlers are installed before the API module loads and close the server, then exit",
   "its build still reads vite.config.ts and runs src/ through vite-node 1.0.2's ViteNodeServer (api/host/ponder-build.ts)",
+  "its metrics still sample the event loop through perf_hooks.monitorEventLoopDelay, and how often (api/host/event-loop-monitor.mjs)",
 ];
 
 /** The directory of the `ponder` package this process resolves (its package.json is not exported, so not resolvable itself). */
