@@ -138,19 +138,25 @@ export async function startIndexer(
   const dataPort = env.DATA_PORT ? Number(env.DATA_PORT) : await freePort();
   const root = options.root ? ["--root", options.root] : [];
   const child = spawn("ponder", [options.command ?? "start", ...root, "--port", String(port), "--log-format", "json"], {
-    env: ponderProcessEnv({
-      ...process.env,
-      POLLING_INTERVAL_MS: "200",
-      PONDER_LOG_LEVEL: "warn",
-      DATA_HOST: "127.0.0.1",
-      ...env,
-      DATA_PORT: String(dataPort),
-    }),
+    env: ponderChildEnv({ POLLING_INTERVAL_MS: "200", ...env }, dataPort),
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
   return serving(child, port, dataPort);
 }
+
+/**
+ * The environment of a Ponder process the harness starts: warnings only, the data listener on
+ * 127.0.0.1:`dataPort`, `env` over those, and what every Ponder process of the service preloads.
+ */
+export const ponderChildEnv = (env: Record<string, string>, dataPort: number): NodeJS.ProcessEnv =>
+  ponderProcessEnv({
+    ...process.env,
+    PONDER_LOG_LEVEL: "warn",
+    DATA_HOST: "127.0.0.1",
+    ...env,
+    DATA_PORT: String(dataPort),
+  });
 
 /**
  * A process group serving the API on `port` and the data listener on `dataPort`: its output kept,

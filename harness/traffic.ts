@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { type Hex, zeroAddress } from "viem";
-import { ponderProcessEnv } from "../api/host/ponder-process.ts";
 import type { Manifest } from "../config/manifest.ts";
 import { killOnExit, stopProcessGroup } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { rpc } from "../devnet/rpc.ts";
+import { ponderChildEnv } from "./indexer.ts";
 import { signAuthorization, specHeader } from "./payments.ts";
 
 // What the load benchmarks (bench/realtime.ts, bench/soak.ts) share: API replicas, per-route
@@ -122,13 +122,7 @@ export async function startReplica(env: Record<string, string>, schema: string):
   const port = await freePort();
   const dataPort = await freePort();
   const child = spawn("ponder", ["serve", "--schema", schema, "--port", String(port), "--log-format", "json"], {
-    env: ponderProcessEnv({
-      ...process.env,
-      PONDER_LOG_LEVEL: "warn",
-      DATA_HOST: "127.0.0.1",
-      ...env,
-      DATA_PORT: String(dataPort),
-    }),
+    env: ponderChildEnv(env, dataPort),
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });
