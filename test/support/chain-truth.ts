@@ -1,5 +1,6 @@
 import { type Address, createPublicClient, http, parseAbiItem, zeroAddress } from "viem";
 import { devnetChain } from "../../devnet/chain.ts";
+import type { Query } from "../../harness/indexer.ts";
 import { monthOf } from "../../shared/month.ts";
 
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)");
@@ -196,6 +197,95 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
       .sort((a, b) => `${a.counterparty}${a.token}`.localeCompare(`${b.counterparty}${b.token}`)),
   };
 }
+
+/**
+ * Every row the index derives from Transfer logs, recomputed from the chain's logs alone: its tables
+ * (`transfer` without Ponder's event id, `flow`, `received`, `index_total`, `wallet_seen`) and its
+ * per-wallet views (`account`, `balance`, `account_month`, `counterparty`), each in one order
+ * (normalised rows, sorted), as `indexRows` reads them from a database.
+ */
+export function expectedIndex(transfers: ChainTransfer[]): IndexRows {
+  const flows = new Map<string, Record<string, string | bigint | number>>();
+  const received = new Map<string, bigint>();
+  const totals = new Map<string, { count: bigint; volume: bigint }>();
+  for (const t of transfers) {
+    const day = t.timestamp / 86_400n;
+    const key = `${t.from}:${t.to}:${t.token}:${day}`;
+    const flow = flows.get(key) ?? { from: t.from, to: t.to, token: t.token, day, month: monthOf(t.timestamp) };
+    flows.set(key, {
+      ...flow,
+      total: ((flow.total as bigint | undefined) ?? 0n) + t.value,
+      transfers: ((flow.transfers as number | undefined) ?? 0) + 1,
+      first_at: flow.first_at ?? t.timestamp,
+      last_at: t.timestamp,
+    });
+    received.set(t.to, (received.get(t.to) ?? 0n) + t.value);
+    const total = totals.get(`transfers:${t.token}`) ?? { count: 0n, volume: 0n };
+    totals.set(`transfers:${t.token}`, { count: total.count + 1n, volume: total.volume + t.value });
+  }
+  const wallets = [...new Set(transfers.flatMap((t) => [t.from, t.to]))].filter((w) => w !== zeroAddress);
+  totals.set("wallets", { count: BigInt(wallets.length), volume: 0n });
+  const perWallet = wallets.map((wallet) => expectedAggregates(wallet, transfers));
+  return sortedRows({
+    transfer: transfers.map((t) => ({
+      token: t.token,
+      from: t.from,
+      to: t.to,
+      value: t.value,
+      block_number: t.block,
+      timestamp: t.timestamp,
+      transaction_hash: t.txHash,
+      log_index: t.logIndex,
+    })),
+    flow: [...flows.values()],
+    received: [...received].map(([address, total]) => ({ address, total })),
+    index_total: [...totals].map(([key, { count, volume }]) => ({ key, count, volume })),
+    wallet_seen: wallets.map((address) => ({ address })),
+    account: perWallet.flatMap((a) => (a.account ? [a.account] : [])),
+    balance: perWallet.flatMap((a) => a.balances),
+    account_month: perWallet.flatMap((a) => a.months),
+    counterparty: perWallet.flatMap((a) => a.counterparties),
+  });
+}
+
+/** What `expectedIndex` recomputes, read from an index's database (every row of each relation). */
+export async function indexRows(query: Query): Promise<IndexRows> {
+  const read = async (relation: keyof IndexRows, columns = "*") => query(`select ${columns} from ${relation}`);
+  return sortedRows({
+    transfer: await read(
+      "transfer",
+      'token, "from", "to", value, block_number, timestamp, transaction_hash, log_index',
+    ),
+    flow: await read("flow"),
+    received: await read("received"),
+    index_total: await read("index_total"),
+    wallet_seen: await read("wallet_seen"),
+    account: await read("account"),
+    balance: await read("balance"),
+    account_month: await read("account_month"),
+    counterparty: await read("counterparty"),
+  });
+}
+
+type IndexRelation =
+  | "transfer"
+  | "flow"
+  | "received"
+  | "index_total"
+  | "wallet_seen"
+  | "account"
+  | "balance"
+  | "account_month"
+  | "counterparty";
+export type IndexRows = Record<IndexRelation, Record<string, string | null>[]>;
+
+const sortedRows = (relations: Record<IndexRelation, Record<string, unknown>[]>): IndexRows =>
+  Object.fromEntries(
+    Object.entries(relations).map(([relation, rows]) => [
+      relation,
+      normalise(rows).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    ]),
+  ) as IndexRows;
 
 /** Table rows normalised the same way (every value a string or null, keys sorted). */
 export function normalise(rows: Record<string, unknown>[]): Record<string, string | null>[] {
