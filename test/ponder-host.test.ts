@@ -1,7 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { ViteNodeServer } from "vite-node/server";
@@ -13,6 +14,7 @@ import {
   installedPonderVersion,
   PONDER_VERSION,
 } from "../api/host/ponder.ts";
+import { KEPT_TRANSFORMS, keepTransforms } from "../api/host/ponder-build.ts";
 import { PONDER_PRELOAD, ponderProcessEnv } from "../api/host/ponder-process.ts";
 import { createLogger } from "../shared/log.ts";
 import { settingsOnlyCore } from "./support/paid-app.ts";
@@ -71,6 +73,54 @@ describe("the Ponder host", () => {
     const ponderIndex = join(ponder, "dist/esm/index.js");
     expect(await server.shouldExternalize(ponderIndex)).toBe(ponderIndex);
     expect(await server.shouldExternalize(join(process.cwd(), "api/app.ts"))).toBe(false);
+  });
+
+  it("keeps what vite-node makes of our files between starts, and uses it only for the same bytes", async () => {
+    const ponder = installedPonderDirectory()!;
+    const viteDirectory = dirname(createRequire(join(ponder, "package.json")).resolve("vite/package.json"));
+    const vite = (await import(pathToFileURL(join(viteDirectory, "dist/node/index.js")).href)) as typeof import("vite");
+    keepTransforms();
+    const root = mkdtempSync(join(tmpdir(), "kept-transforms-"));
+    const file = join(root, "a.ts");
+    const kept = join(root, KEPT_TRANSFORMS);
+    // A Ponder start: a Vite server and a ViteNodeServer of its own, nothing of the last one in memory.
+    const start = async () => {
+      const server = await vite.createServer({
+        root,
+        configFile: false,
+        publicDir: false,
+        logLevel: "silent",
+        server: { hmr: false, watch: null },
+      });
+      try {
+        return (await new ViteNodeServer(server as never).fetchModule(file, "ssr")).code ?? "";
+      } finally {
+        await server.close();
+      }
+    };
+    try {
+      writeFileSync(file, "export const x: number = 1;\n");
+      const first = await start();
+      expect(first).toContain("x = 1");
+      expect(first).not.toContain(": number");
+      const [entry] = readdirSync(kept);
+      expect(readdirSync(kept)).toEqual([entry]);
+
+      // Kept: the next start takes it as it is (marked here to tell it from a new transform).
+      const keptFile = join(kept, entry!);
+      const marked = JSON.parse(readFileSync(keptFile, "utf8"));
+      writeFileSync(keptFile, JSON.stringify({ ...marked, code: `${marked.code}\n// kept` }));
+      expect(await start()).toContain("// kept");
+
+      // The file changed: transformed again, and kept beside the other.
+      writeFileSync(file, "export const x: number = 2;\n");
+      const changed = await start();
+      expect(changed).toContain("x = 2");
+      expect(changed).not.toContain("// kept");
+      expect(readdirSync(kept)).toHaveLength(2);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   // api/host/event-loop-monitor.mjs: Ponder's metrics sample the event loop's delay every millisecond.

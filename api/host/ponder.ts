@@ -36,7 +36,7 @@ const WHAT_TO_CHECK = [
   "it still answers /health, /ready and /metrics itself before the app",
   "globalThis.PONDER_COMMON (options.command, metrics) and PONDER_NAMESPACE_BUILD (schema) still exist",
   "its SIGTERM/SIGINT handlers are installed before the API module loads and close the server, then exit",
-  "its build still reads vite.config.ts and runs src/ through vite-node 1.0.2's ViteNodeServer (api/host/ponder-build.ts)",
+  "its build still reads vite.config.ts and runs src/ through vite-node 1.0.2's ViteNodeServer, its shouldExternalize and _transformRequest as they were (api/host/ponder-build.ts)",
   "its metrics still sample the event loop through perf_hooks.monitorEventLoopDelay, and how often (api/host/event-loop-monitor.mjs)",
 ];
 
