@@ -205,20 +205,27 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
  * (normalised rows, sorted), as `indexRows` reads them from a database.
  */
 export function expectedIndex(transfers: ChainTransfer[]): IndexRows {
-  const flows = new Map<string, Record<string, string | bigint | number>>();
+  const flows = new Map<string, Flow>();
   const received = new Map<string, bigint>();
   const totals = new Map<string, { count: bigint; volume: bigint }>();
   for (const t of transfers) {
+    // The handler's key: (from, to, token, UTC day).
     const day = t.timestamp / 86_400n;
     const key = `${t.from}:${t.to}:${t.token}:${day}`;
-    const flow = flows.get(key) ?? { from: t.from, to: t.to, token: t.token, day, month: monthOf(t.timestamp) };
-    flows.set(key, {
-      ...flow,
-      total: ((flow.total as bigint | undefined) ?? 0n) + t.value,
-      transfers: ((flow.transfers as number | undefined) ?? 0) + 1,
-      first_at: flow.first_at ?? t.timestamp,
-      last_at: t.timestamp,
-    });
+    const flow = flows.get(key);
+    if (flow) Object.assign(flow, { total: flow.total + t.value, transfers: flow.transfers + 1, last_at: t.timestamp });
+    else
+      flows.set(key, {
+        from: t.from,
+        to: t.to,
+        token: t.token,
+        day,
+        month: monthOf(t.timestamp),
+        total: t.value,
+        transfers: 1,
+        first_at: t.timestamp,
+        last_at: t.timestamp,
+      });
     received.set(t.to, (received.get(t.to) ?? 0n) + t.value);
     const total = totals.get(`transfers:${t.token}`) ?? { count: 0n, volume: 0n };
     totals.set(`transfers:${t.token}`, { count: total.count + 1n, volume: total.volume + t.value });
@@ -277,13 +284,28 @@ type IndexRelation =
   | "balance"
   | "account_month"
   | "counterparty";
-export type IndexRows = Record<IndexRelation, Record<string, string | null>[]>;
+type IndexRows = Record<IndexRelation, Record<string, string | null>[]>;
+type Flow = {
+  from: string;
+  to: string;
+  token: string;
+  day: bigint;
+  month: string;
+  total: bigint;
+  transfers: number;
+  first_at: bigint;
+  last_at: bigint;
+};
 
+/** Each relation's rows normalised and in one order (by their JSON), whatever order they came in. */
 const sortedRows = (relations: Record<IndexRelation, Record<string, unknown>[]>): IndexRows =>
   Object.fromEntries(
     Object.entries(relations).map(([relation, rows]) => [
       relation,
-      normalise(rows).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+      normalise(rows)
+        .map((row) => [JSON.stringify(row), row] as const)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([, row]) => row),
     ]),
   ) as IndexRows;
 
