@@ -12,6 +12,8 @@ import {
   chainTransfers,
   expectedAggregates,
   normalise,
+  TRANSFER_COLUMNS,
+  transferRow,
 } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -63,7 +65,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
         await query<{ n: string; total: string }>("select count(*) as n, sum(value) as total from transfer")
       )[0]!,
       sampleTransfers: await query(
-        `select token, "from", "to", value, block_number, timestamp, transaction_hash, log_index from transfer where "from" in (${list(wallets.slice(0, 12))}) or "to" in (${list(wallets.slice(0, 12))}) order by block_number, log_index`,
+        `select ${TRANSFER_COLUMNS} from transfer where "from" in (${list(wallets.slice(0, 12))}) or "to" in (${list(wallets.slice(0, 12))}) order by block_number, log_index`,
       ),
       accounts: await query(`select * from account where address in (${list(wallets)})`),
       balances: await query(`select * from balance where address in (${list(wallets)}) order by address, token`),
@@ -98,18 +100,7 @@ describe(`aggregates match the chain (${testDatabase})`, () => {
   it("has the transfer rows of sampled wallets as the chain has them", () => {
     const sample = wallets.slice(0, 12);
     const rows = tables.sampleTransfers;
-    const expected = transfers
-      .filter((t) => sample.includes(t.from) || sample.includes(t.to))
-      .map((t) => ({
-        token: t.token,
-        from: t.from,
-        to: t.to,
-        value: t.value,
-        block_number: t.block,
-        timestamp: t.timestamp,
-        transaction_hash: t.txHash,
-        log_index: t.logIndex,
-      }));
+    const expected = transfers.filter((t) => sample.includes(t.from) || sample.includes(t.to)).map(transferRow);
     expect(normalise(rows)).toEqual(normalise(expected));
   });
 

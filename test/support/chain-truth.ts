@@ -198,6 +198,21 @@ export function expectedAggregates(wallet: string, transfers: ChainTransfer[]) {
   };
 }
 
+/** The `transfer` table's columns that the chain's log says (all but Ponder's event id), as SQL. */
+export const TRANSFER_COLUMNS = 'token, "from", "to", value, block_number, timestamp, transaction_hash, log_index';
+
+/** A transfer's row in the `transfer` table (TRANSFER_COLUMNS), as the chain's log has it. */
+export const transferRow = (t: ChainTransfer) => ({
+  token: t.token,
+  from: t.from,
+  to: t.to,
+  value: t.value,
+  block_number: t.block,
+  timestamp: t.timestamp,
+  transaction_hash: t.txHash,
+  log_index: t.logIndex,
+});
+
 /**
  * Every row the index derives from Transfer logs, recomputed from the chain's logs alone: its tables
  * (`transfer` without Ponder's event id, `flow`, `received`, `index_total`, `wallet_seen`) and its
@@ -234,16 +249,7 @@ export function expectedIndex(transfers: ChainTransfer[]): IndexRows {
   totals.set("wallets", { count: BigInt(wallets.length), volume: 0n });
   const perWallet = wallets.map((wallet) => expectedAggregates(wallet, transfers));
   return sortedRows({
-    transfer: transfers.map((t) => ({
-      token: t.token,
-      from: t.from,
-      to: t.to,
-      value: t.value,
-      block_number: t.block,
-      timestamp: t.timestamp,
-      transaction_hash: t.txHash,
-      log_index: t.logIndex,
-    })),
+    transfer: transfers.map(transferRow),
     flow: [...flows.values()],
     received: [...received].map(([address, total]) => ({ address, total })),
     index_total: [...totals].map(([key, { count, volume }]) => ({ key, count, volume })),
@@ -259,10 +265,7 @@ export function expectedIndex(transfers: ChainTransfer[]): IndexRows {
 export async function indexRows(query: Query): Promise<IndexRows> {
   const read = async (relation: keyof IndexRows, columns = "*") => query(`select ${columns} from ${relation}`);
   return sortedRows({
-    transfer: await read(
-      "transfer",
-      'token, "from", "to", value, block_number, timestamp, transaction_hash, log_index',
-    ),
+    transfer: await read("transfer", TRANSFER_COLUMNS),
     flow: await read("flow"),
     received: await read("received"),
     index_total: await read("index_total"),
