@@ -28,6 +28,7 @@ import { databaseSlot, startIndexer, waitForBlock } from "../harness/indexer.ts"
 import { devnetPaymentSettings, signAuthorization, specHeader } from "../harness/payments.ts";
 import { sleep } from "../shared/async.ts";
 import { createLogger } from "../shared/log.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 // One JSON line per request would drown the figures: warnings only.
 const quiet = createLogger({ level: "warn" });
@@ -467,7 +468,7 @@ try {
     const hash = await rpc<Hex>(manifest.rpcUrl, "eth_sendTransaction", [
       { from: manifest.deployer.address, to: treasury, value: "0x1" },
     ]);
-    await reporter.client.waitForTransactionReceipt({ hash, pollingInterval: 100 });
+    await waitForReceipt(reporter.client, { hash, pollingInterval: 100 });
     roundTrip.push(performance.now() - started);
   }
   log(`issuing ${ISSUANCES} passports, paid, one at a time (after 2 unmeasured)…`);

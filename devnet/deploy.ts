@@ -2,6 +2,7 @@ import type { Hex } from "viem";
 import type { Address } from "../config/addresses.ts";
 import { MULTICALL3 } from "../config/celo.ts";
 import { devStablecoinArtifact, multicall3Artifact, reputationReporterArtifact } from "../contracts/artifacts.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 import { devnetClients } from "./chain.ts";
 import { placeSanctionsOracle } from "./sanctions.ts";
 
@@ -24,7 +25,7 @@ export type Deployment = {
 export async function deployContracts(rpcUrl: string, deployerKey: Hex, reporterRole: Address): Promise<Deployment> {
   const { publicClient, walletClient } = devnetClients(rpcUrl, deployerKey);
   const deploy = async (hash: Hex) => {
-    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
     if (!receipt.contractAddress || receipt.status !== "success") throw new Error(`deployment ${hash} failed`);
     return { address: receipt.contractAddress.toLowerCase() as Address, block: Number(receipt.blockNumber) };
   };

@@ -3,6 +3,7 @@ import { sanctionsListAbi } from "../abis/SanctionsList.ts";
 import type { Address } from "../config/addresses.ts";
 import { SANCTIONS_ORACLE } from "../config/celo.ts";
 import { sanctionsListArtifact } from "../contracts/artifacts.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 import { devnetClients } from "./chain.ts";
 import type { PersonaTruth } from "./scenario/plan.ts";
 
@@ -21,7 +22,7 @@ export async function placeSanctionsOracle(rpcUrl: string, ownerKey: Hex): Promi
   const { publicClient, walletClient } = devnetClients(rpcUrl, ownerKey);
   const owner = walletClient.account.address.toLowerCase() as Address;
   const hash = await walletClient.deployContract({ ...sanctionsListArtifact });
-  const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
   if (!receipt.contractAddress || receipt.status !== "success")
     throw new Error(`SanctionsList deployment ${hash} failed`);
   const code = await publicClient.getCode({ address: receipt.contractAddress });
@@ -70,7 +71,7 @@ export async function listSanctionedPersonas(
       functionName,
       args: [addrs],
     });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
     if (receipt.status !== "success") throw new Error(`sanctions oracle: ${functionName} ${hash} reverted`);
     return Number(receipt.blockNumber);
   };

@@ -20,6 +20,7 @@ import type { PersonaTruth, PlannedTransfer } from "../devnet/scenario/plan.ts";
 import { Population } from "../devnet/scenario/population.ts";
 import { Random, usd } from "../devnet/scenario/random.ts";
 import { HistorySeeder } from "../devnet/seed.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 import { placeDevStablecoin } from "./place-dev-token.ts";
 
 export type CeloStandinOptions = {
@@ -114,7 +115,7 @@ export async function startCeloStandin(options: CeloStandinOptions = {}): Promis
 
     for (const token of Object.values(CELO_TOKENS)) await placeDevStablecoin(clients, token);
     // Celo has Multicall3 (the service settles batches through it): deploy it anywhere, move its code there.
-    const multicall = await clients.publicClient.waitForTransactionReceipt({
+    const multicall = await waitForReceipt(clients.publicClient, {
       hash: await clients.walletClient.deployContract(multicall3Artifact),
     });
     await clients.testClient.setCode({

@@ -11,6 +11,7 @@ import {
 import { devStablecoinAbi } from "../abis/DevStablecoin.ts";
 import type { TokenInfo } from "../config/celo.ts";
 import { devStablecoinArtifact } from "../contracts/artifacts.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 /**
  * DevStablecoin's fixed state (solc storageLayout): name 0, symbol 1, _version 2, totalSupply 3,
@@ -41,7 +42,7 @@ export async function placeDevStablecoin(
     account: walletClient.account!,
     chain: walletClient.chain,
   });
-  const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+  const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
   if (receipt.status !== "success" || !receipt.contractAddress)
     throw new Error(`template ${token.symbol} deployment ${hash} failed`);
   const template = receipt.contractAddress;

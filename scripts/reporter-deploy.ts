@@ -18,6 +18,7 @@ import { redactUrl } from "../config/redact.ts";
 import { probeChainId } from "../config/rpc-probe.ts";
 import { reputationReporterArtifact } from "../contracts/artifacts.ts";
 import { firstLine } from "../shared/async.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 /** How long the deployment's receipt is waited for (Celo makes a block a second). */
 const RECEIPT_TIMEOUT_MS = 180_000;
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
     `Deploying ReputationReporter on ${network} (chain ${CELO_CHAIN_ID}, ${at}) from ${deployer.address} (${formatEther(balance)} CELO)…`,
   );
   const hash = await client.deployContract({ ...reputationReporterArtifact, args: [reporter.address] });
-  const receipt = await client.waitForTransactionReceipt({ hash, timeout: RECEIPT_TIMEOUT_MS });
+  const receipt = await waitForReceipt(client, { hash, timeout: RECEIPT_TIMEOUT_MS });
   if (receipt.status !== "success" || !receipt.contractAddress)
     throw new StartupError(`The deployment ${hash} reverted (block ${receipt.blockNumber}).`);
   const address = receipt.contractAddress.toLowerCase();

@@ -23,6 +23,7 @@ import { SANCTIONS_ORACLE, type TokenInfo } from "../config/celo.ts";
 import { devnetChain } from "../devnet/chain.ts";
 import { type CeloStandin, startCeloStandin } from "../harness/celo-standin.ts";
 import { celoDomainSeparator } from "../harness/place-dev-token.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 // The stand-in for Celo mainnet, judged by the chain itself: what a client, a facilitator or an
 // indexer reads there must be what it would read on Celo.
@@ -71,7 +72,7 @@ async function settle(
     functionName: "transferWithAuthorization",
     args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signature],
   });
-  const receipt = await publicClient.waitForTransactionReceipt({ hash });
+  const receipt = await waitForReceipt(publicClient, { hash });
   expect(receipt.status).toBe("success");
 }
 

@@ -14,6 +14,7 @@ import { type Anvil, startAnvil } from "../devnet/anvil.ts";
 import { devnetClients } from "../devnet/chain.ts";
 import { freePort } from "../devnet/ports.ts";
 import { POSTGRES_URL } from "../harness/indexer.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 // Anvil's well-known dev accounts (public keys, never real funds): the parts they play here.
 const deployer = anvilDevAccount(0);
@@ -108,7 +109,7 @@ describe("npm run check:config: every problem of a configuration in one run", ()
     ]) {
       await publicClient.request({ method: "anvil_setCode" as never, params: [address, "0x00"] as never });
     }
-    const receipt = await publicClient.waitForTransactionReceipt({
+    const receipt = await waitForReceipt(publicClient, {
       hash: await walletClient.deployContract({ ...reputationReporterArtifact, args: [reporterKey.address] }),
       pollingInterval: 50,
     });

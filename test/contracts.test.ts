@@ -33,6 +33,7 @@ import { devStablecoinArtifact, reputationReporterArtifact } from "../contracts/
 import { compileContracts, REPO_ROOT } from "../contracts/compile.ts";
 import { type Anvil, startAnvil } from "../devnet/anvil.ts";
 import { placeSanctionsOracle } from "../devnet/sanctions.ts";
+import { waitForReceipt } from "../shared/receipt.ts";
 
 // ------------------------------------------------------------------ helpers
 
@@ -72,7 +73,7 @@ afterAll(async () => {
 
 /** Waits for a sent transaction and insists it succeeded. */
 async function mined(hash: Promise<Hex>): Promise<TransactionReceipt> {
-  const receipt = await pub.waitForTransactionReceipt({ hash: await hash });
+  const receipt = await waitForReceipt(pub, { hash: await hash });
   expect(receipt.status).toBe("success");
   return receipt;
 }

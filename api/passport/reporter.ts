@@ -16,6 +16,7 @@ import { readManifest } from "../../config/manifest.ts";
 import type { IndexTarget } from "../../config/target.ts";
 import { firstLine } from "../../shared/async.ts";
 import { log } from "../../shared/log.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 
 /** Where passports are published and which reporters verify reads: ours, and the original OnchainReporter. */
 export type ReporterSettings = {
@@ -190,7 +191,7 @@ export function createReporter(settings: ReporterSettings) {
       }
       let receipt: TransactionReceipt;
       try {
-        receipt = await client.waitForTransactionReceipt({
+        receipt = await waitForReceipt(client, {
           hash,
           timeout: PUBLISH_RECEIPT_WAIT_MS,
           pollingInterval: 100,
@@ -212,7 +213,7 @@ export function createReporter(settings: ReporterSettings) {
         functionName: "revokeReport",
         args: [reportId, reason],
       });
-      const receipt = await client.waitForTransactionReceipt({
+      const receipt = await waitForReceipt(client, {
         hash,
         timeout: PUBLISH_RECEIPT_WAIT_MS,
         pollingInterval: 100,
@@ -254,7 +255,7 @@ export function createReporter(settings: ReporterSettings) {
     revokeIfMined(hash: Hex, reportId: string, reason: string): void {
       void (async () => {
         try {
-          const receipt = await client.waitForTransactionReceipt({
+          const receipt = await waitForReceipt(client, {
             hash,
             timeout: 30 * 60_000,
             pollingInterval: 2_000,

@@ -5,6 +5,7 @@ import type { Address } from "../../config/addresses.ts";
 import { celoChain } from "../../config/celo.ts";
 import type { Manifest } from "../../config/manifest.ts";
 import { type Indexer, waitForBlock } from "../../harness/indexer.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 
 /**
  * `count` fresh payers, each sent `units` of USDT (1 USDT unless told) by the first lender, and indexed: many payers, as many
@@ -29,7 +30,7 @@ export async function fundedPayers(manifest: Manifest, indexer: Indexer, count: 
       functionName: "transfer",
       args: [payer.address, units],
     });
-  const funded = await createPublicClient({ transport: http(manifest.rpcUrl) }).waitForTransactionReceipt({
+  const funded = await waitForReceipt(createPublicClient({ transport: http(manifest.rpcUrl) }), {
     hash: lastFunding,
   });
   await waitForBlock(indexer, Number(funded.blockNumber), 120_000);

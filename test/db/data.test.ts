@@ -13,6 +13,7 @@ import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import * as schema from "../../ponder.schema.ts";
 import { ApiError } from "../../shared/errors.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -114,8 +115,7 @@ describe(`data interfaces (${testDatabase})`, () => {
           }),
         );
       await rpc(devnet.manifest.rpcUrl, "evm_mine", []);
-      for (const hash of hashes)
-        expect((await publicClient.waitForTransactionReceipt({ hash })).status).toBe("success");
+      for (const hash of hashes) expect((await waitForReceipt(publicClient, { hash })).status).toBe("success");
     } finally {
       await rpc(devnet.manifest.rpcUrl, "evm_setAutomine", [true]);
     }

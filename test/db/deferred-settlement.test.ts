@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { celoChain } from "../../config/celo.ts";
 import { rpc } from "../../devnet/rpc.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
 import { crashIndexer, type Indexer, startIndexer, testDatabase, waitFor, waitForBlock } from "../support/indexer.ts";
@@ -71,7 +72,7 @@ describe(`deferred settlement (${testDatabase})`, () => {
       functionName: "transfer",
       args: [address, units],
     });
-    const mined = await createPublicClient({ transport: http(rpcUrl) }).waitForTransactionReceipt({
+    const mined = await waitForReceipt(createPublicClient({ transport: http(rpcUrl) }), {
       hash,
       pollingInterval: 50,
     });

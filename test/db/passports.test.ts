@@ -19,6 +19,7 @@ import { reputationReporterArtifact } from "../../contracts/artifacts.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { artifactsDir } from "../support/artifacts.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -97,7 +98,7 @@ describe(`passports: report and verify (${testDatabase})`, () => {
     );
   };
   const send = async (client: ReturnType<typeof devnetClients>, hash: Promise<Hex>) => {
-    const receipt = await client.publicClient.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
+    const receipt = await waitForReceipt(client.publicClient, { hash: await hash, pollingInterval: 50 });
     expect(receipt.status).toBe("success");
     return receipt;
   };

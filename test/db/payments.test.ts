@@ -17,6 +17,7 @@ import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import { signalRoute } from "../../api/wallet/routes.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
 import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
@@ -126,7 +127,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
     });
     const direct = await signAuthorization(lender.privateKey, USDT, { to: treasury, value: 10_000n, nonce: usedNonce });
     const a = direct.authorization;
-    await chain().waitForTransactionReceipt({
+    await waitForReceipt(chain(), {
       hash: await wallet.writeContract({
         address: USDT.address,
         abi: devStablecoinAbi,
@@ -145,7 +146,7 @@ describe(`x402 payment guard (${testDatabase})`, () => {
       primaryType: "CancelAuthorization",
       message: { authorizer: lender.address, nonce: cancelledNonce },
     });
-    await chain().waitForTransactionReceipt({
+    await waitForReceipt(chain(), {
       hash: await wallet.writeContract({
         address: USDT.address,
         abi: devStablecoinAbi,

@@ -4,6 +4,7 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import { actorAddress } from "../../devnet/scenario/random.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { type ChainTransfer, chainTransfers, expectedAggregates, normalise } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -35,7 +36,7 @@ describe(`reorgs (${testDatabase})`, () => {
         entries.map((e) => e[2]),
       ],
     });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
     expect(receipt.status).toBe("success");
     return Number(receipt.blockNumber);
   };

@@ -13,6 +13,7 @@ import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { anvilDevAccount } from "../../devnet/accounts.ts";
 import { rpc as devnetRpc } from "../../devnet/rpc.ts";
 import { type PrivatePostgres, startPrivatePostgres } from "../../harness/private-postgres.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { startTestDevnet, type TestDevnet } from "../support/devnet.ts";
 import {
   type DatabaseSlot,
@@ -237,9 +238,12 @@ describe.runIf(testDatabase === "postgres")("API replicas on one Postgres", () =
         functionName: "transfer",
         args: [borrower, 5_000_000n],
       });
-      const { blockNumber } = await createPublicClient({
-        transport: http(devnet.manifest.rpcUrl),
-      }).waitForTransactionReceipt({ hash, pollingInterval: 50 });
+      const { blockNumber } = await waitForReceipt(
+        createPublicClient({
+          transport: http(devnet.manifest.rpcUrl),
+        }),
+        { hash, pollingInterval: 50 },
+      );
       const block = Number(blockNumber);
       await waitForBlock(indexer, block);
       const [c, d] = await screenOnBoth(borrower);

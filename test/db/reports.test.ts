@@ -2,6 +2,7 @@ import { parseEventLogs } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { reputationReporterAbi } from "../../abis/ReputationReporter.ts";
 import { devnetClients } from "../../devnet/chain.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { normalise } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -24,7 +25,7 @@ describe(`passport attestations (${testDatabase})`, () => {
       devnet.manifest.service.reporter.privateKey as Hex,
     );
     const send = async (hash: Promise<Hex>) => {
-      const receipt = await publicClient.waitForTransactionReceipt({ hash: await hash, pollingInterval: 50 });
+      const receipt = await waitForReceipt(publicClient, { hash: await hash, pollingInterval: 50 });
       expect(receipt.status).toBe("success");
       return Number(receipt.blockNumber);
     };

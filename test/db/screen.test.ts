@@ -13,6 +13,7 @@ import { devnetClients } from "../../devnet/chain.ts";
 import { freePort } from "../../devnet/ports.ts";
 import { rpc } from "../../devnet/rpc.ts";
 import type { ErrorBody } from "../../shared/errors.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { type ChainTransfer, chainListings, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { type IndexedDevnet, indexedDevnet } from "../support/harness.ts";
@@ -135,7 +136,7 @@ describe(`POST /api/lender/screen (${testDatabase})`, () => {
       functionName: "transfer",
       args: [fresh, 5_000_000n],
     });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    const receipt = await waitForReceipt(publicClient, { hash, pollingInterval: 50 });
     await waitForBlock(indexer, Number(receipt.blockNumber));
     const after = lenderScreenResultSchema.parse(await (await screen({ walletAddress: fresh })).json());
     expect(after.cached).toBe(false);
@@ -413,7 +414,7 @@ describe(`monitors: what the chain does to watched wallets, pushed as signed web
     const snapshot = await rpc<string>(manifest.rpcUrl, "evm_snapshot");
     const { publicClient, walletClient } = devnetClients(manifest.rpcUrl, lender.privateKey as Hex);
     const usdt = manifest.tokens.USDT.address;
-    await publicClient.waitForTransactionReceipt({
+    await waitForReceipt(publicClient, {
       hash: await walletClient.writeContract({
         address: usdt,
         abi: devStablecoinAbi,
@@ -424,7 +425,7 @@ describe(`monitors: what the chain does to watched wallets, pushed as signed web
     });
     const held = await tokenBalance(manifest.rpcUrl, usdt, salaried);
     const owner = devnetClients(manifest.rpcUrl, manifest.deployer.privateKey as Hex).walletClient;
-    const drained = await publicClient.waitForTransactionReceipt({
+    const drained = await waitForReceipt(publicClient, {
       hash: await owner.writeContract({
         address: usdt,
         abi: devStablecoinAbi,

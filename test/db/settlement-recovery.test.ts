@@ -14,6 +14,7 @@ import { payment } from "../../api/store/schema.ts";
 import { openServiceStore, type ServiceStore } from "../../api/store/store.ts";
 import type { PaymentSettings } from "../../config/payments.ts";
 import { devnetChain } from "../../devnet/chain.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import type { TestDevnet } from "../support/devnet.ts";
 import { startTestDevnet } from "../support/devnet.ts";
 import { type DatabaseSlot, databaseSlot, testDatabase } from "../support/indexer.ts";
@@ -210,7 +211,7 @@ describe(`settlement recovery (${testDatabase})`, () => {
       functionName: "transferWithAuthorization",
       args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signed.signature],
     });
-    await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: tx });
+    await waitForReceipt(createPublicClient({ transport: http(devnet.manifest.rpcUrl) }), { hash: tx });
     await store.db
       .update(payment)
       .set({ updatedAt: new Date(Date.now() - 5 * 60_000) })
@@ -259,7 +260,7 @@ describe(`settlement recovery (${testDatabase})`, () => {
       functionName: "transferWithAuthorization",
       args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, signed.signature],
     });
-    await createPublicClient({ transport: http(devnet.manifest.rpcUrl) }).waitForTransactionReceipt({ hash: tx });
+    await waitForReceipt(createPublicClient({ transport: http(devnet.manifest.rpcUrl) }), { hash: tx });
     await store.db
       .update(payment)
       .set({ updatedAt: new Date(Date.now() - 5 * 60_000) })

@@ -12,6 +12,7 @@ import { renderStatement } from "../../api/statement/make.ts";
 import { type StatementResult, statementResultSchema } from "../../api/statement/schema.ts";
 import { devnetClients } from "../../devnet/chain.ts";
 import { monthOf } from "../../shared/month.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import { artifactsDir } from "../support/artifacts.ts";
 import { type ChainTransfer, chainTransfers } from "../support/chain-truth.ts";
 import type { TestDevnet } from "../support/devnet.ts";
@@ -396,7 +397,7 @@ describe(`statements (${testDatabase})`, () => {
       functionName: "transfer",
       args: [wallet, 1_234_567n],
     });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    const receipt = await waitForReceipt(publicClient, { hash });
     await waitForBlock(indexer, Number(receipt.blockNumber));
     const res = await statement({ walletAddress: wallet, period: "12M" });
     expect(res.status, JSON.stringify(res.body)).toBe(200);

@@ -2,6 +2,7 @@ import { createPublicClient, createWalletClient, type Hex, http, parseAbiItem } 
 import { privateKeyToAccount } from "viem/accounts";
 import { devStablecoinAbi } from "../../abis/DevStablecoin.ts";
 import { devnetChain } from "../../devnet/chain.ts";
+import { waitForReceipt } from "../../shared/receipt.ts";
 import type { AuthorizationFields, Token } from "./payments.ts";
 
 // EIP-3009 on the devnet as a relayer and a payer do it: settling a signed authorization, and the
@@ -66,7 +67,7 @@ export async function cancelOnChain(
 }
 
 async function receiptBlock(rpcUrl: string, hash: Hex): Promise<bigint> {
-  const receipt = await createPublicClient({ transport: http(rpcUrl) }).waitForTransactionReceipt({ hash });
+  const receipt = await waitForReceipt(createPublicClient({ transport: http(rpcUrl) }), { hash });
   if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
   return receipt.blockNumber;
 }
