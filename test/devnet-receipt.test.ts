@@ -14,7 +14,9 @@ import { waitForReceipt } from "../shared/receipt.ts";
 // arrive then are dropped, and on an idle chain no other comes: the wait would last its timeout).
 describe("waiting for a receipt on an idle devnet", () => {
   let anvil: Anvil;
-  // In front of anvil: the block read of viem's replacement check (a block with its transactions) is slow.
+  // In front of anvil: the block read of viem's replacement check (a block with its transactions) is
+  // slow. Not test/support/rpc-proxy.ts: it passes requests one at a time, so holding that read would
+  // hold viem's block polling too, and the block that is dropped here would never be polled.
   const proxy = createServer(async (req, res) => {
     let body = "";
     for await (const chunk of req) body += chunk;

@@ -19,6 +19,14 @@ import { PONDER_PRELOAD, ponderProcessEnv } from "../api/host/ponder-process.ts"
 import { createLogger } from "../shared/log.ts";
 import { settingsOnlyCore } from "./support/paid-app.ts";
 
+/** The Vite that Ponder's build uses (the one its package resolves, which may not be vitest's). */
+async function ponderVite(): Promise<typeof import("vite")> {
+  const viteDirectory = dirname(
+    createRequire(join(installedPonderDirectory()!, "package.json")).resolve("vite/package.json"),
+  );
+  return import(pathToFileURL(join(viteDirectory, "dist/node/index.js")).href);
+}
+
 // What lives under Ponder is in api/host/ponder.ts, written for one Ponder version; the app itself has no side effects.
 describe("the Ponder host", () => {
   it("was written for the Ponder installed", () => {
@@ -60,8 +68,7 @@ describe("the Ponder host", () => {
   // api/host/ponder-build.ts: a Ponder start loads the libraries with Node, not through Vite.
   it("has Ponder's Vite read vite.config.ts, after which vite-node leaves library files to Node and still transforms ours", async () => {
     const ponder = installedPonderDirectory()!;
-    const viteDirectory = dirname(createRequire(join(ponder, "package.json")).resolve("vite/package.json"));
-    const vite = (await import(pathToFileURL(join(viteDirectory, "dist/node/index.js")).href)) as typeof import("vite");
+    const vite = await ponderVite();
     // The call Ponder's build makes (build/index.js), short of starting the server.
     const config = await vite.resolveConfig(
       { root: process.cwd(), publicDir: false, server: { hmr: false }, logLevel: "silent" },
@@ -76,9 +83,7 @@ describe("the Ponder host", () => {
   });
 
   it("keeps what vite-node makes of our files between starts, and uses it only for the same bytes", async () => {
-    const ponder = installedPonderDirectory()!;
-    const viteDirectory = dirname(createRequire(join(ponder, "package.json")).resolve("vite/package.json"));
-    const vite = (await import(pathToFileURL(join(viteDirectory, "dist/node/index.js")).href)) as typeof import("vite");
+    const vite = await ponderVite();
     keepTransforms();
     const root = mkdtempSync(join(tmpdir(), "kept-transforms-"));
     const file = join(root, "a.ts");

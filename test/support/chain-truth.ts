@@ -261,32 +261,29 @@ export function expectedIndex(transfers: ChainTransfer[]): IndexRows {
   });
 }
 
+/** The relations `expectedIndex` recomputes, in the order `indexRows` reads them. */
+const INDEX_RELATIONS = [
+  "transfer",
+  "flow",
+  "received",
+  "index_total",
+  "wallet_seen",
+  "account",
+  "balance",
+  "account_month",
+  "counterparty",
+] as const;
+type IndexRelation = (typeof INDEX_RELATIONS)[number];
+
 /** What `expectedIndex` recomputes, read from an index's database (every row of each relation). */
 export async function indexRows(query: Query): Promise<IndexRows> {
-  const read = async (relation: keyof IndexRows, columns = "*") => query(`select ${columns} from ${relation}`);
-  return sortedRows({
-    transfer: await read("transfer", TRANSFER_COLUMNS),
-    flow: await read("flow"),
-    received: await read("received"),
-    index_total: await read("index_total"),
-    wallet_seen: await read("wallet_seen"),
-    account: await read("account"),
-    balance: await read("balance"),
-    account_month: await read("account_month"),
-    counterparty: await read("counterparty"),
-  });
+  const read = async (relation: IndexRelation) =>
+    [relation, await query(`select ${relation === "transfer" ? TRANSFER_COLUMNS : "*"} from ${relation}`)] as const;
+  const relations = [];
+  for (const relation of INDEX_RELATIONS) relations.push(await read(relation));
+  return sortedRows(Object.fromEntries(relations) as Record<IndexRelation, Record<string, unknown>[]>);
 }
 
-type IndexRelation =
-  | "transfer"
-  | "flow"
-  | "received"
-  | "index_total"
-  | "wallet_seen"
-  | "account"
-  | "balance"
-  | "account_month"
-  | "counterparty";
 type IndexRows = Record<IndexRelation, Record<string, string | null>[]>;
 type Flow = {
   from: string;
