@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
+import type pg from "pg";
 import { createPublicClient, type Hex, http } from "viem";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { limitBody } from "../api/http/limits.ts";
@@ -250,15 +251,29 @@ try {
   const latency = async (app: App, pay: Pay, n: number) => {
     const paid: number[] = [];
     const unpaid: number[] = [];
-    for (let i = 0; i < n; i++) {
-      let t0 = performance.now();
-      await call(unpaidApp, i, "unpaid");
-      unpaid.push(performance.now() - t0);
-      t0 = performance.now();
-      await call(app, i, pay);
-      paid.push(performance.now() - t0);
+    const commits: number[] = [];
+    // A one-row insert committed on a connection of the store's own (into a temporary table),
+    // after each pair, under the same drift: the store's commit round trip, which a call that
+    // records its payment before its answer leaves cannot go below.
+    const probe = await (store.db as unknown as { $client: pg.Pool }).$client.connect();
+    try {
+      await probe.query("create temporary table commit_probe (at timestamptz)");
+      for (let i = 0; i < n; i++) {
+        let t0 = performance.now();
+        await call(unpaidApp, i, "unpaid");
+        unpaid.push(performance.now() - t0);
+        t0 = performance.now();
+        await call(app, i, pay);
+        paid.push(performance.now() - t0);
+        t0 = performance.now();
+        await probe.query("insert into commit_probe values (now())");
+        commits.push(performance.now() - t0);
+      }
+      await probe.query("drop table commit_probe");
+    } finally {
+      probe.release();
     }
-    return { paid, unpaid };
+    return { paid, unpaid, commits };
   };
   /** Bytes written to Postgres's log so far (the whole server's: nothing else runs on it meanwhile). */
   const walBytes = async () => {
@@ -319,6 +334,7 @@ try {
     mode: string;
     latency: number[];
     unpaidLatency: number[];
+    commits: number[];
     phases: Record<string, number[]>;
     rounds: Round[];
   }[] = [];
@@ -352,7 +368,7 @@ try {
     for (let i = 0; i < wallets.length; i++) await call(paidApp, i, pay);
     await throughput(paidApp, pay, warmCalls);
     phaseTimes = {};
-    const { paid: paidLatency, unpaid: unpaidLatency } = await latency(paidApp, pay, sequential);
+    const { paid: paidLatency, unpaid: unpaidLatency, commits } = await latency(paidApp, pay, sequential);
     const phases = phaseTimes;
     phaseTimes = undefined;
     const settledFirst = async () =>
@@ -396,7 +412,7 @@ try {
         openFor: deferredRows.map((r) => r.settledAt!.getTime() - r.createdAt.getTime()),
       });
     }
-    results.push({ mode, latency: paidLatency, unpaidLatency, phases, rounds: runs });
+    results.push({ mode, latency: paidLatency, unpaidLatency, commits, phases, rounds: runs });
     await settlement.stop();
   }
   // Every deferred row settled (or marked), and the treasury holds exactly what the ledger says.
@@ -466,6 +482,9 @@ try {
       `      Server-Timing p50: ${Object.entries(r.phases)
         .map(([name, xs]) => `${name} ${ms(pct(xs, 50))}`)
         .join(", ")}`,
+    );
+    console.log(
+      `      a one-row commit to the store meanwhile (the floor under recording the payment before the answer leaves): p50 ${ms(pct(r.commits, 50))}`,
     );
     if (r.openFor.length)
       console.log(
