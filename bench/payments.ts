@@ -6,7 +6,6 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
-import type pg from "pg";
 import { createPublicClient, type Hex, http } from "viem";
 import type { AppEnv } from "../api/http/app-env.ts";
 import { limitBody } from "../api/http/limits.ts";
@@ -252,10 +251,10 @@ try {
     const paid: number[] = [];
     const unpaid: number[] = [];
     const commits: number[] = [];
-    // A one-row insert committed on a connection of the store's own (into a temporary table),
-    // after each pair, under the same drift: the store's commit round trip, which a call that
+    // A one-row insert committed on a connection of its own to the same server (into a temporary
+    // table), after each pair, under the same drift: the commit round trip, which a call that
     // records its payment before its answer leaves cannot go below.
-    const probe = await (store.db as unknown as { $client: pg.Pool }).$client.connect();
+    const probe = await chain.pool.connect();
     try {
       await probe.query("create temporary table commit_probe (at timestamptz)");
       for (let i = 0; i < n; i++) {
@@ -484,7 +483,7 @@ try {
         .join(", ")}`,
     );
     console.log(
-      `      a one-row commit to the store meanwhile (the floor under recording the payment before the answer leaves): p50 ${ms(pct(r.commits, 50))}`,
+      `      a one-row commit on the same Postgres meanwhile (the floor under recording the payment before the answer leaves): p50 ${ms(pct(r.commits, 50))}`,
     );
     if (r.openFor.length)
       console.log(
