@@ -251,12 +251,13 @@ try {
     const paid: number[] = [];
     const unpaid: number[] = [];
     const commits: number[] = [];
-    // A one-row insert committed on a connection of its own to the same server (into a temporary
-    // table), after each pair, under the same drift: the commit round trip, which a call that
-    // records its payment before its answer leaves cannot go below.
+    // A one-row insert committed on a connection of its own to the same server, after each pair,
+    // under the same drift: the commit round trip, which a call that records its payment before
+    // its answer leaves cannot go below. Into a logged table: a temporary one writes no log, so its
+    // commit waits for no flush (0.19 ms against 0.38 on an idle machine).
     const probe = await chain.pool.connect();
     try {
-      await probe.query("create temporary table commit_probe (at timestamptz)");
+      await probe.query("create table if not exists commit_probe (at timestamptz)");
       for (let i = 0; i < n; i++) {
         let t0 = performance.now();
         await call(unpaidApp, i, "unpaid");

@@ -5,7 +5,7 @@ import { sql } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import { getTableConfig } from "drizzle-orm/pg-core";
 import { afterAll, describe, expect, it } from "vitest";
-import { EXPOSURE_TOTAL, OPEN_EXPOSURE } from "../../api/payments/ledger/sql/rules.ts";
+import { batchRows, EXPOSURE_TOTAL, OPEN_EXPOSURE } from "../../api/payments/ledger/sql/rules.ts";
 import { createSqlLedger } from "../../api/payments/ledger/sql/sql-ledger.ts";
 import { EXPOSURE_SLOTS, PAYMENT_STATUSES, payment, paymentExposure } from "../../api/store/schema.ts";
 import {
@@ -220,6 +220,45 @@ describe.runIf(testDatabase === "postgres")("payment ledger: what the exposure c
         sql`select pg_get_expr(indpred, indrelid) as predicate from pg_index where indexrelid = 'service.payment_status_updated'::regclass`,
       );
       expect(partial?.predicate).toBe("(status = ANY (ARRAY['pending'::text, 'settling'::text]))");
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe.runIf(testDatabase === "postgres")("payment ledger: writes of rows named by key (postgres)", () => {
+  it("look each row up by its primary key, even in a generic plan made on statistics that saw few rows open", async () => {
+    const store = await openServiceStore(await freshLocation());
+    try {
+      const fill = (status: string, prefix: string, n: number) => sql`
+        insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, valid_before, response_body)
+        select '0xa1', '0xpayer' || (i % 64), ${prefix} || i, 10000, 'POST /api/lender/screen', 'f', 's', 'spec', ${status}, true, 9999999999, '{}'
+        from generate_series(1, ${n}::int) as i`;
+      // Statistics taken while nothing was open; then a busy queue, each open row rewritten.
+      await store.db.execute(fill("settled", "0xs", 10_000));
+      await store.db.execute(sql`analyze ${payment}`);
+      await store.db.execute(fill("pending", "0xq", 600));
+      await store.db.execute(
+        sql`update ${payment} set status = 'settling', updated_at = now() where status = 'pending'`,
+      );
+      const plans = await store.db.transaction(async (tx) => {
+        await tx.execute(sql`set local plan_cache_mode = force_generic_plan`);
+        const explain = async (name: string, event: "settling" | "settled") => {
+          await tx.execute(sql`prepare ${sql.raw(name)}(text[], text[], text[]) as
+            update ${payment} set updated_at = now() from unnest($1::text[], $2::text[], $3::text[]) as v(token, payer, nonce)
+            where ${batchRows(event)}`);
+          const plan = await tx.execute(
+            sql`explain (format json) execute ${sql.raw(name)}('{0xa1}', '{0xpayer1}', '{0xq1}')`,
+          );
+          return JSON.stringify((plan as unknown as { rows: Row[] }).rows);
+        };
+        return [await explain("settling_batch", "settling"), await explain("settled_batch", "settled")];
+      });
+      for (const plan of plans) {
+        expect(plan).toContain("payment_pkey");
+        expect(plan).not.toContain("payment_open_payer");
+        expect(plan).not.toContain("payment_status_updated");
+      }
     } finally {
       await store.close();
     }

@@ -14,8 +14,8 @@ import {
   type SettlementRecord,
   type StoredAnswer,
 } from "../ledger.ts";
-import { guard, openAmounts, openRowsOf, openSums, openSumsOf, stillRead, target } from "./rules.ts";
-import { batch, byKey, byValues, keyColumns, paymentRowOf, type Store, statement } from "./statements.ts";
+import { batchRows, guard, openAmounts, openRowsOf, openSums, openSumsOf, stillRead, target } from "./rules.ts";
+import { batch, byKey, keyColumns, paymentRowOf, type Store, statement } from "./statements.ts";
 
 /** The columns that say whether a claim is deferred, and keep what the worker needs to submit it. */
 const deferral = (deferred: DeferredAuthorization | null) =>
@@ -94,7 +94,7 @@ const SETTLING = statement(sql`
     update ${payment} set status = ${sql.raw(`'${target("settling")}'`)}, transaction = v.transaction, settler = v.settler, settler_nonce = v.settler_nonce,
       response_status = coalesce(v.response_status, ${payment.responseStatus}), response_type = coalesce(v.response_type, ${payment.responseType}), response_body = coalesce(v.response_body, ${payment.responseBody}), updated_at = now()
     from ${SETTLINGS.from}
-    where ${byValues} and ${guard("settling")}
+    where ${batchRows("settling")}
     returning ${payment.token}, ${payment.payer}, ${payment.nonce}, ${payment.transaction}),
   recorded as (
     insert into ${settlementTransaction} (transaction, settler, settler_nonce, raw_transaction)
@@ -127,7 +127,7 @@ const SETTLEDS = batch<Settled>([
 const SETTLED = statement(sql`
   update ${payment} set status = ${sql.raw(`'${target("settled")}'`)}, transaction = v.transaction, failure = null, signature = null, settled_at = now(), updated_at = now()
   from ${SETTLEDS.from}
-  where ${byValues} and ${guard("settled")}`);
+  where ${batchRows("settled")}`);
 
 /** The answer columns of a write. */
 const answerOf = (answer: StoredAnswer) => ({

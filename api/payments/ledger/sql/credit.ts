@@ -13,7 +13,7 @@ import type {
   LeaseSpendOutcome,
   StoredAnswer,
 } from "../ledger.ts";
-import { batch, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
+import { batch, filterOnly, rowMapper, rowsOf, type Store, statement } from "./statements.ts";
 
 const spendRowOf = rowMapper(creditSpend);
 
@@ -149,7 +149,7 @@ const SPENT = statement(sql`
     update ${creditSpend} set status = ${sql.raw(`'${spendTarget("spent")}'`)}, response_status = live.response_status,
       response_type = live.response_type,
       response_body = case when ${creditSpend.paymentId} is null then null else live.response_body end, updated_at = now()
-    from live where ${creditSpend.id} = live.id and ${spendGuard("spent")}
+    from live where ${creditSpend.id} = live.id and ${filterOnly(spendGuard("spent"))}
     returning ${creditSpend.id})
   select v.id, case when v.id in (select id from done) then 'spent'
       when v.id in (select id from live) then 'released' else 'revoked' end as outcome

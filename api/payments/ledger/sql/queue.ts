@@ -4,8 +4,8 @@ import { coalesced } from "../../../store/coalesce.ts";
 import { payment } from "../../../store/schema.ts";
 import { fromStatuses } from "../../lifecycle.ts";
 import { type ExposureCaps, keyId, type PaymentKey, type SettlementQueue, type StoredAnswer } from "../ledger.ts";
-import { EXPOSURE_TOTAL, guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
-import { batch, byKey, byValues, keyColumns, paymentRowOf, rowsOf, type Store, statement } from "./statements.ts";
+import { batchRows, EXPOSURE_TOTAL, guard, OPEN_EXPOSURE, statusIn, stillRead, target } from "./rules.ts";
+import { batch, byKey, filterOnly, keyColumns, paymentRowOf, rowsOf, type Store, statement } from "./statements.ts";
 
 type Queued = { key: PaymentKey; answer: StoredAnswer; caps: ExposureCaps };
 const QUEUED = batch<Queued>([
@@ -18,7 +18,7 @@ const QUEUED = batch<Queued>([
 const QUEUE_ANSWERS = statement(sql`
   update ${payment} set status = ${sql.raw(`'${target("queued")}'`)}, response_status = v.response_status, response_type = v.response_type, response_body = v.response_body, updated_at = now()
   from ${QUEUED.from}
-  where ${byValues} and ${guard("queued")}
+  where ${batchRows("queued")}
     and (select coalesce(max(s), 0) <= ${QUEUED.param(1)}::numeric from (
           select sum(${payment.amount}) as s from ${payment} where (${OPEN_EXPOSURE}) and ${payment.payer} = any(${sql.raw(arrayParam(2, "text"))}) group by ${payment.payer}) as per_payer)
     and ${EXPOSURE_TOTAL} <= ${QUEUED.param(2)}::numeric
@@ -76,13 +76,17 @@ export function sqlSettlementQueue(store: Store): SettlementQueue {
      * whose sums run last sees both rows, so a cap is never passed; at worst both settle first.
      */
     queuedWithinCaps: (key, answer, caps) => queueAnswers({ key, answer, caps }),
-    /** FOR UPDATE SKIP LOCKED: two workers never take one row. The rows as taken, in the same statement. */
+    /**
+     * FOR UPDATE SKIP LOCKED: two workers never take one row. The rows as taken, in the same
+     * statement. The tokens are a filter only: every row has one of them, and a scan of the
+     * primary key by token (ANDed with the queue's index) read the whole ledger.
+     */
     async takeQueued(limit, tokens) {
       const rows = await (await store).execute(sql`
         update ${payment} set status = ${sql.raw(`'${target("taken")}'`)}, updated_at = now()
         where (token, payer, nonce) in (
           select token, payer, nonce from ${payment}
-          where ${statusIn(fromStatuses("taken"))} and ${inArray(payment.token, [...tokens])}
+          where ${statusIn(fromStatuses("taken"))} and ${filterOnly(inArray(payment.token, [...tokens]))}
           order by valid_before limit ${limit} for update skip locked)
         returning *`);
       return rowsOf<Record<string, unknown>>(rows).map(paymentRowOf);

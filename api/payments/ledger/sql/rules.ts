@@ -19,6 +19,7 @@ import {
   UNSETTLED,
 } from "../../lifecycle.ts";
 import type { OpenAmounts, TransactionRead } from "../ledger.ts";
+import { byValues, filterOnly } from "./statements.ts";
 
 /** Statuses as SQL literals: the planner matches them against the partial indexes' lists, and a prepared statement takes no parameter for them. */
 export const literals = (statuses: readonly PaymentStatus[]) => statuses.map((s) => `'${s}'`).join(", ");
@@ -51,6 +52,9 @@ export function guard(event: PaymentEvent, now = Date.now()): SQL {
   const status = statusIn(fromStatuses(event));
   return t.when ? sql`(${status} and ${CONDITION_SQL[t.when](now)})` : status;
 }
+
+/** The rows of a batch `v` (byValues) that `event` may write, looked up by their primary key (filterOnly). */
+export const batchRows = (event: PaymentEvent): SQL => sql`${byValues} and ${filterOnly(guard(event))}`;
 
 /** The status `event` writes (the table's `to`): an event that keeps the status writes none. */
 export function target(event: PaymentEvent): PaymentStatus {
