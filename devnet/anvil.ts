@@ -125,28 +125,48 @@ export function portIsFree(port: number): Promise<boolean> {
 }
 
 /**
- * Whether process `pid` holds the socket listening on `port` (Linux: the listening socket's inode
- * in /proc/net/tcp{,6} among the process's file descriptors). Undefined where /proc cannot tell.
+ * The inodes of the sockets listening on `port` (Linux: /proc/net/tcp{,6}, state LISTEN, any
+ * address). Undefined where /proc cannot tell.
+ */
+function listeningInodes(port: number): Set<string> | undefined {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  const inodes = new Set<string>();
+  let readable = false;
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = readFileSync(table, "utf8");
+      readable = true;
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && f[1]!.endsWith(`:${hexPort}`) && f[3] === "0A") inodes.add(f[9]!);
+    }
+  }
+  return readable ? inodes : undefined;
+}
+
+/**
+ * Whether a socket listens on `port`. Unlike portIsFree, not fooled by another process's outgoing
+ * connection that the kernel gave the port as its own local end once the listener had gone (a
+ * parallel test suite's long-lived connections: the port then stays unbindable). Where /proc
+ * cannot tell, whether the port cannot be bound.
+ */
+export async function isListening(port: number): Promise<boolean> {
+  const inodes = listeningInodes(port);
+  return inodes ? inodes.size > 0 : !(await portIsFree(port));
+}
+
+/**
+ * Whether process `pid` holds the socket listening on `port` (the listening socket's inode among
+ * the process's file descriptors). Undefined where /proc cannot tell.
  */
 function ownsListeningPort(pid: number, port: number): boolean | undefined {
   try {
-    const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
-    const inodes = new Set<string>();
-    let readable = false;
-    for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-      let text = "";
-      try {
-        text = readFileSync(table, "utf8");
-        readable = true;
-      } catch {
-        continue;
-      }
-      for (const line of text.split("\n").slice(1)) {
-        const f = line.trim().split(/\s+/);
-        if (f.length > 9 && f[1]!.endsWith(`:${hexPort}`) && f[3] === "0A") inodes.add(f[9]!);
-      }
-    }
-    if (!readable) return undefined; // no /proc (macOS): the port check before spawning and the chain id decide
+    const inodes = listeningInodes(port);
+    if (inodes === undefined) return undefined; // no /proc (macOS): the port check before spawning and the chain id decide
     if (inodes.size === 0) return false;
     for (const fd of readdirSync(`/proc/${pid}/fd`)) {
       try {

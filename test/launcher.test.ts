@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Anvil, chainIdAt, PortTakenError, portIsFree, startAnvil } from "../devnet/anvil.ts";
+import { type Anvil, chainIdAt, isListening, PortTakenError, startAnvil } from "../devnet/anvil.ts";
 import { freePort } from "../devnet/ports.ts";
 import { startTestDevnet, type TestDevnet } from "./support/devnet.ts";
 import type { Indexer } from "./support/indexer.ts";
@@ -139,13 +139,13 @@ async function expectAllGone(run: Run) {
   const started = Date.now();
   await Promise.race([run.exited, new Promise((r) => setTimeout(r, GONE_WAIT_MS))]);
   const pgid = run.child.pid!;
-  while (Date.now() - started < GONE_WAIT_MS && (groupMembers(pgid) || !(await portIsFree(run.devnetPort))))
+  while (Date.now() - started < GONE_WAIT_MS && (groupMembers(pgid) || (await isListening(run.devnetPort))))
     await new Promise((r) => setTimeout(r, 200));
   expect(run.child.exitCode !== null || run.child.signalCode !== null, "npm exited").toBe(true);
   expect(groupMembers(pgid), "processes left in npm start's group").toBe("");
   expect(await chainIdAt(`http://127.0.0.1:${run.devnetPort}`), "anvil still answers").toBeNull();
-  expect(await portIsFree(run.devnetPort), "devnet port freed").toBe(true);
-  expect(await portIsFree(run.apiPort), "API port freed").toBe(true);
+  expect(await isListening(run.devnetPort), "devnet port still listened on").toBe(false);
+  expect(await isListening(run.apiPort), "API port still listened on").toBe(false);
 }
 
 /**
@@ -306,7 +306,7 @@ describe("npm run indexer leaves nothing behind when ponder is stuck", () => {
     const left = async () =>
       groupMembers(npm) +
       groupMembers(ponder) +
-      (await Promise.all(ports.map(portIsFree))).map((free, i) => (free ? "" : ` port ${ports[i]}`)).join("");
+      (await Promise.all(ports.map(isListening))).map((listened, i) => (listened ? ` port ${ports[i]}` : "")).join("");
     while ((await left()) && Date.now() - signalledAt < GONE_WAIT_MS) await new Promise((r) => setTimeout(r, 200));
     expect(await left(), "left running or listening").toBe("");
   }
