@@ -193,16 +193,18 @@ describe(`service store migrations (${testDatabase})`, () => {
   );
 });
 
+/** `n` deferred payments in `status` over 64 payers, their nonces `prefix` and a number: a ledger's bulk, for the plans. */
+const fill = (status: string, prefix: string, n: number) => sql`
+  insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, valid_before, response_body)
+  select '0xa1', '0xpayer' || (i % 64), ${prefix} || i, 10000, 'POST /api/lender/screen', 'f', 's', 'spec', ${status}, true, 9999999999, '{}'
+  from generate_series(1, ${n}::int) as i`;
+
 describe.runIf(testDatabase === "postgres")("payment ledger: what the exposure caps read (postgres)", () => {
   it("sums the open deferred rows from their own index: no index of every status offers a scan of the rewrites' dead entries", async () => {
     const store = await openServiceStore(await freshLocation());
     try {
       // A ledger that has run a while: settled rows, a queue of open deferred ones, each open row
       // rewritten as a payment moves (its dead versions left for vacuum), statistics taken.
-      const fill = (status: string, prefix: string, n: number) => sql`
-        insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, valid_before, response_body)
-        select '0xa1', '0xpayer' || (i % 64), ${prefix} || i, 10000, 'POST /api/lender/screen', 'f', 's', 'spec', ${status}, true, 9999999999, '{}'
-        from generate_series(1, ${n}::int) as i`;
       await store.db.execute(fill("settled", "0xs", 10_000));
       await store.db.execute(fill("pending", "0xq", 600));
       await store.db.execute(sql`update ${payment} set status = 'queued' where status = 'pending'`);
@@ -230,10 +232,6 @@ describe.runIf(testDatabase === "postgres")("payment ledger: writes of rows name
   it("look each row up by its primary key, even in a generic plan made on statistics that saw few rows open", async () => {
     const store = await openServiceStore(await freshLocation());
     try {
-      const fill = (status: string, prefix: string, n: number) => sql`
-        insert into ${payment} (token, payer, nonce, amount, route, fingerprint, signature_hash, encoding, status, deferred, valid_before, response_body)
-        select '0xa1', '0xpayer' || (i % 64), ${prefix} || i, 10000, 'POST /api/lender/screen', 'f', 's', 'spec', ${status}, true, 9999999999, '{}'
-        from generate_series(1, ${n}::int) as i`;
       // Statistics taken while nothing was open; then a busy queue, each open row rewritten.
       await store.db.execute(fill("settled", "0xs", 10_000));
       await store.db.execute(sql`analyze ${payment}`);
