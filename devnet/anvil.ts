@@ -115,7 +115,7 @@ export async function chainIdAt(rpcUrl: string): Promise<number | null> {
 }
 
 /** Whether nothing listens on 127.0.0.1:`port` (we can bind it ourselves). */
-export function portIsFree(port: number): Promise<boolean> {
+function portIsFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.unref();
