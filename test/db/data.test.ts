@@ -71,11 +71,13 @@ describe(`data interfaces (${testDatabase})`, () => {
   beforeAll(async () => {
     env = await indexedDevnet({ wallets: 8, months: 12, seed: 43 });
     devnet = env.devnet;
-    // Low limits, so that a cross join is cut off within a second and a plain select hits the row cap.
+    // Low limits, so that a cross join is cut off within seconds and a plain select hits the row cap.
     indexer = await env.index({
       DATABASE_VIEWS_SCHEMA: viewsSchema(),
       DATA_HOST: "127.0.0.1",
-      DATA_QUERY_TIMEOUT_MS: "1000",
+      // Long enough for the test to see the cross join running on a loaded machine (with 1 s, a
+      // clean-clone CI run missed it and waited out its timeout).
+      DATA_QUERY_TIMEOUT_MS: "3000",
       DATA_QUERY_MAX_ROWS: String(MAX_ROWS),
     });
     await waitForBlock(indexer, devnet.manifest.headBlock);
@@ -296,11 +298,12 @@ describe(`data interfaces (${testDatabase})`, () => {
       const pending = query(cross).finally(() => (finished = true));
       // Once the listener's connection runs it, the public API answers from connections of its own.
       const running = `select 1 from pg_stat_activity where datname = current_database() and application_name = 'data_listener' and state = 'active' and query like 'fetch%'`;
-      await waitFor(
+      const seen = await waitFor(
         "the cross join to run",
-        async () => ((await client.query(running)).rowCount ? true : undefined),
+        async () => ((await client.query(running)).rowCount ? true : finished ? false : undefined),
         indexer,
       );
+      expect(seen, "the cross join seen running before it ended").toBe(true);
       expect((await fetch(`${indexer.url}/api/stats`)).status).toBe(200);
       expect(finished).toBe(false);
       expect(answer(await pending)).toEqual([400, "application/json", "query_timeout"]);
