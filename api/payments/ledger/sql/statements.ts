@@ -67,7 +67,7 @@ export function batch<T>(columns: readonly BatchColumn<T>[], ordinal = false) {
  * alive (in a probe, 2,460 buffers to write one row against 2; in bench:payments, 300 rows read
  * for one).
  */
-export const filterOnly = (condition: SQL | undefined): SQL => sql`(${condition}) is true`;
+export const filterOnly = (condition: SQL): SQL => sql`(${condition}) is true`;
 
 /** The row of each (token, payer, nonce) of a batch `v`: the statements that write many rows at once. */
 export const byValues = sql`${payment.token} = v.token and ${payment.payer} = v.payer and ${payment.nonce} = v.nonce`;
