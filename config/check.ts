@@ -162,7 +162,16 @@ async function checkPostgres(env: Env, timeoutMs: number): Promise<Finding[]> {
         message: `Postgres at ${at} is version ${probe.version}: ${MIN_POSTGRES_MAJOR} or newer is needed.`,
       },
     ];
-  return [{ level: "ok", check: "postgres", message: `${at}: PostgreSQL ${probe.version}` }];
+  const ok: Finding = { level: "ok", check: "postgres", message: `${at}: PostgreSQL ${probe.version}` };
+  if (probe.autovacuum) return [ok];
+  return [
+    ok,
+    {
+      level: "warn",
+      check: "postgres",
+      message: `autovacuum is off on Postgres at ${at}: the payment ledger's statistics are never refreshed, so its prepared writes keep the plans made while it was small and read more of it with every payment; turn autovacuum on, or ANALYZE the service schema on a schedule`,
+    },
+  ];
 }
 
 type ChainInput = { target: IndexTarget; payTo?: Address; settlement?: Settlement; reporter: ReporterSettings };

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import pg from "pg";
 import { createPublicClient, type Hex, http } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -87,8 +88,18 @@ describe("npm run check:config: every problem of a configuration in one run", ()
   let closedPort: number;
   /** A configuration for live Celo (an anvil at chain 42220 standing in) with nothing wrong. */
   let good: Record<string, string>;
+  /** The test server runs without autovacuum (CI's does: conf.d/90-ci.conf), asked directly: then every check of it warns so. */
+  let autovacuumOff: boolean;
+  const AUTOVACUUM_OFF =
+    /^autovacuum is off on Postgres at postgresql:\/\/postgres@127\.0\.0\.1:5432\/test: the payment ledger's statistics are never refreshed/;
+  /** A finding of the test server's own settings, not of the configuration under test. */
+  const ofTheServer = (f: Finding) => autovacuumOff && AUTOVACUUM_OFF.test(f.message);
 
   beforeAll(async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    const { rows } = await client.query<{ autovacuum: string }>("show autovacuum").finally(() => client.end());
+    autovacuumOff = rows[0]!.autovacuum !== "on";
     // Each process is registered for stopping the moment it exists: afterAll stops it whatever fails after.
     const started = (anvil: Anvil) => {
       stops.push(anvil.stop);
@@ -138,10 +149,10 @@ describe("npm run check:config: every problem of a configuration in one run", ()
   const at = (findings: Finding[], level: Finding["level"]) =>
     findings.filter((f) => f.level === level).map((f) => f.message);
 
-  it("a good configuration: every check ok, nothing to warn about", async () => {
+  it("a good configuration: every check ok, nothing to warn about but a server without autovacuum", async () => {
     const { findings, target } = await check(good);
     expect(at(findings, "error")).toEqual([]);
-    expect(at(findings, "warn")).toEqual([]);
+    expect(at(findings, "warn")).toEqual(autovacuumOff ? [expect.stringMatching(AUTOVACUUM_OFF)] : []);
     expect(findings.map((f) => f.check)).toEqual(
       expect.arrayContaining([
         "environment",
@@ -263,7 +274,7 @@ describe("npm run check:config: every problem of a configuration in one run", ()
 
   it.each(cases)("%s", async (_, broken, level, message) => {
     const { findings } = await check({ ...good, ...broken() });
-    const problems = findings.filter((f) => f.level !== "ok");
+    const problems = findings.filter((f) => f.level !== "ok" && !ofTheServer(f));
     expect(problems, JSON.stringify(problems, null, 1)).toHaveLength(1);
     expect(problems[0]!.level).toBe(level);
     expect(problems[0]!.message).toMatch(message);
@@ -316,7 +327,7 @@ describe("npm run check:config: every problem of a configuration in one run", ()
 
   it("all of them at once: one run lists every one", async () => {
     const { findings } = await check(allBroken());
-    const problems = findings.filter((f) => f.level !== "ok");
+    const problems = findings.filter((f) => f.level !== "ok" && !ofTheServer(f));
     expect(
       problems.map((p) => `${p.level} ${p.message}`),
       JSON.stringify(problems, null, 1),
@@ -351,7 +362,8 @@ describe("npm run check:config: every problem of a configuration in one run", ()
     const run = await runScript("scripts/check-config.ts", [], good);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.stdout).not.toMatch(/\berror\b/i);
-    expect(run.stdout).toMatch(/^Ready to start\.$/m);
+    expect(run.stdout).toMatch(autovacuumOff ? /^Ready to start \(1 warning\)\.$/m : /^Ready to start\.$/m);
+    if (autovacuumOff) expect(run.stdout).toMatch(/autovacuum is off on Postgres at /);
     expect(run.stdout).toMatch(new RegExp(`^  reporters +${CELO_ONCHAIN_REPORTER}, ${ours}$`, "m"));
     expect(run.stdout).not.toContain(relayer.privateKey.slice(2));
   });
