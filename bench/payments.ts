@@ -131,7 +131,6 @@ try {
   // Everything timed below reads what is indexed by now. The indexer stops here: in production it
   // runs beside the API, not on its two cores, where each settlement's block would cost it ~100 ms.
   await indexer.stop();
-  await asAutovacuum([chain.slot.schema, "service"]);
   /**
    * What autovacuum does on a server that has been up a while: statistics, the visibility map, dead
    * rows gone. This machine's Postgres runs without it (CI's conf.d). Without it, a prepared
@@ -145,6 +144,7 @@ try {
     );
     for (const { name } of rows) await chain.pool.query(`vacuum analyze ${name}`);
   }
+  await asAutovacuum([chain.slot.schema, "service"]);
   const sign = async (i: number) => {
     const payer = payers[i % payers.length]!;
     return {
