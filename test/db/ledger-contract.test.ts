@@ -163,6 +163,38 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     expect(await ledger.credit.balance(owner)).toBe(60_000n);
   });
 
+  it("opens a lease behind a close that gives units back to the same lot: the opening waits for it, then draws what it gave back", async () => {
+    const { db, ledger } = await emptyCredit();
+    const owner = "0x00000000000000000000000000000000000000bb" as Address;
+    await settledCredit(ledger, { token: USDT, payer: owner, nonce: "0x01" }, 50_000n);
+    expect(await ledger.credit.openLease({ id: "A", owner, want: 30_000n, least: 10_000n })).toHaveProperty("leased");
+    await ledger.credit.recordSpend({
+      id: "call",
+      lease: "A",
+      owner,
+      tokenHash: null,
+      route: "POST /api/lender/screen",
+      subject: null,
+      fingerprint: "f",
+      amount: 10_000n,
+      answer: { status: 200, type: "application/json", body: "{}" },
+    });
+    // A closes on another connection (the lot locked, 20,000 back to it: 40,000), committed 300 ms
+    // after B's opening began: the opening saw the lot at 20,000, then waited for it.
+    let opening: ReturnType<Ledger["credit"]["openLease"]> | undefined;
+    const back = await db.transaction(async (tx) => {
+      const closed = await createSqlLedger(tx as unknown as typeof db).credit.closeLease("A");
+      opening = ledger.credit.openLease({ id: "B", owner, want: 30_000n, least: 10_000n });
+      await sleep(300);
+      return closed;
+    });
+    expect(back).toBe(20_000n);
+    expect(await opening, "30,000 drawn from the 40,000 the close left").toMatchObject({ leased: { amount: 30_000n } });
+    const [lot] = await db.select({ remaining: creditLot.remaining }).from(creditLot);
+    expect(lot!.remaining).toBe("10000");
+    expect(await ledger.credit.balance(owner), "all but the call recorded").toBe(40_000n);
+  });
+
   it("undoes a refused call's recording that commits while the undo runs: the undo waits for the lease, then finds it", async () => {
     const owner = "0x00000000000000000000000000000000000000dd" as Address;
     // The recording is under way on a connection the service lost.

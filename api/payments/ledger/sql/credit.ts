@@ -77,16 +77,22 @@ const lockedLots = (owner: SQL, from: SQL = sql``) => sql`
   ranked as (select *, sum(remaining) over (order by expires_at, nonce) as upto from locked),
   total as (select coalesce(sum(remaining), 0) as balance from locked)`;
 
-/** The CTE `draw`: what each locked lot gives of `amount`, soonest to expire first (none when `amount` is null). */
+/** The CTE `draw`: what each locked lot gives of `amount`, soonest to expire first (none when `amount` is null), and what the lot held when locked. */
 const drawn = (amount: SQL) => sql`
   draw as (
-    select token, payer, nonce, least(remaining, ${amount} - (upto - remaining)) as amount
+    select token, payer, nonce, remaining as held, least(remaining, ${amount} - (upto - remaining)) as amount
     from ranked where upto - remaining < ${amount})`;
 
-/** The CTE `debit`: the lots give what `draw` says, only if the statement's insert (`ins`) made its row. */
+/**
+ * The CTE `debit`: the lots give what `draw` says, only if the statement's insert (`ins`) made its
+ * row. The new remainder is what the lot held when `locked` took it (the latest version, locked
+ * until commit), not `l.remaining`: Postgres checks the row's constraint (remaining >= 0) on the
+ * version this statement's snapshot saw before it finds the newer one, so a close that gave units
+ * back while the lot was being locked made an opening that drew them fail (a 503 for a paid call).
+ */
 const DEBIT = sql`
   debit as (
-    update ${creditLot} l set remaining = l.remaining - draw.amount from draw
+    update ${creditLot} l set remaining = draw.held - draw.amount from draw
     where l.token = draw.token and l.payer = draw.payer and l.nonce = draw.nonce and exists (select 1 from ins))`;
 
 /** What the owner's open leases have not spent (counted in its balance). */
