@@ -195,6 +195,49 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     expect(await ledger.credit.balance(owner), "all but the call recorded").toBe(40_000n);
   });
 
+  it("records calls behind an undo that lowered their lease's spent: the recording waits for it, then bumps what the undo left", async () => {
+    const { db, ledger } = await emptyCredit();
+    const owner = "0x00000000000000000000000000000000000000b1" as Address;
+    const other = "0x00000000000000000000000000000000000000b2" as Address;
+    const call = (id: string, lease: string, payer: Address) =>
+      ledger.credit.recordSpend({
+        id,
+        lease,
+        owner: payer,
+        tokenHash: null,
+        route: "POST /api/lender/screen",
+        subject: null,
+        fingerprint: "f",
+        amount: 10_000n,
+        answer: { status: 200, type: "application/json", body: "{}" },
+      });
+    for (const [payer, lease] of [
+      [owner, "L"],
+      [other, "X"],
+    ] as const) {
+      await settledCredit(ledger, { token: USDT, payer, nonce: lease === "L" ? "0x01" : "0x02" }, 50_000n);
+      await ledger.credit.openLease({ id: lease, owner: payer, want: 30_000n, least: 10_000n });
+    }
+    for (const id of ["a", "b", "c"]) await call(id, "L", owner); // L spent whole
+    // "a" undone on another connection (L locked, spent 20,000), committed 300 ms after two more
+    // calls of L began recording in one statement (behind one of X, alone): they saw L spent whole.
+    let recorded: Promise<unknown[]> | undefined;
+    const undone = await db.transaction(async (tx) => {
+      const voided = await createSqlLedger(tx as unknown as typeof db).credit.voidSpend("a", "L");
+      recorded = Promise.all([call("x", "X", other), call("d", "L", owner), call("e", "L", owner)]);
+      await sleep(300);
+      return voided;
+    });
+    expect(undone).toBe(true);
+    expect(await recorded, "d in the room the undo made, e past the lease").toMatchObject([
+      { outcome: "recorded" },
+      { outcome: "recorded" },
+      { outcome: "closed" },
+    ]);
+    expect(await ledger.credit.closeLease("L"), "spent whole again").toBe(0n);
+    expect(await ledger.credit.balance(owner), "b, c and d spent").toBe(20_000n);
+  });
+
   it("undoes a refused call's recording that commits while the undo runs: the undo waits for the lease, then finds it", async () => {
     const owner = "0x00000000000000000000000000000000000000dd" as Address;
     // The recording is under way on a connection the service lost.

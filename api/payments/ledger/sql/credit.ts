@@ -215,7 +215,8 @@ const insertSpends = (value: (column: string) => SQL, from: SQL) => sql`
  * recorded; the others are, in order, while their lease is open and they fit in it (as the memory
  * ledger records them one by one), and their leases are bumped (renewed). The leases are locked
  * first (in id order): a close waits for that lock, then gives back what the lease did not spend,
- * these calls counted.
+ * these calls counted. A lease's spent is bumped from what the lock read, as DEBIT writes a lot: an
+ * undo (voidSpend) committed meanwhile lowered it, and `l.spent` would fail the lease's check.
  */
 const RECORD = statement(sql`
   with v as (select * from ${RECORDS.from}),
@@ -229,7 +230,8 @@ const RECORD = statement(sql`
     where ${leaseTakes(sql`leases`, sql`live.upto`)}),
   per as (select lease, sum(amount) as amount from fit group by lease),
   bumped as (
-    update ${creditLease} l set spent = l.spent + per.amount, renewed_at = now() from per
+    update ${creditLease} l set spent = leases.spent + per.amount, renewed_at = now()
+    from per join leases on leases.id = per.lease
     where l.id = per.lease returning l.id, l.wanted),
   ins as (${insertSpends((column) => sql.raw(column), sql`fit`)})
   select case when v.id in (select id from ins) then 'recorded'
