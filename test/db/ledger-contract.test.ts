@@ -83,6 +83,19 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     await db.delete(payment);
     return { db, ledger: createSqlLedger(db) };
   };
+  /** A 10,000 call of `owner` answered and recorded from lease `lease`. */
+  const recordCall = (ledger: Ledger, id: string, lease: string, owner: Address) =>
+    ledger.credit.recordSpend({
+      id,
+      lease,
+      owner,
+      tokenHash: null,
+      route: "POST /api/lender/screen",
+      subject: null,
+      fingerprint: "f",
+      amount: 10_000n,
+      answer: { status: 200, type: "application/json", body: "{}" },
+    });
   /** Another connection to the store, ended after `fn`. */
   const onAnotherConnection = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
     const client = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
@@ -168,17 +181,7 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     const owner = "0x00000000000000000000000000000000000000bb" as Address;
     await settledCredit(ledger, { token: USDT, payer: owner, nonce: "0x01" }, 50_000n);
     expect(await ledger.credit.openLease({ id: "A", owner, want: 30_000n, least: 10_000n })).toHaveProperty("leased");
-    await ledger.credit.recordSpend({
-      id: "call",
-      lease: "A",
-      owner,
-      tokenHash: null,
-      route: "POST /api/lender/screen",
-      subject: null,
-      fingerprint: "f",
-      amount: 10_000n,
-      answer: { status: 200, type: "application/json", body: "{}" },
-    });
+    await recordCall(ledger, "call", "A", owner);
     // A closes on another connection (the lot locked, 20,000 back to it: 40,000), committed 300 ms
     // after B's opening began: the opening saw the lot at 20,000, then waited for it.
     let opening: ReturnType<Ledger["credit"]["openLease"]> | undefined;
@@ -199,18 +202,7 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     const { db, ledger } = await emptyCredit();
     const owner = "0x00000000000000000000000000000000000000b1" as Address;
     const other = "0x00000000000000000000000000000000000000b2" as Address;
-    const call = (id: string, lease: string, payer: Address) =>
-      ledger.credit.recordSpend({
-        id,
-        lease,
-        owner: payer,
-        tokenHash: null,
-        route: "POST /api/lender/screen",
-        subject: null,
-        fingerprint: "f",
-        amount: 10_000n,
-        answer: { status: 200, type: "application/json", body: "{}" },
-      });
+    const call = (id: string, lease: string, payer: Address) => recordCall(ledger, id, lease, payer);
     for (const [payer, lease] of [
       [owner, "L"],
       [other, "X"],
