@@ -96,6 +96,24 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
       amount: 10_000n,
       answer: { status: 200, type: "application/json", body: "{}" },
     });
+  /**
+   * `first` on a ledger of its own, in a transaction committed 300 ms after `then` began on another
+   * connection (waiting for the rows `first` locked): what each returned.
+   */
+  const committedWhile = async <T, U>(
+    db: ServiceStore["db"],
+    first: (ledger: Ledger) => Promise<T>,
+    then: () => Promise<U>,
+  ): Promise<[T, U]> => {
+    let started: Promise<U> | undefined;
+    const done = await db.transaction(async (tx) => {
+      const result = await first(createSqlLedger(tx as unknown as typeof db));
+      started = then();
+      await sleep(300);
+      return result;
+    });
+    return [done, await started!];
+  };
   /** Another connection to the store, ended after `fn`. */
   const onAnotherConnection = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
     const client = new pg.Client({ connectionString: (slot.store as { connectionString: string }).connectionString });
@@ -184,15 +202,13 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     await recordCall(ledger, "call", "A", owner);
     // A closes on another connection (the lot locked, 20,000 back to it: 40,000), committed 300 ms
     // after B's opening began: the opening saw the lot at 20,000, then waited for it.
-    let opening: ReturnType<Ledger["credit"]["openLease"]> | undefined;
-    const back = await db.transaction(async (tx) => {
-      const closed = await createSqlLedger(tx as unknown as typeof db).credit.closeLease("A");
-      opening = ledger.credit.openLease({ id: "B", owner, want: 30_000n, least: 10_000n });
-      await sleep(300);
-      return closed;
-    });
+    const [back, opening] = await committedWhile(
+      db,
+      (onTx) => onTx.credit.closeLease("A"),
+      () => ledger.credit.openLease({ id: "B", owner, want: 30_000n, least: 10_000n }),
+    );
     expect(back).toBe(20_000n);
-    expect(await opening, "30,000 drawn from the 40,000 the close left").toMatchObject({ leased: { amount: 30_000n } });
+    expect(opening, "30,000 drawn from the 40,000 the close left").toMatchObject({ leased: { amount: 30_000n } });
     const [lot] = await db.select({ remaining: creditLot.remaining }).from(creditLot);
     expect(lot!.remaining).toBe("10000");
     expect(await ledger.credit.balance(owner), "all but the call recorded").toBe(40_000n);
@@ -202,7 +218,6 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
     const { db, ledger } = await emptyCredit();
     const owner = "0x00000000000000000000000000000000000000b1" as Address;
     const other = "0x00000000000000000000000000000000000000b2" as Address;
-    const call = (id: string, lease: string, payer: Address) => recordCall(ledger, id, lease, payer);
     for (const [payer, lease] of [
       [owner, "L"],
       [other, "X"],
@@ -210,18 +225,21 @@ describe.runIf(testDatabase === "postgres")("credit: row locks between connectio
       await settledCredit(ledger, { token: USDT, payer, nonce: lease === "L" ? "0x01" : "0x02" }, 50_000n);
       await ledger.credit.openLease({ id: lease, owner: payer, want: 30_000n, least: 10_000n });
     }
-    for (const id of ["a", "b", "c"]) await call(id, "L", owner); // L spent whole
+    for (const id of ["a", "b", "c"]) await recordCall(ledger, id, "L", owner); // L spent whole
     // "a" undone on another connection (L locked, spent 20,000), committed 300 ms after two more
     // calls of L began recording in one statement (behind one of X, alone): they saw L spent whole.
-    let recorded: Promise<unknown[]> | undefined;
-    const undone = await db.transaction(async (tx) => {
-      const voided = await createSqlLedger(tx as unknown as typeof db).credit.voidSpend("a", "L");
-      recorded = Promise.all([call("x", "X", other), call("d", "L", owner), call("e", "L", owner)]);
-      await sleep(300);
-      return voided;
-    });
+    const [undone, recorded] = await committedWhile(
+      db,
+      (onTx) => onTx.credit.voidSpend("a", "L"),
+      () =>
+        Promise.all([
+          recordCall(ledger, "x", "X", other),
+          recordCall(ledger, "d", "L", owner),
+          recordCall(ledger, "e", "L", owner),
+        ]),
+    );
     expect(undone).toBe(true);
-    expect(await recorded, "d in the room the undo made, e past the lease").toMatchObject([
+    expect(recorded, "d in the room the undo made, e past the lease").toMatchObject([
       { outcome: "recorded" },
       { outcome: "recorded" },
       { outcome: "closed" },
