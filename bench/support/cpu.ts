@@ -3,8 +3,11 @@ import { readdirSync, readFileSync } from "node:fs";
 /** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on Linux). */
 const TICKS_PER_SECOND = 100;
 
-/** A process as /proc shows it: its pid, its command name, and the CPU time (ms) it has used so far. */
-export type ProcessTimes = { pid: number; comm: string; cpuMs: number };
+/**
+ * A process as /proc shows it: its pid, its parent's, its command name, the CPU time (ms) it has
+ * used so far, and that of its children that exited and were waited for (reapedMs).
+ */
+export type ProcessTimes = { pid: number; ppid: number; comm: string; cpuMs: number; reapedMs: number };
 
 /** Every process of this machine with its CPU time so far, from /proc (Linux; none elsewhere). */
 export function processTimes(): ProcessTimes[] {
@@ -22,22 +25,31 @@ export function processTimes(): ProcessTimes[] {
     } catch {
       continue; // it exited meanwhile
     }
-    // After "pid (comm) ", utime and stime are the 12th and 13th fields.
+    // After "pid (comm) ": ppid is the 2nd field; utime, stime, cutime and cstime the 12th to 15th.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ms = (a: number, b: number) => ((Number(fields[a]) + Number(fields[b])) * 1000) / TICKS_PER_SECOND;
     all.push({
       pid: Number(pid),
+      ppid: Number(fields[1]),
       comm: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
-      cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND,
+      cpuMs: ms(11, 12),
+      reapedMs: ms(13, 14),
     });
   }
   return all;
 }
 
-/** CPU time (ms) used so far by this machine's Postgres server processes. */
-const postgresCpuMs = (): number =>
-  processTimes()
-    .filter((p) => p.comm === "postgres")
-    .reduce((sum, p) => sum + p.cpuMs, 0);
+/**
+ * CPU time (ms) used so far by this machine's Postgres server processes, those that exited
+ * included: a backend whose connection closed during a run (a pool's idle one) leaves the live
+ * sum, and its time goes to its postmaster's children's (without it, a run's figure could come
+ * out below zero).
+ */
+export function postgresCpuMs(all = processTimes()): number {
+  const postgres = all.filter((p) => p.comm === "postgres");
+  const pids = new Set(postgres.map((p) => p.pid));
+  return postgres.reduce((sum, p) => sum + p.cpuMs + (pids.has(p.ppid) ? 0 : p.reapedMs), 0);
+}
 
 /**
  * CPU time (ms) all of this machine's cores have been busy so far, from /proc/stat (Linux; 0
