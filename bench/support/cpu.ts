@@ -45,8 +45,8 @@ export function processTimes(): ProcessTimes[] {
  * sum, and its time goes to its postmaster's children's (without it, a run's figure could come
  * out below zero).
  */
-export function postgresCpuMs(all = processTimes()): number {
-  const postgres = all.filter((p) => p.comm === "postgres");
+export function postgresCpuMs(): number {
+  const postgres = processTimes().filter((p) => p.comm === "postgres");
   const pids = new Set(postgres.map((p) => p.pid));
   return postgres.reduce((sum, p) => sum + p.cpuMs + (pids.has(p.ppid) ? 0 : p.reapedMs), 0);
 }
