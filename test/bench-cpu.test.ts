@@ -2,8 +2,7 @@ import { existsSync } from "node:fs";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { postgresCpuMs, processTimes } from "../bench/support/cpu.ts";
-import { POSTGRES_URL } from "../harness/indexer.ts";
-import { sleep } from "../shared/async.ts";
+import { POSTGRES_URL, waitFor } from "../harness/indexer.ts";
 
 // bench:payments prints Postgres's CPU per call from these figures: a backend that exits during a
 // run (a pool closing an idle connection) must not take its time with it. The server's processes
@@ -25,7 +24,12 @@ describe.runIf(existsSync("/proc/self/stat") && !process.env.TEST_POSTGRES_URL)(
     }
     expect(used).toBeGreaterThan(0);
     // Until the postmaster has reaped it: its time moves from the backend to the postmaster's children.
-    for (let i = 0; i < 100 && existsSync(`/proc/${backend}`); i++) await sleep(50);
+    await waitFor(
+      "the backend's exit",
+      async () => (existsSync(`/proc/${backend}`) ? undefined : true),
+      undefined,
+      5_000,
+    );
     expect(existsSync(`/proc/${backend}`)).toBe(false);
     expect(postgresCpuMs() - before).toBeGreaterThanOrEqual(used);
   });
